@@ -1,0 +1,69 @@
+// Shared helpers for rooflint's CUDA sources: dtype dispatch, fp32 conversion, 16-byte vectors.
+// Every launcher is extern "C", takes device pointers, long long sizes and the caller's stream,
+// and returns the cudaError_t of its launch (0 on success), which rooflint checks.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+// dtype codes passed from Python: 0 fp32, 1 fp16, 2 bf16 (rooflint.kernels.cuda_dtype).
+enum RooflintDtype { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// One 16-byte memory transaction's worth of elements: the widest load a thread can issue,
+// which keeps the number of memory instructions per byte at its minimum.
+template <typename T> struct Vec {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+template <typename T> struct alignas(16) AlignedVec : Vec<T> {};
+
+template <typename T>
+__device__ __forceinline__ AlignedVec<T> load_vec(const T* p) {
+  AlignedVec<T> out;
+  *reinterpret_cast<uint4*>(&out) = __ldg(reinterpret_cast<const uint4*>(p));
+  return out;
+}
+template <typename T>
+__device__ __forceinline__ void store_vec(T* p, const AlignedVec<T>& value) {
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&value);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Dispatch a templated launch on the runtime dtype code; unknown codes are an invalid value.
+#define ROOFLINT_DISPATCH(dtype_code, T, ...)                 \
+  switch (dtype_code) {                                     \
+    case kFloat32: { using T = float; __VA_ARGS__; break; }  \
+    case kFloat16: { using T = __half; __VA_ARGS__; break; } \
+    case kBFloat16: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
+    default: return static_cast<int>(cudaErrorInvalidValue); \
+  }
+
+// 16-byte vector paths need 16-byte aligned pointers; launchers refuse others rather than fault.
+static inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+static inline unsigned int blocks_for(long long work, int per_block, int max_blocks = 65535 * 16) {
+  long long blocks = (work + per_block - 1) / per_block;
+  if (blocks < 1) blocks = 1;
+  if (blocks > max_blocks) blocks = max_blocks;
+  return static_cast<unsigned int>(blocks);
+}

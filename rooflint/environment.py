@@ -1,0 +1,90 @@
+"""What every result row records about where and when it was measured."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import platform
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rooflint import __version__
+
+
+@dataclass(frozen=True)
+class Environment:
+    device_name: str
+    torch_version: str
+    triton_version: str
+    cuda_version: str
+    rooflint_version: str
+    git_commit: str
+
+
+@functools.cache
+def git_commit() -> str:
+    """rooflint's own commit when run from a checkout; 'unknown' from an installed wheel."""
+    here = Path(__file__).resolve().parent
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if result.returncode == 0:
+            dirty = subprocess.run(
+                ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
+            return result.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def triton_version() -> str:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return ""
+
+
+@functools.cache
+def collect(device: str) -> Environment:
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+    else:
+        name = platform.processor() or platform.machine() or "cpu"
+    return Environment(
+        device_name=name,
+        torch_version=torch.__version__,
+        triton_version=triton_version(),
+        cuda_version=torch.version.cuda or "",
+        rooflint_version=__version__,
+        git_commit=git_commit(),
+    )
+
+
+def gpu_clocks_mhz() -> tuple[float, float]:
+    """Current SM and memory clocks from nvidia-smi, NaN where they cannot be read."""
+    index = torch.cuda.current_device()
+    try:
+        result = subprocess.run(
+            ["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        sm, mem = (float(v) for v in result.stdout.strip().split(","))
+        return sm, mem
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return float("nan"), float("nan")
+
+
+def timestamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

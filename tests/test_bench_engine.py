@@ -1,0 +1,81 @@
+"""bench end to end on CPU: statuses, the CSV schema, rows kept through failures, plots and JUnit."""
+
+import csv
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflint.cli import app
+from rooflint.results import COLUMNS, ResultRow, ResultWriter
+
+FIXTURES = str(Path(__file__).parent / "fixtures")
+
+
+@pytest.fixture
+def toy_env(monkeypatch):
+    monkeypatch.setenv("ROOFLINT_FAMILY_MODULES", "toy_family")
+    monkeypatch.setenv("PYTHONPATH", FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.syspath_prepend(FIXTURES)
+
+
+def read_rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_failures_crashes_and_errors_become_rows_and_the_run_goes_on(toy_env, tmp_path):
+    result = CliRunner().invoke(
+        app, ["bench", "toy", "--device", "cpu", "--dtype", "fp32", "--out", str(tmp_path), "--junit", str(tmp_path / "j.xml")]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {row["variant"]: row for row in read_rows(tmp_path / "results.csv")}
+    assert rows["eager"]["status"] == "ok"
+    assert rows["wrong"]["status"] == "failed" and "exceeds tolerance" in rows["wrong"]["message"]
+    assert rows["raises"]["status"] == "error" and "planted build failure" in rows["raises"]["message"]
+    assert rows["crashes"]["status"] == "crashed" and "exit 7" in rows["crashes"]["message"]
+    assert rows["after_crash"]["status"] == "ok"
+    assert float(rows["after_crash"]["median_ms"]) > 0
+    # A failed variant carries its error but no timing: it can never be plotted as a point.
+    assert rows["wrong"]["median_ms"] in ("", "nan")
+    suites = ET.parse(tmp_path / "j.xml").getroot()
+    cases = {case.get("name").split("[")[0]: case for case in suites.iter("testcase")}
+    assert cases["wrong"].find("failure") is not None
+    assert cases["crashes"].find("error") is not None
+    assert cases["eager"].find("failure") is None and cases["eager"].find("error") is None
+
+
+def test_cpu_bench_writes_schema_plots_and_skips_gpu_variants(tmp_path):
+    result = CliRunner().invoke(
+        app, ["bench", "vector_add", "--device", "cpu", "--dtype", "fp32", "--variants", "eager,triton,cuda",
+              "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / "results.csv", newline="") as handle:
+        assert next(csv.reader(handle)) == COLUMNS
+    rows = {row["variant"]: row for row in read_rows(tmp_path / "results.csv")}
+    assert set(rows) == {"eager", "triton", "cuda"}
+    assert rows["triton"]["status"] == "skipped" and rows["triton"]["message"] == "needs a CUDA GPU"
+    assert rows["cuda"]["status"] == "skipped"
+    eager = rows["eager"]
+    assert eager["status"] == "ok" and eager["gpu"] == "cpu" and eager["ceiling_source"] == "measured"
+    assert eager["timing_mode"] == "cpu_wall" and int(eager["n_samples"]) >= 10
+    assert float(eager["p20_ms"]) <= float(eager["median_ms"]) <= float(eager["p80_ms"])
+    assert float(eager["ideal_bytes"]) == 3 * 4 * 1_000_003
+    assert abs(float(eager["achieved_gbps"]) - 12_000_036 / float(eager["median_ms"]) / 1e6) < 1e-6 * float(
+        eager["achieved_gbps"]
+    )
+    for name in ("roofline.png", "roofline.svg", "roofline.csv", "results.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    plotted = read_rows(tmp_path / "roofline.csv")
+    assert [p["label"] for p in plotted if p["point_kind"] == "measured"] == ["vector_add/eager fp32"]
+
+
+def test_rows_are_on_disk_before_the_run_ends(tmp_path):
+    writer = ResultWriter(tmp_path)
+    writer.append(ResultRow("f", "v", "eager", "fp32", "small", "n=1", "ok", median_ms=1.5))
+    on_disk = read_rows(tmp_path / "results.csv")  # the writer is still open: no close() yet
+    assert len(on_disk) == 1 and on_disk[0]["median_ms"] == "1.5"
+    writer.close()

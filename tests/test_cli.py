@@ -1,0 +1,108 @@
+"""The CLI: help, version, list, specs, roofline, and one clear line for every kind of bad input."""
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflint import __version__
+from rooflint.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_version_is_eager():
+    result = invoke("--version", "bench", "nonsense")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+@pytest.mark.parametrize("command", ["list", "specs", "bench", "roofline"])
+def test_every_command_has_help_with_examples(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert "rooflint" in result.output and "Example" in result.output
+
+
+def test_list_reports_what_runs_here():
+    result = invoke("list")
+    assert result.exit_code == 0
+    assert "vector_add" in result.output and "needs a CUDA GPU" in result.output
+
+
+def test_specs_table_and_one_gpu_with_sources():
+    table = invoke("specs")
+    assert table.exit_code == 0
+    for key in ("t4", "a100_40gb_sxm", "a100_80gb_sxm", "a100_80gb_pcie", "h100_sxm", "h100_pcie", "h200", "l4",
+                "l40s", "rtx_4090", "b200"):
+        assert key in table.output
+    one = invoke("specs", "h100")
+    assert one.exit_code == 0
+    assert "https://" in one.output and "halved from a with-sparsity figure" in one.output
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["specs", "gtx_480"], ["unknown GPU", "h100_sxm"]),
+        (["bench", "nonsense", "--device", "cpu"], ["unknown family", "vector_add"]),
+        (["bench", "vector_add", "--device", "cpu", "--dtype", "fp64"], ["unknown dtype", "bf16"]),
+        (["bench", "vector_add", "--device", "cpu", "--variants", "magic"], ["unknown variant", "triton"]),
+        (["bench", "vector_add", "--device", "cpu", "--size", "huge"], ["unknown size", "small"]),
+        (["bench", "vector_add", "--device", "cpu", "--size", "rows=5"], ["unknown size key", "n"]),
+        (["bench", "vector_add", "--device", "cpu", "--size", "n=-3"], ["positive int"]),
+        (["bench", "vector_add", "--device", "tpu"], ["unknown device", "cuda, cpu"]),
+        (["bench", "vector_add", "--device", "cuda"], ["no CUDA GPU"]),
+        (["roofline", "--gpu", "voodoo2"], ["unknown GPU"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, fragments):
+    assert_one_line_error(invoke(*args), *fragments)
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = invoke("bench", "vector_add", "--device", "cpu", "--variants", "eager", "--out", str(blocker / "out"))
+    assert_one_line_error(result, "cannot write to output directory")
+
+
+def test_malformed_results_file(tmp_path):
+    bad = tmp_path / "results.csv"
+    bad.write_text("this,is\nnot,rooflint\n")
+    assert_one_line_error(invoke("roofline", str(bad), "--gpu", "t4", "--out", str(tmp_path)), "not a rooflint results")
+    assert_one_line_error(invoke("roofline", str(tmp_path / "missing.csv"), "--gpu", "t4"), "does not exist")
+
+
+def test_roofline_without_results_predicts_every_family(tmp_path):
+    result = invoke("roofline", "--gpu", "t4", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    import csv
+
+    with open(tmp_path / "roofline-t4.csv", newline="") as handle:
+        points = [row for row in csv.DictReader(handle) if row["point_kind"] == "predicted"]
+    from rooflint.registry import family_names
+
+    assert {p["family"] for p in points} == set(family_names())
+    assert (tmp_path / "roofline-t4.png").stat().st_size > 0
+
+
+def test_spec_file_describes_an_unknown_gpu(tmp_path):
+    spec = tmp_path / "mygpu.toml"
+    spec.write_text('[mygpu]\nname = "My GPU"\nmemory_bandwidth_gbps = 500\ncuda_fp32_tflops = 10\n')
+    result = invoke("specs", "mygpu", "--spec-file", str(spec))
+    assert result.exit_code == 0 and "My GPU" in result.output
+    spec.write_text("[mygpu]\nname = 'x'\ncuda_fp32_tflops = 10\n")
+    assert_one_line_error(invoke("specs", "mygpu", "--spec-file", str(spec)), "needs memory_bandwidth_gbps")
+    spec.write_text("[mygpu\n")
+    assert_one_line_error(invoke("specs", "mygpu", "--spec-file", str(spec)), "not valid TOML")
