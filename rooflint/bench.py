@@ -16,6 +16,7 @@ import torch
 
 from rooflint.errors import UserError
 from rooflint.family import DTYPES, VARIANT_KINDS
+from rooflint.lint import lint_text
 from rooflint.registry import get_family, resolve_families
 from rooflint.results import CRASHED, ERROR, ResultRow, ResultWriter
 from rooflint.specs import GpuSpec, spec_to_dict
@@ -33,6 +34,7 @@ class BenchRequest:
     spec_file: str | None = None
     gpu: str | None = None
     cuda_graphs: bool = False
+    roof: str = "datasheet"  # or "measured": the ceilings `rooflint ceilings` stored for this GPU
 
 
 def plan(request: BenchRequest) -> list[Task]:
@@ -112,6 +114,7 @@ def run_worker(
             "spec_file": request.spec_file,
             "gpu": request.gpu,
             "cuda_graphs": request.cuda_graphs,
+            "roof": request.roof,
             "tasks": [dataclasses.asdict(t) for t in remaining],
         }
         with log_path.open("a") as log:
@@ -185,6 +188,7 @@ def run(request: BenchRequest, writer: ResultWriter, spec: GpuSpec | None, on_ro
     tasks = plan(request)
 
     def record(row: ResultRow) -> None:
+        row.lint = lint_text(row, spec)  # spec is None on CUDA: the row's recorded ceilings are used
         writer.append(row)
         on_row(row)
 

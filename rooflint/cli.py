@@ -24,7 +24,7 @@ app = typer.Typer(
 
 # Modules under rooflint/commands/ that each define register(app). Wrap each command function with
 # rooflint.cli_support.user_errors so bad input is one line and exit 2, under CliRunner too.
-COMMAND_MODULES: tuple[str, ...] = ("report", "compare", "merge", "lint")
+COMMAND_MODULES: tuple[str, ...] = ("report", "compare", "merge", "lint", "ceilings", "profile")
 
 
 def _version(value: bool) -> None:

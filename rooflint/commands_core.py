@@ -11,12 +11,13 @@ import typer
 from rich.table import Table
 
 from rooflint import bench as bench_engine
+from rooflint.ceilings import measured_overlay, roof_spec
 from rooflint.cli_support import console, err_console, output_dir, user_errors
 from rooflint.errors import UserError
 from rooflint.family import DTYPES
 from rooflint.plot import plot_roofline, points_from_results
 from rooflint.registry import family_names, get_family
-from rooflint.results import OK, ResultRow, ResultWriter, read_results, write_json
+from rooflint.results import OK, ResultRow, ResultWriter, read_results
 from rooflint.roofline import floor_seconds
 from rooflint.specs import all_specs, current_gpu_spec, get_spec
 from rooflint.worker import missing_requirement
@@ -171,7 +172,10 @@ def bench_command(
         list[str] | None, typer.Option("--variants", "-V", help="Variant names or kinds (repeat or comma-separate).")
     ] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="fp32, fp16, bf16 or all (default bf16).")] = None,
-    size: Annotated[str, typer.Option("--size", help="small, large, or key=value,... for a custom shape.")] = "small",
+    size: Annotated[
+        str | None,
+        typer.Option("--size", help="small, large, or key=value,... (default: large on a GPU, small on CPU)."),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for results.csv/json and roofline plots.")] = Path(
         "rooflint-out"
     ),
@@ -185,6 +189,12 @@ def bench_command(
         bool, typer.Option("--cuda-graphs", help="Time N calls captured in a CUDA graph (no launch gaps).")
     ] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write correctness checks as JUnit XML.")] = None,
+    roof: Annotated[
+        str,
+        typer.Option(
+            "--roof", help="Judge % of roof against 'datasheet' ceilings or those `rooflint ceilings` 'measured'."
+        ),
+    ] = "datasheet",
 ) -> None:
     """Check every variant against a float64 reference, time it honestly and place it on the roofline.
 
@@ -199,6 +209,8 @@ def bench_command(
     if dtypes == ["all"]:
         dtypes = list(DTYPES)
     device_name = bench_engine.resolve_device(device)
+    # large fills an H100 with 4x its L2; on a CPU it would take minutes per variant.
+    size = size or ("large" if device_name == "cuda" else "small")
     device_indices = _parse_devices(devices)
     request = bench_engine.BenchRequest(
         families=_split(families) or ["all"],
@@ -210,6 +222,7 @@ def bench_command(
         spec_file=str(spec_file) if spec_file else None,
         gpu=gpu,
         cuda_graphs=cuda_graphs,
+        roof=roof,
     )
     tasks = bench_engine.plan(request)
     output_dir(out)
@@ -221,7 +234,7 @@ def bench_command(
     else:
         if device_indices:
             torch.cuda.set_device(device_indices[0])
-        spec = current_gpu_spec(spec_file, gpu)
+        spec = roof_spec(current_gpu_spec(spec_file, gpu), roof)
     writer = ResultWriter(out)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -282,7 +295,7 @@ def _write_plots(rows: list[ResultRow], spec, out: Path) -> list[Path]:
         return []
     frame = pd.DataFrame([dataclasses.asdict(r) for r in rows])
     title = f"rooflint roofline: {spec.name}"
-    return plot_roofline(points_from_results(frame), spec, out / "roofline", title)
+    return plot_roofline(points_from_results(frame), spec, out / "roofline", title, measured_overlay(spec))
 
 
 def predicted_points(spec, spec_dtype: str = "bf16") -> pd.DataFrame:
@@ -320,6 +333,10 @@ def roofline_command(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU whose ceilings to draw (t4, h100, ...).")] = "h100_sxm",
     out: Annotated[Path, typer.Option("--out", help="Directory for roofline.png/.svg/.csv.")] = Path("rooflint-out"),
     spec_file: SpecFileOption = None,
+    ceilings: Annotated[
+        Path | None,
+        typer.Option("--ceilings", help="Directory of `rooflint ceilings` output to draw measured ceilings from."),
+    ] = None,
 ) -> None:
     """Draw a GPU's roofline with every point labelled.
 
@@ -327,7 +344,11 @@ def roofline_command(
     projected onto this one, and with no results each family's attainable point is predicted from its
     cost model; predicted points are hollow and marked "predicted" in the plot and the CSV.
 
-    Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm
+    Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are drawn dashed beside
+    the datasheet ones.
+
+    Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
+    rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
     """
     spec = get_spec(gpu, spec_file)
     output_dir(out)
@@ -345,7 +366,7 @@ def roofline_command(
 
             points = project(frame, spec)
             title = f"{spec.name}: projected from results measured on {', '.join(sorted(set(frame['gpu'])))}"
-    written = plot_roofline(points, spec, out / f"roofline-{spec.key}", title)
+    written = plot_roofline(points, spec, out / f"roofline-{spec.key}", title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))
 
 
@@ -354,6 +375,3 @@ def register(app: typer.Typer) -> None:
     app.command("specs")(specs_command)
     app.command("bench")(bench_command)
     app.command("roofline")(roofline_command)
-
-
-__all__ = ["register", "write_json"]

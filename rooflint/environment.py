@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -26,7 +27,10 @@ class Environment:
 
 @functools.cache
 def git_commit() -> str:
-    """rooflint's own commit when run from a checkout; 'unknown' from an installed wheel."""
+    """rooflint's own commit: ROOFLINT_GIT_COMMIT if set (a copied tree without .git, as on a
+    lent GPU box), else git in the checkout, else 'unknown' (an installed wheel)."""
+    if os.environ.get("ROOFLINT_GIT_COMMIT"):
+        return os.environ["ROOFLINT_GIT_COMMIT"]
     here = Path(__file__).resolve().parent
     try:
         result = subprocess.run(
@@ -73,6 +77,9 @@ def collect(device: str) -> Environment:
 def gpu_clocks_mhz() -> tuple[float, float]:
     """Current SM and memory clocks from nvidia-smi, NaN where they cannot be read."""
     index = torch.cuda.current_device()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    if index < len(visible) and visible[index].strip().isdigit():
+        index = int(visible[index])  # nvidia-smi numbers GPUs without CUDA_VISIBLE_DEVICES' remapping
     try:
         result = subprocess.run(
             ["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader,nounits"],

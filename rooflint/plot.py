@@ -63,7 +63,8 @@ def plot_roofline(
     ``extra_ceilings`` adds other ceiling sets (e.g. measured ones) drawn dashed and labelled.
     Returns the files written: .png, .svg and .csv.
     """
-    points = points.reindex(columns=POINT_COLUMNS)
+    # Extra columns (a projection's predicted_ms and model, say) travel into the CSV untouched.
+    points = points.reindex(columns=POINT_COLUMNS + [c for c in points.columns if c not in POINT_COLUMNS])
     flops_points = points[(points["achieved_tflops"] > 0) & (points["ai_flop_per_byte"] > 0)]
     byte_only = points[~points.index.isin(flops_points.index)]
     precisions = set(points["dtype"].dropna().astype(str)) | {"bf16"}
@@ -71,7 +72,15 @@ def plot_roofline(
     x_low = min([0.05, *(ais / 4)]) if len(ais) else 0.05
     x_high = max([4096.0, *(ais * 4)]) if len(ais) else 4096.0
 
-    fig, ax = plt.subplots(figsize=(11, 7), dpi=110)
+    # The plot on the left, a numbered key on the right: dozens of memory-bound points sit within
+    # a factor of two of each other, and labels written beside them overlap into noise.
+    listed = len(points)
+    key_columns = 1 if listed <= 90 else 2
+    fig = plt.figure(figsize=(11 + 4.2 * key_columns, max(7.0, 0.125 * listed / key_columns + 1.2)), dpi=110)
+    grid = fig.add_gridspec(1, 2, width_ratios=[11, 4.2 * key_columns])
+    ax = fig.add_subplot(grid[0, 0])
+    key_ax = fig.add_subplot(grid[0, 1])
+    key_ax.axis("off")
     ceiling_rows = []
     sets = [(spec.name if spec.origin in spec.name else f"{spec.name} ({spec.origin})", spec, "-")] + [
         (label, other, "--") for label, other in (extra_ceilings or [])
@@ -101,53 +110,57 @@ def plot_roofline(
             alpha=0.7,
         )
 
-    families = sorted(flops_points["family"].dropna().unique())
+    families = sorted(points["family"].dropna().unique())
     colours = {f: plt.cm.tab20(i % 20) for i, f in enumerate(families)}
-    for index, (_, point) in enumerate(flops_points.iterrows()):
+    key_lines: list[tuple[str, tuple]] = []
+    for number, (_, point) in enumerate(flops_points.iterrows(), start=1):
         predicted = point["point_kind"] == "predicted"
         marker = KIND_MARKERS.get(point["kind"], "o") if isinstance(point["kind"], str) else "o"
+        colour = colours[point["family"]]
         ax.scatter(
             point["ai_flop_per_byte"],
             point["achieved_tflops"],
             s=46,
             marker=marker,
-            facecolors="none" if predicted else colours[point["family"]],
-            edgecolors=colours[point["family"]],
+            facecolors="none" if predicted else colour,
+            edgecolors=colour,
             linestyle="--" if predicted else "-",
             zorder=3,
         )
-        offset = (4, 4 + 7 * (index % 3))
         ax.annotate(
-            str(point["label"]) + (" (predicted)" if predicted else ""),
+            str(number),
             (point["ai_flop_per_byte"], point["achieved_tflops"]),
             textcoords="offset points",
-            xytext=offset,
+            xytext=(4, 3),
             fontsize=6.5,
-            color=colours[point["family"]],
+            color=colour,
         )
+        rate = f"{point['achieved_tflops']:.3g} TFLOP/s"
+        key_lines.append((f"{number:>3} {point['label']}{' (predicted)' if predicted else ''}: {rate}", colour))
     # Analytic and counter-measured points of one kernel share a link id: join them.
     linked = flops_points.dropna(subset=["link"])
     for _, group in linked.groupby("link"):
         if len(group) > 1:
             ax.plot(group["ai_flop_per_byte"], group["achieved_tflops"], ":", color="grey", linewidth=1)
-    if len(byte_only):
-        lines = [
-            f"{r['label']}: {r['achieved_gbps']:.0f} GB/s"
-            for _, r in byte_only.iterrows()
-            if isinstance(r["achieved_gbps"], float) and math.isfinite(r["achieved_gbps"])
-        ]
-        if lines:
-            ax.text(
-                0.99,
-                0.01,
-                "no FLOPs (bandwidth only)\n" + "\n".join(lines[:14]),
-                transform=ax.transAxes,
-                ha="right",
-                va="bottom",
-                fontsize=6.5,
-                family="monospace",
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8},
+    for _, point in byte_only.iterrows():
+        if isinstance(point["achieved_gbps"], float) and math.isfinite(point["achieved_gbps"]):
+            colour = colours.get(point["family"], "black")
+            key_lines.append(
+                (f"  - {point['label']}: {point['achieved_gbps']:.0f} GB/s (no FLOPs: not on the plot)", colour)
             )
+    per_column = math.ceil(len(key_lines) / key_columns) if key_lines else 1
+    for index, (text, colour) in enumerate(key_lines):
+        column, line = divmod(index, per_column)
+        key_ax.text(
+            column / key_columns,
+            1 - line / max(per_column, 1),
+            text,
+            transform=key_ax.transAxes,
+            fontsize=6.5,
+            family="monospace",
+            color=colour,
+            va="top",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_low, x_high)
@@ -174,11 +187,19 @@ def plot_roofline(
 
 
 def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:
-    """Plottable points from result rows: only rows that passed the correctness gate."""
-    ok = frame[frame["status"] == "ok"].copy()
+    """Plottable points from result rows: only rows that passed the correctness gate.
+
+    Labels name the family, variant and dtype, plus only the shape parameters that differ between
+    the family's rows (causal=1, op=append), so a label stays short enough to read.
+    """
+    ok = frame[frame["status"] == "ok"].reset_index(drop=True)
     ok["label"] = ok["family"] + "/" + ok["variant"] + " " + ok["dtype"]
-    multi_shape = ok.groupby(["family", "variant", "dtype"])["shape"].transform("nunique") > 1
-    ok.loc[multi_shape, "label"] = ok.loc[multi_shape, "label"] + " [" + ok.loc[multi_shape, "shape"] + "]"
+    for _family, rows in ok.groupby("family"):
+        shapes = [dict(item.split("=", 1) for item in str(shape).split(",") if "=" in item) for shape in rows["shape"]]
+        varying = [key for key in shapes[0] if len({s.get(key) for s in shapes}) > 1]
+        if varying:
+            suffix = [" [" + ",".join(f"{k}={s.get(k)}" for k in varying) + "]" for s in shapes]
+            ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + suffix
     ok["point_kind"] = "measured"
     ok["link"] = None
     return ok.reindex(columns=POINT_COLUMNS)

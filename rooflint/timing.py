@@ -55,25 +55,31 @@ def _quantile(ordered: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+@contextlib.contextmanager
 def nvtx_range(name: str):
-    """An NVTX range (nvtx package, else torch.cuda.nvtx), so ncu can filter one variant's kernels."""
+    """Nested NVTX ranges, one per '/'-separated part of ``name`` (family/variant/dtype/size).
+
+    ncu's --nvtx-include reads each '/' of a filter as one level of nesting, so a single range
+    named "softmax/triton/bf16/large" would never match "softmax/triton/bf16/large/"; nested
+    ranges do. Uses the nvtx package, else torch.cuda.nvtx; a no-op without CUDA.
+    """
+    parts = [part for part in name.split("/") if part]
     try:
         import nvtx
 
-        return nvtx.annotate(name)
+        push, pop = nvtx.push_range, nvtx.pop_range
     except ImportError:
-        if torch.cuda.is_available():
-            return _torch_nvtx(name)
-        return contextlib.nullcontext()
-
-
-@contextlib.contextmanager
-def _torch_nvtx(name: str):
-    torch.cuda.nvtx.range_push(name)
+        if not torch.cuda.is_available():
+            yield
+            return
+        push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+    for part in parts:
+        push(part)
     try:
         yield
     finally:
-        torch.cuda.nvtx.range_pop()
+        for _ in parts:
+            pop()
 
 
 _flush_buffers: dict[int, torch.Tensor] = {}
@@ -87,6 +93,23 @@ def flush_buffer(l2_bytes: int) -> torch.Tensor:
     return _flush_buffers[size]
 
 
+_cycles_per_us: float | None = None
+
+
+def spin_cycles_per_us() -> float:
+    """Calibrate torch.cuda._sleep: how many of its cycles make a microsecond on this GPU."""
+    global _cycles_per_us
+    if _cycles_per_us is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1_000_000)  # warm the spin kernel
+        start.record()
+        torch.cuda._sleep(1_000_000)
+        end.record()
+        torch.cuda.synchronize()
+        _cycles_per_us = 1_000_000 / max(start.elapsed_time(end) * 1e3, 1.0)
+    return _cycles_per_us
+
+
 def time_cuda(
     fn: Callable[[], Any],
     *,
@@ -95,8 +118,22 @@ def time_cuda(
     warmup_ms: float = WARMUP_MS,
     rep_ms: float = REP_MS,
 ) -> Timing:
+    """Device time of one call, flushed: median, p20, p80 over many samples.
+
+    Before each sample the GPU is given a spin kernel that lasts longer than Python takes to
+    enqueue the call, so the start event fires only once the whole call is queued behind it. The
+    time is then what the GPU spends on the call, not how fast the host launched it: without the
+    spin, a ~100 us Triton kernel measured 3.5 us slower whenever its Python launcher outran the
+    flush. Launch overhead is measured separately, against CUDA-graph replay (--cuda-graphs).
+    """
     flush = flush_buffer(l2_bytes)
     fn()
+    torch.cuda.synchronize()
+    host_s = []
+    for _ in range(5):
+        began = time.perf_counter()
+        fn()
+        host_s.append(time.perf_counter() - began)
     torch.cuda.synchronize()
     # Estimate one flushed call to size warm-up and repetitions.
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -109,12 +146,15 @@ def time_cuda(
     estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
     for _ in range(max(1, int(warmup_ms / estimate_ms))):
         fn()
+    # Twice the slowest host enqueue seen, plus margin for the event record itself.
+    spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext():
         for i in range(n):
             flush.fill_(i)  # a write, so L2 holds the flush buffer's lines and none of the inputs
+            torch.cuda._sleep(spin)
             starts[i].record()
             fn()
             ends[i].record()

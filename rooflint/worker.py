@@ -13,6 +13,7 @@ import json
 import math
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,16 +148,10 @@ class Worker:
     def _measure(self, family: Family, variant: Variant, task: Task, case: Case, reference: Any) -> ResultRow:
         row = base_row(task, variant.kind, OK)
         cuda = self.device == "cuda"
-        if cuda:
-            torch.cuda.synchronize()
-            before = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
         fn = variant.build(case)
         output = fn()
         if cuda:
-            torch.cuda.synchronize()
-            output_bytes = sum(t.numel() * t.element_size() for t in _tensors(output))
-            row.peak_extra_memory_bytes = max(0, torch.cuda.max_memory_allocated() - before - output_bytes)
+            row.peak_extra_memory_bytes = _scratch_bytes(fn, output)
         verdict = check(family, task.dtype, output, reference)
         row.rel_error, row.tolerance = verdict.error, verdict.tolerance
         del output
@@ -168,13 +163,14 @@ class Worker:
             row.status, row.message = FAILED, verdict.message
             return row
         if cuda:
-            measured = timing.time_cuda(fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name)
             if self.cuda_graphs:
-                from rooflint.graph_timing import time_cuda_graph
+                from rooflint.graph_timing import launch_overhead
 
-                graphed = time_cuda_graph(fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name + "/graph")
-                row.launch_overhead_ms = measured.median_ms - graphed.median_ms
-                measured = graphed
+                measured, row.launch_overhead_ms = launch_overhead(
+                    fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name
+                )
+            else:
+                measured = timing.time_cuda(fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name)
             row.sm_clock_mhz, row.mem_clock_mhz = environment.gpu_clocks_mhz()
         else:
             measured = timing.time_cpu(fn)
@@ -211,6 +207,23 @@ class Worker:
         return row
 
 
+def _scratch_bytes(fn: Callable[[], Any], first_output: Any) -> int:
+    """Device memory a warmed-up call allocates beyond its inputs and outputs (O(N^2) scores, say).
+
+    Measured on a second call: the first one also holds autotuners' and compilers' one-off buffers.
+    Outputs a call allocates afresh are not scratch; preallocated ones are already in ``before``.
+    """
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    output = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    reused = {t.data_ptr() for t in _tensors(first_output)}
+    fresh = sum(t.numel() * t.element_size() for t in _tensors(output) if t.data_ptr() not in reused)
+    return max(0, peak - fresh)
+
+
 def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
@@ -237,7 +250,9 @@ def main() -> None:
     if job.get("spec"):
         spec = spec_from_dict(job["spec"])
     else:
-        spec = current_gpu_spec(job.get("spec_file"), job.get("gpu"))
+        from rooflint.ceilings import roof_spec
+
+        spec = roof_spec(current_gpu_spec(job.get("spec_file"), job.get("gpu")), job.get("roof", "datasheet"))
     worker = Worker(device, spec, job.get("cuda_graphs", False))
     for raw in job["tasks"]:
         task = Task(**raw)

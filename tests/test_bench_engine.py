@@ -28,7 +28,19 @@ def read_rows(path):
 
 def test_failures_crashes_and_errors_become_rows_and_the_run_goes_on(toy_env, tmp_path):
     result = CliRunner().invoke(
-        app, ["bench", "toy", "--device", "cpu", "--dtype", "fp32", "--out", str(tmp_path), "--junit", str(tmp_path / "j.xml")]
+        app,
+        [
+            "bench",
+            "toy",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--out",
+            str(tmp_path),
+            "--junit",
+            str(tmp_path / "j.xml"),
+        ],
     )
     assert result.exit_code == 0, result.output
     rows = {row["variant"]: row for row in read_rows(tmp_path / "results.csv")}
@@ -49,8 +61,19 @@ def test_failures_crashes_and_errors_become_rows_and_the_run_goes_on(toy_env, tm
 
 def test_cpu_bench_writes_schema_plots_and_skips_gpu_variants(tmp_path):
     result = CliRunner().invoke(
-        app, ["bench", "vector_add", "--device", "cpu", "--dtype", "fp32", "--variants", "eager,triton,cuda",
-              "--out", str(tmp_path)]
+        app,
+        [
+            "bench",
+            "vector_add",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--variants",
+            "eager,triton,cuda",
+            "--out",
+            str(tmp_path),
+        ],
     )
     assert result.exit_code == 0, result.output
     with open(tmp_path / "results.csv", newline="") as handle:

@@ -43,8 +43,19 @@ def test_list_reports_what_runs_here():
 def test_specs_table_and_one_gpu_with_sources():
     table = invoke("specs")
     assert table.exit_code == 0
-    for key in ("t4", "a100_40gb_sxm", "a100_80gb_sxm", "a100_80gb_pcie", "h100_sxm", "h100_pcie", "h200", "l4",
-                "l40s", "rtx_4090", "b200"):
+    for key in (
+        "t4",
+        "a100_40gb_sxm",
+        "a100_80gb_sxm",
+        "a100_80gb_pcie",
+        "h100_sxm",
+        "h100_pcie",
+        "h200",
+        "l4",
+        "l40s",
+        "rtx_4090",
+        "b200",
+    ):
         assert key in table.output
     one = invoke("specs", "h100")
     assert one.exit_code == 0

@@ -31,8 +31,15 @@ def test_sparsity_halving_is_flagged_and_applied():
 
 @pytest.mark.parametrize(
     "device_name, key",
-    [("NVIDIA H100 80GB HBM3", "h100_sxm"), ("NVIDIA H100 PCIe", "h100_pcie"), ("NVIDIA L40S", "l40s"),
-     ("NVIDIA L4", "l4"), ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-40GB", "a100_40gb_sxm"), ("NVIDIA H200", "h200")],
+    [
+        ("NVIDIA H100 80GB HBM3", "h100_sxm"),
+        ("NVIDIA H100 PCIe", "h100_pcie"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L4", "l4"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA A100-SXM4-40GB", "a100_40gb_sxm"),
+        ("NVIDIA H200", "h200"),
+    ],
 )
 def test_detection_from_device_name(device_name, key):
     assert detect(device_name).key == key

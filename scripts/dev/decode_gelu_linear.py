@@ -1,0 +1,173 @@
+"""Device-side extras for decode_attention and gelu_linear (run after `rooflint bench` on the H100).
+
+Prints, for the perf notes: the CUDA GEMM's tile configurations timed one by one, the Triton GEMM's
+autotuned config with its registers/smem and whether its PTX uses wgmma, SASS instruction counts
+of the CUDA GEMM (HMMA vs HGMMA), SDPA's chosen and pinned backends for decode, and a small sweep
+of the Triton decode kernel's tile/stage choices. Every timing uses triton.testing.do_bench, which
+flushes L2 before each call. Usage: python3 scripts/dev/decode_gelu_linear.py [--budget SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from triton.testing import do_bench
+
+from rooflint import cuda_build
+from rooflint.correctness import relative_error
+from rooflint.registry import get_family
+
+START = time.time()
+
+
+def ms(fn) -> float:
+    return do_bench(fn, warmup=50, rep=300, return_mode="median")
+
+
+def left(budget: float) -> bool:
+    return time.time() - START < budget
+
+
+def gemm_section(budget: float) -> None:
+    from rooflint.kernels import gelu_linear as gl
+
+    family = get_family("gelu_linear")
+    library = cuda_build.load(cuda_build.family_source(gl.__file__))
+    for params in family.sizes["large"]:
+        if not left(budget):
+            return
+        gemm_one(family, gl, library, params)
+        torch.cuda.empty_cache()
+
+
+def gemm_one(family, gl, library, params) -> None:
+    case = family.build_case("large", params, "bf16", torch.device("cuda"))
+    x, w, b = case["x"], case["w"], case["b"]
+    m, k, n = params["m"], params["k"], params["n"]
+    ref = family.reference(case.inputs, params)
+    flops = 2 * m * n * k
+    tag = f"gelu_linear {m}x{k}x{n}"
+    out = torch.empty((m, n), dtype=x.dtype, device="cuda")
+    t = ms(lambda: gl.triton_gelu_linear(x, w, b, out))
+    err = relative_error(out, ref)
+    print(f"{tag} triton best={gl._gelu_linear_kernel.best_config} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
+    print(f"{tag} triton rel_err={err:.3e}")
+    try:  # the launch returns the compiled kernel, which carries its resource usage and PTX
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        compiled = gl._gelu_linear_kernel[grid](x, w, b, out, m, n, k, UPCAST=False)
+        ptx = compiled.asm.get("ptx", "")
+        print(
+            f"  triton regs={compiled.n_regs} spills={compiled.n_spills} smem={compiled.metadata.shared} "
+            f"wgmma_in_ptx={ptx.count('wgmma.mma_async')} mma_sync_in_ptx={ptx.count('mma.sync')}"
+        )
+    except Exception as error:
+        print(f"  triton kernel introspection failed: {error}")
+    out_tma = torch.empty_like(out)
+    t = ms(lambda: gl.triton_tma_gelu_linear(x, w, b, out_tma))
+    best = gl._gelu_linear_tma_kernel.best_config
+    print(f"{tag} triton_tma best={best} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
+    print(f"{tag} triton_tma rel_err={relative_error(out_tma, ref):.3e}")
+    for name, fn in (
+        ("eager addmm_activation", lambda: torch._addmm_activation(b, x, w.t(), use_gelu=True)),
+        ("linear only (cuBLAS, no gelu)", lambda: F.linear(x, w, b)),
+    ):
+        t = ms(fn)
+        print(f"{tag} {name} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
+    print(f"{tag} eager rel_err={relative_error(torch._addmm_activation(b, x, w.t(), use_gelu=True), ref):.3e}")
+    for config in (0, 1, 2):
+        try:
+            gl.cuda_gelu_linear(library, x, w, b, out, config)
+            torch.cuda.synchronize()
+            err = relative_error(out, ref)
+            t = ms(lambda c=config: gl.cuda_gelu_linear(library, x, w, b, out, c))
+            print(f"{tag} cuda config={config} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s rel_err={err:.3e}")
+        except RuntimeError as error:
+            print(f"{tag} cuda config={config} failed: {error}")
+
+
+def sass_section() -> None:
+    source = Path("kernels/gelu_linear.cu")
+    cubin = Path("/tmp/gelu_linear.cubin")
+    nvcc, cuobjdump = cuda_build.nvcc_path(), shutil.which("cuobjdump")
+    if not nvcc or not cuobjdump:
+        print("sass: nvcc or cuobjdump missing")
+        return
+    build = [nvcc, "-O3", "-std=c++17", *cuda_build.gencode("sm_90a"), "-cubin", "-Xptxas", "-v", "-I", "kernels"]
+    result = subprocess.run([*build, str(source), "-o", str(cubin)], capture_output=True, text=True)
+    for line in result.stderr.splitlines():
+        if "registers" in line or "spill" in line:
+            print("  ptxas:", line.strip())
+    sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True).stdout
+    for op in ("HMMA", "HGMMA", "LDSM", "LDGSTS", "BAR.SYNC", "MUFU.EX2"):
+        print(f"  sass {op}: {sass.count(op)}")
+
+
+def decode_section(budget: float) -> None:
+    from rooflint.kernels import decode_attention as da
+
+    family = get_family("decode_attention")
+    for params in family.sizes["large"]:
+        if not left(budget):
+            return
+        decode_one(family, da, params, budget)
+        torch.cuda.empty_cache()
+
+
+def decode_one(family, da, params, budget) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    case = family.build_case("large", params, "bf16", torch.device("cuda"))
+    q, k, v = case["q"], case["k"], case["v"]
+    gqa = params["h"] != params["h_kv"]
+    nbytes = family.cost(params, "bf16").bytes
+    tag = f"decode h_kv={params['h_kv']}"
+    try:
+        choice = SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, False, enable_gqa=gqa)).name
+    except Exception as error:  # private API
+        choice = f"unknown ({error})"
+    ws = da.DecodeWorkspace(q, k)
+    print(f"{tag} SDPA default backend: {choice}; triton/cuda splits={ws.splits} chunk={ws.chunk}")
+    for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH"):
+        try:
+
+            def run(backend=backend):
+                with sdpa_kernel(getattr(SDPBackend, backend)):
+                    return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+
+            t = ms(run)
+            print(f"{tag} sdpa {backend} {t:.4f} ms {nbytes / t / 1e9:.2f} TB/s")
+        except Exception as error:
+            print(f"{tag} sdpa {backend} unavailable: {str(error).splitlines()[0][:120]}")
+    for block_n, stages, warps in ((64, 3, 4), (64, 4, 4), (128, 3, 4), (32, 4, 4), (64, 3, 8), (128, 2, 8)):
+        if not left(budget):
+            break
+        da.triton_decode(q, k, v, ws, block_n=block_n, num_stages=stages, num_warps=warps)
+        t = ms(lambda b=block_n, s=stages, w=warps: da.triton_decode(q, k, v, ws, b, s, w))
+        print(f"{tag} triton BLOCK_N={block_n} stages={stages} warps={warps} {t:.4f} ms {nbytes / t / 1e9:.2f} TB/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--budget", type=float, default=100.0, help="seconds before sections are skipped")
+    parser.add_argument("--sections", default="sass,decode,gemm", help="comma-separated: sass, decode, gemm")
+    args = parser.parse_args()
+    sections = args.sections.split(",")
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    if "sass" in sections:
+        sass_section()
+    if "decode" in sections:
+        decode_section(args.budget)
+    if "gemm" in sections:
+        gemm_section(args.budget)
+    print(f"done in {time.time() - START:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

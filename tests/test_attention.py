@@ -1,0 +1,102 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from kernel_checks import assert_variant_matches_reference
+from rooflint.kernels import attention
+
+from rooflint.errors import UserError
+from rooflint.family import Cost
+from rooflint.registry import get_family
+
+
+# N=1 (one key), 17 (ragged, under one tile), 64 (whole tiles), 130 (several tiles plus a tail).
+@pytest.mark.parametrize("n", [1, 17, 64, 130])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_triton_attention_matches_reference(n, d, causal, dtype):
+    assert_variant_matches_reference("attention", "triton", {"B": 1, "H": 2, "N": n, "D": d, "causal": causal}, dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_triton_attention_separates_batches_and_heads(causal):
+    # Several (batch, head) programs with distinct data: a wrong head offset mixes them up.
+    assert_variant_matches_reference(
+        "attention", "triton", {"B": 2, "H": 3, "N": 33, "D": 64, "causal": causal}, "bf16"
+    )
+
+
+@pytest.mark.parametrize("variant", ["eager", "eager_unfused"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_pytorch_variants_match_reference(variant, causal, dtype):
+    assert_variant_matches_reference("attention", variant, {"B": 2, "H": 2, "N": 70, "D": 64, "causal": causal}, dtype)
+
+
+def test_causal_mask_changes_the_output():
+    family = get_family("attention")
+    params = {"B": 1, "H": 1, "N": 40, "D": 64, "causal": False}
+    case = family.build_case("custom", params, "fp16", torch.device("cpu"))
+    full = family.reference(case.inputs, params)
+    causal = family.reference(case.inputs, {**params, "causal": True})
+    # The last query sees every key either way; the first sees only itself under the mask.
+    assert torch.allclose(full[..., -1, :], causal[..., -1, :])
+    assert torch.allclose(causal[..., 0, :], case["v"][..., 0, :].double())
+    assert not torch.allclose(full[..., 0, :], causal[..., 0, :])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunked_reference_equals_sdpa_in_float64(monkeypatch, causal):
+    family = get_family("attention")
+    params = {"B": 2, "H": 3, "N": 48, "D": 64, "causal": causal}
+    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    monkeypatch.setattr(attention, "REFERENCE_CHUNK_SCORES", 2 * 48 * 48)  # two heads a chunk: 3 chunks
+    q, k, v = (case[name].double() for name in ("q", "k", "v"))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert torch.allclose(family.reference(case.inputs, params), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_cost_counts_tensor_flops_and_one_pass_of_bytes():
+    family = get_family("attention")
+    params = {"B": 1, "H": 2, "N": 130, "D": 64, "causal": False}
+    # 4 * B*H * N^2 * D FLOPs; q, k, v read and o written: 4 * B*H*N*D elements of 2 bytes.
+    assert family.cost(params, "bf16") == Cost(tensor_flops=4 * 2 * 130 * 130 * 64, bytes=4 * 2 * 130 * 64 * 2)
+    assert family.cost({**params, "causal": True}, "fp16").tensor_flops == 2 * 2 * 130 * 130 * 64
+    large = family.cost(family.sizes["large"][0], "bf16")
+    assert large.tensor_flops == 4 * 4 * 32 * 4096**2 * 128 and large.bytes == 4 * 128 * 2**20
+
+
+def test_unfused_traffic_counts_every_pass_over_the_scores():
+    params = {"B": 1, "H": 2, "N": 100, "D": 64, "causal": False}
+    scores = 2 * 100 * 100 * 2  # B*H*N^2 bf16 elements
+    ideal = 4 * 2 * 100 * 64 * 2
+    # write S; read+write for scale; read+write for softmax; read P: 6 passes (8 with the mask).
+    assert attention.unfused_bytes(params, "bf16") == 6 * scores + ideal
+    assert attention.unfused_bytes({**params, "causal": True}, "bf16") == 8 * scores + ideal
+
+
+def test_sdpa_backend_name_is_reported():
+    q = torch.randn(1, 2, 16, 64)
+    assert attention.sdpa_backend_name(q, q, q, True) in {"flash_attention", "math", "efficient_attention"}
+    family = get_family("attention")
+    case = family.build_case("small", family.sizes["small"][0], "fp16", torch.device("cpu"))
+    assert family.variants["eager"].build(case).note.startswith("SDPA backend: ")
+
+
+def test_head_dim_outside_64_and_128_is_refused():
+    with pytest.raises(UserError, match="head_dim"):
+        get_family("attention").build_case("custom", {"B": 1, "H": 1, "N": 8, "D": 96, "causal": False}, "fp16", "cpu")
+
+
+def test_scale_is_one_over_sqrt_head_dim():
+    # Keys 0, 1, 2 (all 64 components) against a query of ones score 0, 64, 128 before scaling;
+    # with one-hot values the output row is the softmax weights themselves.
+    family = get_family("attention")
+    q = torch.ones(1, 1, 3, 64)
+    k = torch.arange(3, dtype=torch.float32).view(1, 1, 3, 1).expand(1, 1, 3, 64).contiguous()
+    v = torch.eye(3).view(1, 1, 3, 3).repeat(1, 1, 1, 22)[..., :64].contiguous()
+    out = family.reference({"q": q, "k": k, "v": v}, {"causal": False})
+    weights = torch.softmax(torch.arange(3, dtype=torch.float64) * 64 / math.sqrt(64), 0)
+    assert torch.allclose(out[0, 0, 0, :3], weights)

@@ -1,0 +1,120 @@
+"""Measured ceilings: CPU measurement, storage in the cache, the measured roof, the ceiling kernels."""
+
+from __future__ import annotations
+
+import torch
+from typer.testing import CliRunner
+
+from rooflint import ceiling_kernels, ceilings, graph_timing
+from rooflint.cli import app
+from rooflint.errors import UserError
+from rooflint.specs import get_spec
+
+H100_MEASURED = {
+    "memory_bandwidth_gbps": 2959.0,
+    "l2_bandwidth_gbps": 5751.0,
+    "tensor_bf16_tflops": 783.0,
+    "cuda_fp32_tflops": 65.96,
+    "l2_mib": 50.0,
+}
+
+
+def test_cpu_ceilings_are_a_measured_spec():
+    spec = ceilings.measure_cpu_ceilings()
+    assert spec.key == "cpu" and spec.origin == "measured"
+    assert spec.bandwidth_gbps > 0 and spec.l2_bytes > 0
+    for precision in ("fp32", "bf16", "fp16", "tf32"):
+        assert spec.tensor_peak_tflops(precision) > 0
+    assert spec.cuda_peak_tflops("fp32") == spec.tensor_peak_tflops("fp32")
+    assert ceilings.measure_cpu_ceilings() is spec  # measured once per process
+
+
+def test_cache_dir_honours_rooflint_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
+    assert ceilings.cache_dir() == tmp_path / "ceilings"
+    monkeypatch.delenv("ROOFLINT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ceilings.cache_dir() == tmp_path / "xdg" / "rooflint" / "ceilings"
+
+
+def test_save_and_load_round_trip(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
+    assert ceilings.load_measured_ceilings("h100_sxm") is None
+    path = ceilings.save_ceilings("h100_sxm", "NVIDIA H100 80GB HBM3", H100_MEASURED)
+    assert path == tmp_path / "ceilings" / "h100_sxm.toml"
+    assert ceilings.load_measured_ceilings("h100_sxm") == H100_MEASURED
+
+
+def test_load_rejects_a_broken_file(tmp_path):
+    (tmp_path / "t4.toml").write_text("[t4\nmemory_bandwidth_gbps = 1")
+    try:
+        ceilings.load_measured_ceilings("t4", tmp_path)
+    except UserError as error:
+        assert "re-run `rooflint ceilings`" in str(error)
+    else:
+        raise AssertionError("a broken ceilings file must be a UserError")
+
+
+def test_roof_spec_measured_overrides_datasheet(tmp_path):
+    datasheet = get_spec("h100_sxm")
+    assert ceilings.roof_spec(datasheet, "datasheet", tmp_path) is datasheet
+    try:
+        ceilings.roof_spec(datasheet, "measured", tmp_path)
+    except UserError as error:
+        assert "rooflint ceilings" in str(error)
+    else:
+        raise AssertionError("--roof measured without measured ceilings must be a UserError")
+    ceilings.save_ceilings("h100_sxm", "H100", H100_MEASURED, tmp_path)
+    measured = ceilings.roof_spec(datasheet, "measured", tmp_path)
+    assert measured.origin == "measured"
+    assert measured.bandwidth_gbps == 2959.0 and measured.tensor_peak_tflops("bf16") == 783.0
+    assert measured.tensor_peak_tflops("fp8") == datasheet.tensor_peak_tflops("fp8")  # not measured: datasheet
+    assert "memory_bandwidth_gbps" in measured.overrides
+    [(label, overlay)] = ceilings.measured_overlay(datasheet, tmp_path)
+    assert "measured" in label and overlay.bandwidth_gbps == 2959.0
+    assert ceilings.measured_overlay(get_spec("t4"), tmp_path) == []
+
+
+def test_unknown_roof_choice():
+    try:
+        ceilings.roof_spec(get_spec("t4"), "sparse")
+    except UserError as error:
+        assert "datasheet" in str(error) and "measured" in str(error)
+    else:
+        raise AssertionError("an unknown --roof must be a UserError")
+
+
+def test_fma_kernel_computes_the_chain():
+    # Under TRITON_INTERPRET=1 (conftest) the kernel runs on CPU tensors: the chain it times must be
+    # the chain it claims, x <- a*x + b repeated, or the FLOP count is fiction.
+    out = torch.empty(2 * ceiling_kernels.FMA_BLOCK)
+    coef = torch.tensor([0.9999, 1e-4])
+    ceiling_kernels.fma_chain(out, coef, iters=3, unroll=2)
+    x = torch.arange(out.numel(), dtype=torch.float32) * 1e-7
+    y = x + 0.5
+    for _ in range(6):
+        x, y = x * 0.9999 + 1e-4, y * 0.9999 + 1e-4
+    torch.testing.assert_close(out, x + y, rtol=1e-6, atol=1e-6)
+    assert ceiling_kernels.fma_flops(out.numel(), iters=3, unroll=2) == 2 * out.numel() * 2 * 6
+
+
+def test_l2_copy_covers_every_block():
+    src = torch.randn(5 * ceiling_kernels.L2_BLOCK)
+    dst = torch.zeros_like(src)
+    ceiling_kernels.l2_copy(src, dst, programs=5, passes=2)
+    assert torch.equal(src, dst)
+
+
+def test_graph_sizing():
+    assert graph_timing.calls_per_graph(0.001) == graph_timing.MAX_CALLS
+    assert graph_timing.calls_per_graph(0.5) == 4  # 2 ms of replay
+    assert graph_timing.calls_per_graph(10.0) == 1
+    assert graph_timing.replays_for(2.0) == 100  # 200 ms budget
+    assert graph_timing.replays_for(1000.0) == graph_timing.MIN_REPLAYS
+
+
+def test_ceilings_command_on_cpu(tmp_path):
+    result = CliRunner().invoke(app, ["ceilings", "--device", "cpu", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    values = ceilings.load_measured_ceilings("cpu", tmp_path)
+    assert values["memory_bandwidth_gbps"] > 0 and values["tensor_fp32_tflops"] > 0

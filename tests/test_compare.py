@@ -1,0 +1,191 @@
+"""rooflint compare: classification with noise, failures, missing rows, GPU mismatch and the CI exit code."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from result_factory import run, write
+from typer.testing import CliRunner
+
+from rooflint.cli import app
+from rooflint.compare import (
+    BASE_ONLY,
+    FASTER,
+    FIXED,
+    NEW_ONLY,
+    NOISY,
+    NOW_FAILING,
+    SAME,
+    SLOWER,
+    STILL_FAILING,
+    Timing,
+    classify,
+    compare_frames,
+    parse_threshold,
+)
+from rooflint.errors import UserError
+from rooflint.results import read_results
+
+runner = CliRunner()
+
+
+def timing(median: float, spread: float = 0.01, status: str = "ok") -> Timing:
+    return Timing(status, median, median * (1 - spread), median * (1 + spread))
+
+
+@pytest.mark.parametrize(
+    "base, new, verdict, change",
+    [
+        (timing(1.0), timing(1.04), SAME, 0.04),  # inside the 5% threshold
+        (timing(1.0), timing(0.96), SAME, -0.04),
+        (timing(1.0), timing(1.20), SLOWER, 0.20),  # [1.188, 1.212] vs [0.99, 1.01]: separated
+        (timing(1.0), timing(0.80), FASTER, -0.20),
+        # Past the threshold but each run jitters +-15%: new p20 = 1.02 < base p80 = 1.15, so noise.
+        (timing(1.0, 0.15), timing(1.20, 0.15), NOISY, 0.20),
+        (timing(1.0, 0.15), timing(0.80, 0.15), NOISY, -0.20),
+        # Without a spread (one sample) the threshold alone decides.
+        (Timing("ok", 1.0, math.nan, math.nan), Timing("ok", 1.06, math.nan, math.nan), SLOWER, 0.06),
+    ],
+)
+def test_classify_uses_threshold_and_both_spreads(base, new, verdict, change):
+    got, got_change = classify(base, new, 0.05)
+    assert got == verdict
+    assert got_change == pytest.approx(change)
+
+
+def test_classify_status_changes():
+    ok, failed = timing(1.0), Timing("failed", math.nan, math.nan, math.nan)
+    assert classify(ok, failed, 0.05)[0] == NOW_FAILING
+    assert classify(ok, Timing("skipped", math.nan, math.nan, math.nan), 0.05)[0] == NOW_FAILING
+    assert classify(failed, ok, 0.05)[0] == FIXED
+    assert classify(failed, failed, 0.05)[0] == STILL_FAILING
+
+
+@pytest.mark.parametrize("text, value", [("5%", 0.05), ("5", 0.05), ("2.5 %", 0.025), (10, 0.10)])
+def test_parse_threshold(text, value):
+    assert parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-5%", "5%%", "2000%"])
+def test_parse_threshold_rejects(text):
+    with pytest.raises(UserError, match="threshold"):
+        parse_threshold(text)
+
+
+def test_missing_rows_are_listed_on_both_sides(tmp_path):
+    base_rows = run()
+    new_rows = run()[:3]  # softmax/triton vanished from NEW
+    new_rows.append(run()[0])
+    new_rows[-1].variant = "cuda"  # and a new variant appeared
+    base = read_results(write(base_rows, tmp_path / "base"))
+    new = read_results(write(new_rows, tmp_path / "new"))
+    result = compare_frames(base, new, 0.05)
+    verdicts = {(e.family, e.variant): e.verdict for e in result.entries}
+    assert verdicts[("softmax", "triton")] == BASE_ONLY
+    assert verdicts[("vector_add", "cuda")] == NEW_ONLY
+    assert not result.regressions
+    text = result.to_markdown()
+    assert "1 row only in `BASE`" in text and "softmax / triton / bf16" in text
+    assert "1 row only in `NEW`" in text and "vector_add / cuda" in text
+
+
+def test_gpu_mismatch_is_refused_unless_allowed(tmp_path):
+    base = write(run("h100_sxm"), tmp_path / "h100")
+    new = write(run("a100_80gb_sxm", slower_gpu=1.6), tmp_path / "a100")
+    result = runner.invoke(app, ["compare", str(base), str(new)])
+    assert result.exit_code == 2
+    assert "h100_sxm" in result.output and "a100_80gb_sxm" in result.output
+    assert "--allow-gpu-mismatch" in result.output
+    assert "Traceback" not in result.output
+
+    allowed = runner.invoke(app, ["compare", str(base), str(new), "--allow-gpu-mismatch"])
+    assert allowed.exit_code == 1  # every row is 60% slower on the smaller GPU
+    assert "h100_sxm -> a100_80gb_sxm" in allowed.output
+    assert "different GPUs compared on request" in allowed.output
+
+
+def test_overlapping_gpu_sets_compare_only_the_shared_gpu(tmp_path):
+    base = read_results(write(run("h100_sxm") + run("a100_80gb_sxm", slower_gpu=1.6), tmp_path / "base"))
+    new = read_results(write(run("h100_sxm"), tmp_path / "new"))
+    result = compare_frames(base, new, 0.05)
+    assert {e.gpu for e in result.entries if e.verdict == SAME} == {"h100_sxm"}
+    assert {e.gpu for e in result.entries if e.verdict == BASE_ONLY} == {"a100_80gb_sxm"}
+    assert result.count(BASE_ONLY) == 4
+    assert "only rows of the same GPU are compared" in result.to_markdown()
+
+
+def test_planted_20_percent_regression_fails_the_build(tmp_path):
+    base = write(run(), tmp_path / "base")
+    new = write(run(scale=1.2), tmp_path / "new")  # both triton variants 20% slower
+    diff = tmp_path / "diff.md"
+    result = runner.invoke(app, ["compare", str(base), str(new), "--threshold", "5%", "--out", str(diff)])
+    assert result.exit_code == 1
+    assert "FAIL, 2 regressions past 5%" in result.output
+    lines = [line for line in diff.read_text().splitlines() if "**slower**" in line]
+    assert len(lines) == 2
+    assert all("| triton |" in line and "+20.0%" in line for line in lines)
+    folded = diff.read_text().split("<details><summary>2 rows within 5%</summary>")[1]
+    assert folded.count("| eager |") == 2 and "| same |" in folded  # unchanged rows fold away
+
+    # A threshold above the change passes, and the same file against itself passes.
+    assert runner.invoke(app, ["compare", str(base), str(new), "--threshold", "25"]).exit_code == 0
+    same = runner.invoke(app, ["compare", str(base), str(base)])
+    assert same.exit_code == 0 and "pass, no regression" in same.output
+
+
+def test_noisy_runner_does_not_fail_the_build(tmp_path):
+    base = write(run(spread=0.15), tmp_path / "base")
+    new = write(run(scale=1.2, spread=0.15), tmp_path / "new")
+    result = runner.invoke(app, ["compare", str(base), str(new)])
+    assert result.exit_code == 0
+    assert result.output.count("| noisy |") == 2
+
+
+def test_newly_failing_variant_is_a_regression(tmp_path):
+    new_rows = run()
+    broken = new_rows[1]
+    broken.status, broken.message, broken.median_ms = "failed", "rel error 0.31 > tolerance 0.016", math.nan
+    base = write(run(), tmp_path / "base")
+    new = write(new_rows, tmp_path / "new")
+    result = runner.invoke(app, ["compare", str(base), str(new)])
+    assert result.exit_code == 1
+    assert "**now failed**: rel error 0.31 > tolerance 0.016" in result.output
+
+
+def test_fail_on_missing_and_duplicates(tmp_path):
+    base_rows = run()
+    dup = run(scale=1.5)[1]
+    dup.timestamp = "2026-11-21T10:00:00+00:00"  # a newer duplicate of vector_add/triton wins
+    base = write(base_rows + [dup], tmp_path / "base")
+    new = write(run(scale=1.5)[:3], tmp_path / "new")
+    plain = runner.invoke(app, ["compare", str(base), str(new)])
+    assert plain.exit_code == 0, plain.output  # vector_add/triton matches the newer 1.5x baseline row
+    assert "had 1 duplicate rows; the newest timestamp of each was kept" in plain.output
+    assert runner.invoke(app, ["compare", str(base), str(new), "--fail-on-missing"]).exit_code == 1
+
+
+def test_bad_files_are_one_line(tmp_path):
+    junk = tmp_path / "junk.csv"
+    junk.write_text("a,b\n1,2\n")
+    result = runner.invoke(app, ["compare", str(junk), str(junk)])
+    assert result.exit_code == 2
+    assert "not a rooflint results file" in result.output
+    good = write(run(), tmp_path / "good")
+    assert runner.invoke(app, ["compare", str(good), str(good), "--threshold", "x"]).exit_code == 2
+
+
+def test_console_entry_point_exits_1_on_the_planted_regression(tmp_path):
+    # CliRunner runs click in standalone mode; the `rooflint` script goes through rooflint.cli.main,
+    # which must hand compare's exit code to the shell for CI to go red.
+    import subprocess
+    import sys
+
+    base = write(run(), tmp_path / "base")
+    new = write(run(scale=1.2), tmp_path / "new")
+    script = "import sys; from rooflint.cli import main; sys.argv = ['rooflint', 'compare'] + sys.argv[1:]; main()"
+    done = subprocess.run([sys.executable, "-c", script, str(base), str(new)], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "FAIL, 2 regressions past 5%" in done.stdout
+    same = subprocess.run([sys.executable, "-c", script, str(base), str(base)], capture_output=True, text=True)
+    assert same.returncode == 0, same.stderr

@@ -1,0 +1,75 @@
+import pytest
+import torch
+from kernel_checks import assert_variant_matches_reference
+from rooflint.kernels.decode_attention import split_plan
+
+from rooflint.family import Cost
+from rooflint.registry import get_family
+
+# (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
+# G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split.
+SHAPES = [(1, 1, 1, 1, 16), (2, 4, 2, 300, 64), (1, 8, 1, 517, 32), (3, 6, 2, 77, 128)]
+
+
+def params_of(b, h, h_kv, c, d):
+    return {"b": b, "h": h, "h_kv": h_kv, "c": c, "d": d}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_triton_decode_matches_reference(shape, dtype):
+    assert_variant_matches_reference("decode_attention", "triton", params_of(*shape), dtype)
+
+
+@pytest.mark.parametrize("variant", ["eager", "eager_unfused"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_eager_variants_match_reference(variant, dtype):
+    assert_variant_matches_reference("decode_attention", variant, params_of(2, 8, 2, 50, 32), dtype)
+
+
+def test_fp32_is_not_offered():
+    assert get_family("decode_attention").dtypes == ("fp16", "bf16")
+
+
+def test_reference_one_token_returns_its_value_and_equal_keys_average():
+    family = get_family("decode_attention")
+    params = params_of(1, 2, 1, 1, 4)
+    inputs = family.make_inputs(params, torch.float16, torch.device("cpu"), torch.Generator().manual_seed(0))
+    got = family.reference(inputs, params)
+    # A single cached token gets all the weight, for both query heads sharing the kv head.
+    assert torch.equal(got[0, 0, 0], inputs["v"][0, 0, 0].double())
+    assert torch.equal(got[0, 1, 0], inputs["v"][0, 0, 0].double())
+    # Identical keys give uniform weights: the output is the mean of the values.
+    params = params_of(1, 1, 1, 5, 4)
+    inputs = family.make_inputs(params, torch.float16, torch.device("cpu"), torch.Generator().manual_seed(1))
+    inputs["k"][:] = inputs["k"][:, :, :1]
+    got = family.reference(inputs, params)
+    assert torch.allclose(got[0, 0, 0], inputs["v"][0, 0].double().mean(dim=0))
+
+
+@pytest.mark.parametrize("b,h_kv,c", [(32, 32, 8192), (1, 8, 8192), (2, 2, 300), (4, 1, 1), (1, 1, 129)])
+def test_split_plan_covers_the_cache_with_nonempty_splits(b, h_kv, c):
+    splits, chunk = split_plan(b, h_kv, c, sms=132)
+    assert chunk % 64 == 0
+    assert (splits - 1) * chunk < c <= splits * chunk  # the last split holds at least one token
+    if b * h_kv >= 4 * 132:
+        assert splits == 1  # enough programs already: no partials to combine
+    if (b, h_kv, c) == (1, 8, 8192):
+        assert splits == 64  # 8 kv heads alone would leave 124 of 132 SMs idle
+
+
+def test_cost_reads_the_cache_once_per_kv_head():
+    # b=2, h=4, h_kv=2, c=10, d=8 in bf16: FLOPs 4*2*4*10*8 = 2560; bytes q 2*4*8*2 = 128,
+    # K and V 2*(2*2*10*8)*2 = 1280, o 128.
+    family = get_family("decode_attention")
+    params = params_of(2, 4, 2, 10, 8)
+    assert family.cost(params, "bf16") == Cost(tensor_flops=2560, bytes=1536)
+    # The unfused chain adds 4 passes over the 2*4*10 bf16 scores: 640 bytes.
+    assert family.variants["eager_unfused"].modeled_bytes(params, "bf16") == 2176
+
+
+def test_large_preset_is_the_peer_shape_and_exceeds_l2():
+    family = get_family("decode_attention")
+    large = family.sizes["large"]
+    assert large[0] == params_of(32, 32, 32, 8192, 128)
+    assert all(family.cost(p, "bf16").bytes > 4 * 50e6 for p in large)

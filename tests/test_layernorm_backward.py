@@ -1,0 +1,95 @@
+import pytest
+import torch
+from kernel_checks import assert_variant_matches_reference
+from rooflint.kernels import layernorm_backward as lnb
+
+from rooflint.correctness import check
+from rooflint.family import Cost
+from rooflint.registry import get_family
+
+SHAPES = [(1, 1), (3, 1000), (70, 1), (70, 1000), (5, 4097)]
+
+
+@pytest.mark.parametrize("rows,hidden", SHAPES)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_triton_matches_autograd(rows, hidden, dtype):
+    assert_variant_matches_reference("layernorm_backward", "triton", {"rows": rows, "hidden": hidden}, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_triton_wide_rows_path_matches_autograd(dtype):
+    # A block cap of 1024 sends 4097 columns through the two-pass, column-chunked kernels.
+    family = get_family("layernorm_backward")
+    params = {"rows": 9, "hidden": 4097}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    output = lnb.triton_layernorm_backward(*args, programs=4, max_block=1024)
+    verdict = check(family, dtype, output, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_triton_with_fewer_programs_than_rows_matches_autograd(dtype):
+    family = get_family("layernorm_backward")
+    params = {"rows": 37, "hidden": 1000}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    output = lnb.triton_layernorm_backward(*args, programs=5)  # each program strides over ~7 rows
+    verdict = check(family, dtype, output, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+
+
+def test_many_programs_and_few_rows_agree():
+    # More programs than rows leaves some partial rows empty; they must still be written as zeros.
+    family = get_family("layernorm_backward")
+    case = family.build_case("custom", {"rows": 3, "hidden": 1000}, "fp32", torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    one = lnb.triton_layernorm_backward(*args, programs=1)
+    out = lnb.allocate(case["x"], case["weight"], 3)
+    out[3].fill_(float("nan"))
+    three = lnb.triton_layernorm_backward(*args, out=out)
+    for a, b in zip(one, three):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["eager", "eager_unfused"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_torch_variants_match_autograd(variant, dtype):
+    assert_variant_matches_reference("layernorm_backward", variant, {"rows": 70, "hidden": 1000}, dtype)
+
+
+def test_compile_matches_autograd():
+    assert_variant_matches_reference("layernorm_backward", "compile", {"rows": 4, "hidden": 8}, "fp32")
+
+
+def test_tolerance_catches_a_dropped_partial_row():
+    # Losing one program's partial sums is the failure a two-stage reduction invites: it must fail.
+    family = get_family("layernorm_backward")
+    params = {"rows": 64, "hidden": 1000}
+    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    dx, dweight, dbias = lnb.unfused(*args)
+    dropped = (case["dy"][1::2].float().sum(0)).to(torch.bfloat16)  # every other row's dbias only
+    assert not check(family, "bf16", (dx, dweight, dropped), family.reference(case.inputs, params)).passed
+
+
+def test_cost_counts():
+    rows, hidden = 16384, 4096
+    cost = get_family("layernorm_backward").cost({"rows": rows, "hidden": hidden}, "bf16")
+    # x, dy, dx: 2 bytes each; weight, dweight, dbias: 2 bytes each; fp32 mean and rstd.
+    assert cost == Cost(
+        cuda_flops=13 * rows * hidden + 2 * rows, bytes=3 * 2 * rows * hidden + 3 * 2 * hidden + 8 * rows
+    )
+    assert get_family("layernorm_backward").cost({"rows": 2, "hidden": 3}, "fp32").bytes == 3 * 4 * 6 + 3 * 4 * 3 + 16
+
+
+def test_modeled_bytes():
+    family = get_family("layernorm_backward")
+    params = {"rows": 10, "hidden": 100}
+    ideal = family.cost(params, "bf16").bytes
+    assert family.variants["eager"].modeled_bytes(params, "bf16") == ideal + 2 * 1000 * 2
+    # 9 full-size fp32 elementwise ops and 4 reductions, plus three bf16<->fp32 casts of 6 bytes each.
+    assert family.variants["eager_unfused"].modeled_bytes(params, "bf16") == 1000 * (100 + 18)
+    assert family.variants["eager_unfused"].modeled_bytes(params, "fp32") == 1000 * 100
+    # 10 rows: at most 10 programs, each writing and the sum kernel reading two fp32 rows of 100.
+    assert family.variants["triton"].modeled_bytes(params, "bf16") == ideal + 2 * 2 * 10 * 100 * 4

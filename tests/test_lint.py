@@ -1,0 +1,276 @@
+"""Each lint rule on a synthetic results file: a row that breaks the rule and a row that does not.
+
+Every rule test asserts the rule fires on the bad row and stays quiet on the good one, so deleting
+(or breaking) the rule fails its test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from rooflint.cli import app
+from rooflint.lint import Finding, format_findings, lint_file, lint_row, lint_text
+from rooflint.results import ResultRow
+from rooflint.specs import get_spec
+
+H100 = get_spec("h100_sxm")  # 3350 GB/s, 989.5 TFLOP/s bf16 dense, 67 TFLOP/s fp32, 50 MiB L2
+GiB = 2**30
+
+
+def good_row(**changes) -> ResultRow:
+    """A plausible H100 elementwise row: 1.5 GiB moved in 0.6 ms (about 80% of the 3350 GB/s roof)."""
+    row = ResultRow(
+        family="gelu",
+        variant="triton",
+        kind="triton",
+        dtype="bf16",
+        size="large",
+        shape="rows=16384,cols=16384",
+        status="ok",
+        rel_error=1e-3,
+        tolerance=1.6e-2,
+        timing_mode="cuda_events",
+        l2_flushed=True,
+        n_samples=100,
+        median_ms=0.6,
+        p20_ms=0.595,
+        p80_ms=0.607,
+        cuda_flops=16384 * 16384 * 12.0,
+        ideal_bytes=1.5 * GiB,
+        compute_unit="cuda",
+        precision="fp32",
+        gpu="h100_sxm",
+        device_name="NVIDIA H100 80GB HBM3",
+        l2_bytes=50 * 2**20,
+    )
+    return dataclasses.replace(row, **changes)
+
+
+def rules(findings: list[Finding]) -> set[str]:
+    return {f.rule for f in findings}
+
+
+def write_rows(tmp_path, rows: list[ResultRow], extra: dict | None = None):
+    frame = pd.DataFrame([dataclasses.asdict(r) for r in rows])
+    for column, values in (extra or {}).items():
+        frame[column] = values
+    path = tmp_path / "results.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_good_row_is_clean():
+    assert lint_row(good_row(), H100) == []
+
+
+@pytest.mark.parametrize(
+    "bad, rule, severity",
+    [
+        # 1.5 GiB in 0.3 ms is 5.4 TB/s on a 3.35 TB/s part.
+        (dict(median_ms=0.3, p20_ms=0.298, p80_ms=0.302), "above_roof", "error"),
+        # 20 MiB working set, under 2x the 50 MiB L2.
+        (
+            dict(ideal_bytes=20 * 2**20, cuda_flops=1e6, median_ms=0.02, p20_ms=0.0199, p80_ms=0.0201),
+            "fits_in_cache",
+            "warning",
+        ),
+        # 8 us: under three 5 us launches.
+        (
+            dict(ideal_bytes=200 * 2**20, cuda_flops=1e3, median_ms=0.008, p20_ms=0.0079, p80_ms=0.0081),
+            "launch_bound",
+            "warning",
+        ),
+        # p20..p80 = 0.10 ms around 0.6 ms: 17% spread.
+        (dict(p20_ms=0.55, p80_ms=0.65), "noisy", "warning"),
+        (dict(status="failed", rel_error=0.5, message="relative error 0.5 > 0.016"), "correctness_failed", "error"),
+        # 600 ms for 1.5 GiB: 0.08% of the roof.
+        (dict(median_ms=600.0, p20_ms=599.0, p80_ms=601.0), "far_below_roof", "info"),
+    ],
+)
+def test_rule_fires_on_bad_row_only(tmp_path, bad, rule, severity):
+    # Through a synthetic results CSV, as `rooflint lint` reads it.
+    path = write_rows(tmp_path, [good_row(variant="good"), good_row(variant="bad", **bad)])
+    by_variant = {row.variant: findings for row, findings in lint_file(path)}
+    assert rule in rules(by_variant["bad"])
+    assert next(f for f in by_variant["bad"] if f.rule == rule).severity == severity
+    assert rule not in rules(by_variant["good"])
+
+
+def test_above_roof_names_causes():
+    finding = next(f for f in lint_row(good_row(median_ms=0.3), H100) if f.rule == "above_roof")
+    assert "cache-resident" in finding.message and "FLOP or byte count" in finding.message
+
+
+def test_above_roof_threshold_is_five_percent():
+    floor_ms = 1.5 * GiB / 3350e9 * 1e3
+    assert "above_roof" not in rules(lint_row(good_row(median_ms=floor_ms / 1.04), H100))
+    assert "above_roof" in rules(lint_row(good_row(median_ms=floor_ms / 1.06), H100))
+
+
+def test_tensor_flops_on_cuda_cores_are_above_roof():
+    # 2*8192^3 FLOPs in 1.6 ms is 687 TFLOP/s: fine on tensor cores, impossible on CUDA cores.
+    matmul = dict(cuda_flops=0.0, ideal_bytes=3 * 8192 * 8192 * 2, median_ms=1.6, p20_ms=1.59, p80_ms=1.61)
+    tensor = good_row(tensor_flops=2 * 8192**3, compute_unit="tensor", precision="bf16", **matmul)
+    assert "above_roof" not in rules(lint_row(tensor, H100))
+    scalar = good_row(cuda_flops=2 * 8192**3, **{k: v for k, v in matmul.items() if k != "cuda_flops"})
+    finding = next(f for f in lint_row(scalar, H100) if f.rule == "above_roof")
+    assert "wrong unit or precision" in finding.message
+
+
+def test_launch_bound_uses_measured_overhead_in_graph_mode():
+    graphed = good_row(timing_mode="cuda_graph", median_ms=0.02, launch_overhead_ms=0.01, p20_ms=0.0199, p80_ms=0.0201)
+    assert "launch_bound" in rules(lint_row(graphed, H100))
+    assert "launch_bound" not in rules(lint_row(dataclasses.replace(graphed, launch_overhead_ms=0.001), H100))
+
+
+def test_bytes_disagree_only_with_counters():
+    row = good_row()
+    assert "bytes_disagree" in rules(lint_row(row, H100, measured_dram_bytes=2.0 * GiB))  # 1.33x
+    assert "bytes_disagree" not in rules(lint_row(row, H100, measured_dram_bytes=1.6 * GiB))  # 1.07x
+    assert "bytes_disagree" not in rules(lint_row(row, H100))
+    # A declared modeled traffic is what the counters are compared with.
+    unfused = good_row(modeled_bytes=4.5 * GiB, median_ms=1.8, p20_ms=1.79, p80_ms=1.81)
+    assert "bytes_disagree" not in rules(lint_row(unfused, H100, measured_dram_bytes=4.4 * GiB))
+
+
+def test_wrong_gpu():
+    t4 = get_spec("t4")
+    finding = next(f for f in lint_row(good_row(median_ms=5.0, p20_ms=4.99, p80_ms=5.01), t4) if f.rule == "wrong_gpu")
+    assert finding.severity == "error" and "--gpu h100_sxm" in finding.message
+    assert "wrong_gpu" not in rules(lint_row(good_row(gpu="h100"), H100))  # an alias of the same GPU
+
+
+def test_format_findings_most_severe_first():
+    findings = [Finding("warning", "noisy", ""), Finding("error", "above_roof", ""), Finding("info", "far", "")]
+    assert format_findings(findings) == "error:above_roof; warning:noisy; info:far"
+    assert format_findings([]) == ""
+
+
+def test_lint_file_reads_measured_dram_bytes_column(tmp_path):
+    path = write_rows(tmp_path, [good_row(), good_row(variant="eager")], {"measured_dram_bytes": [2.0 * GiB, math.nan]})
+    by_variant = {row.variant: rules(findings) for row, findings in lint_file(path)}
+    assert "bytes_disagree" in by_variant["triton"] and "bytes_disagree" not in by_variant["eager"]
+
+
+def test_cpu_rows_use_their_recorded_ceilings(tmp_path):
+    cpu = good_row(
+        gpu="cpu",
+        device_name="cpu",
+        timing_mode="cpu_wall",
+        bandwidth_gbps=20.0,
+        peak_tflops=0.1,
+        median_ms=100.0,
+        p20_ms=99.0,
+        p80_ms=101.0,
+        l2_bytes=32 * 2**20,
+    )
+    [(_, findings)] = lint_file(write_rows(tmp_path, [cpu]))
+    assert "wrong_gpu" not in rules(findings) and "above_roof" not in rules(findings)
+    fast = dataclasses.replace(cpu, median_ms=10.0, p20_ms=9.9, p80_ms=10.1)  # 161 GB/s on a 20 GB/s CPU
+    [(_, findings)] = lint_file(write_rows(tmp_path, [fast]))
+    assert "above_roof" in rules(findings)
+
+
+# ------------------------------------------------------------------------------- plain CSV
+
+
+PLAIN = """kernel,gpu,time_ms,flops,bytes,precision,compute_unit
+honest_gemm,h100,1.8,1.1e12,4e8,bf16,tensor
+sparse_peak_gemm,h100,0.5,1.1e12,4e8,bf16,tensor
+scalar_claim,H100 SXM,1.0,5e11,1e9,fp32,cuda
+"""
+
+
+def test_plain_csv(tmp_path):
+    path = tmp_path / "published.csv"
+    path.write_text(PLAIN)
+    by_kernel = {row.family: rules(findings) for row, findings in lint_file(path)}
+    assert by_kernel["honest_gemm"] == set()
+    assert "above_roof" in by_kernel["sparse_peak_gemm"]  # 2200 TFLOP/s bf16 on a 989.5 TFLOP/s part
+    assert "above_roof" in by_kernel["scalar_claim"]  # 500 TFLOP/s on 67 TFLOP/s CUDA cores
+
+
+def test_plain_csv_achieved_rates_only(tmp_path):
+    path = tmp_path / "rates.csv"
+    path.write_text(
+        "kernel,gpu,achieved_gbps,achieved_tflops,precision,compute_unit\n"
+        "copy,h100,4000,,,\nmm,h100,,700,bf16,tensor\nmm_fp8,h100,,2500,fp8,tensor\n"
+    )
+    by_kernel = {row.family: rules(findings) for row, findings in lint_file(path)}
+    assert "above_roof" in by_kernel["copy"] and by_kernel["mm"] == set() and "above_roof" in by_kernel["mm_fp8"]
+
+
+def test_plain_csv_wrong_gpu_via_option(tmp_path):
+    path = tmp_path / "published.csv"
+    path.write_text(PLAIN)
+    assert all("wrong_gpu" in rules(f) for _, f in lint_file(path, gpu="a100_80gb_sxm"))
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+runner = CliRunner()
+
+
+def test_cli_exit_codes(tmp_path):
+    clean = write_rows(tmp_path, [good_row()])
+    result = runner.invoke(app, ["lint", str(clean)])
+    assert result.exit_code == 0, result.output
+    assert "clean" in result.output
+    (tmp_path / "bad").mkdir()
+    failing = write_rows(tmp_path / "bad", [good_row(median_ms=0.3)])
+    result = runner.invoke(app, ["lint", str(failing)])
+    assert result.exit_code == 1 and "above_roof" in result.output
+
+
+def test_cli_bad_input(tmp_path):
+    missing = runner.invoke(app, ["lint", str(tmp_path / "nope.csv")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    malformed = tmp_path / "bad.csv"
+    malformed.write_text('a,b\n1,2,3,4\n"x')
+    result = runner.invoke(app, ["lint", str(malformed)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+    wrong = tmp_path / "plain.csv"
+    wrong.write_text("kernel,gpu,time_ms,flops,precision,compute_unit\nk,h100,1.0,1e9,bf16,matrix\n")
+    result = runner.invoke(app, ["lint", str(wrong)])
+    assert result.exit_code == 2 and "compute_unit" in result.output
+    unknown = runner.invoke(app, ["lint", str(write_rows(tmp_path, [good_row()])), "--gpu", "z80"])
+    assert unknown.exit_code == 2 and "unknown GPU" in unknown.output
+
+
+def test_untimed_cpu_rows_need_no_ceilings(tmp_path):
+    # bench records no ceilings on rows it never timed (skipped, failed): lint must still read them.
+    skipped = good_row(gpu="cpu", device_name="x86_64", status="skipped", median_ms=math.nan, variant="triton")
+    failed = good_row(gpu="cpu", device_name="x86_64", status="failed", median_ms=math.nan, rel_error=0.5)
+    by_status = {row.status: rules(findings) for row, findings in lint_file(write_rows(tmp_path, [skipped, failed]))}
+    assert by_status == {"skipped": set(), "failed": {"correctness_failed"}}
+
+
+def test_lint_text_for_bench_uses_recorded_ceilings():
+    # bench's CUDA path has no spec object in the parent: the row's recorded ceilings stand in.
+    recorded = dict(bandwidth_gbps=3350.0, peak_tflops=67.0)
+    assert lint_text(good_row(**recorded)) == ""
+    assert lint_text(good_row(median_ms=0.3, p20_ms=0.299, p80_ms=0.301, **recorded)) == "error:above_roof"
+    assert lint_text(good_row(status="skipped", median_ms=math.nan)) == ""  # nothing timed, nothing recorded
+
+
+def test_zero_flop_rows_need_no_compute_ceiling():
+    # A paged-KV gather moves bytes and does no arithmetic: bench records achieved_tflops 0 and no
+    # compute peak. It has no compute roof to miss, so only the bandwidth roof judges it.
+    gather = good_row(
+        cuda_flops=0.0,
+        achieved_tflops=0.0,
+        peak_tflops=math.nan,
+        bandwidth_gbps=3350.0,
+        median_ms=0.6,
+        ideal_bytes=1.5 * GiB,
+    )
+    assert lint_text(gather, None) == ""
+    assert "no_ceiling" not in rules(lint_row(gather, H100))
+    too_fast = dataclasses.replace(gather, median_ms=0.3)  # 5.4 TB/s on a 3.35 TB/s part
+    assert "above_roof" in rules(lint_row(too_fast, H100))

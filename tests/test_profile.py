@@ -1,0 +1,150 @@
+"""rooflint profile: the ncu CSV parser on a CSV recorded on the H100, kernel lists on the CPU."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflint import ncu
+from rooflint.cli import app
+from rooflint.errors import UserError
+from rooflint.lint import lint_file
+from rooflint.profile import kernel_shares, ncu_row, plot_ncu, read_ncu_csv
+from rooflint.registry import get_family
+from rooflint.specs import get_spec
+
+# Recorded on the H100 with `ncu --nvtx --nvtx-include calib/ ...` then
+# `ncu --import calib.ncu-rep --csv --page raw --print-units base` (scripts/dev/measurement.py):
+# a 4096^3 bf16 torch.mm and a torch.addcmul over 2^24 fp32 values, inside one NVTX range.
+RECORDED = Path(__file__).parent / "data" / "ncu_h100_calib.csv"
+runner = CliRunner()
+
+
+def test_parse_recorded_ncu_csv():
+    kernels = ncu.read_raw_csv(RECORDED)
+    assert [k.name.split("_")[0] for k in kernels] == ["nvjet", "void at::vectorized"]
+    mm, addcmul = kernels
+    # Thousands separators are stripped and base units kept: bytes, not Mbyte.
+    assert mm.values[ncu.DRAM_READ] == 150_489_344
+    assert addcmul.values[ncu.DRAM_READ] == 67_119_360  # x (64 MiB) read once: the right answer
+    assert addcmul.values["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"] == 2**24  # one FFMA an element
+
+
+def test_aggregate_recorded_counters():
+    measured = ncu.aggregate(ncu.read_raw_csv(RECORDED))
+    assert measured.kernels == 2
+    assert measured.tensor_ops == 2 * 4096**3  # the by-source tensor counter is FLOPs, FMA = 2
+    assert measured.cuda_flops == 2 * 2**24
+    assert measured.dram_bytes == 150_489_344 + 67_119_360 + 28_218_880 + 46_601_728
+    assert measured.duration_ms == pytest.approx((207_584 + 41_568) / 1e6)
+    assert measured.notes == []
+
+
+def test_tensor_metric_selection_avoids_double_counting():
+    assert ncu.is_tensor_flop_metric("sm__ops_path_tensor_src_bf16_dst_fp32.sum")
+    assert ncu.is_tensor_flop_metric("sm__ops_path_tensor_src_fp8")
+    for name in (
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum",  # per instruction: same ops again
+        "sm__ops_path_tensor_src_fp8_sparsity_off.sum",  # split by sparsity: same ops again
+        "sm__ops_path_tensor_src_int8.sum",  # integer MMA is not FLOPs
+        "sm__ops_path_tensor_src_bf16_dst_fp32.avg",
+    ):
+        assert not ncu.is_tensor_flop_metric(name), name
+    available = ["sm__ops_path_tensor_src_fp16", "sm__ops_path_tensor_op_hmma_src_fp16", "dram__bytes_read"]
+    assert ncu.tensor_metrics(available) == ["sm__ops_path_tensor_src_fp16.sum"]
+
+
+def test_parse_query_metrics():
+    text = (
+        "Device GH100\n-----\nMetric Name   Metric Type   Metric Unit   Metric Description\n"
+        "sm__ops_path_tensor_src_fp16          Counter         # of math ops executed in Tensor path\n"
+        "dram__bytes_read                      Counter   byte  # of bytes read from DRAM\n"
+    )
+    assert ncu.parse_query_metrics(text) == ["sm__ops_path_tensor_src_fp16", "dram__bytes_read"]
+
+
+def test_parser_skips_prof_lines_and_rejects_empty_output():
+    text = "==PROF== Connected to process 1\n" + RECORDED.read_text()
+    assert len(ncu.parse_raw_csv(text)) == 2
+    with pytest.raises(UserError, match="no kernel matched"):
+        ncu.parse_raw_csv("==PROF== Disconnected from process 1\n")
+
+
+def test_ncu_command_filters_the_nested_nvtx_range(tmp_path):
+    filt = ncu.nvtx_filter("softmax", "triton", "bf16", "large")
+    assert filt == "softmax/triton/bf16/large/"
+    command = ncu.profile_command("ncu", tmp_path / "r", filt, ncu.BASE_METRICS, ["python", "x.py"])
+    assert command[command.index("--nvtx-include") + 1] == filt and "--nvtx" in command
+    assert ncu.DRAM_READ in command[command.index("--metrics") + 1]
+    assert command[-2:] == ["python", "x.py"]
+
+
+def test_ncu_row_falls_back_to_analytic_flops_and_says_so():
+    family = get_family("vector_add")
+    variant = family.variants["eager"]
+    n = family.sizes["large"][0]["n"]
+    counters = [ncu.KernelCounters("add", {ncu.DRAM_READ: 4.0 * n, ncu.DRAM_WRITE: 2.0 * n, ncu.L2_BYTES: 6.0 * n})]
+    row = ncu_row(family, variant, "bf16", "large", counters, time_ms=0.5)
+    assert row.flops_source == "analytic" and "analytic FLOPs" in row.notes
+    assert row.measured_flops == n and row.bytes_ratio == pytest.approx(1.0)
+    assert row.measured_ai == pytest.approx(n / (6.0 * n))
+
+
+def test_ncu_csv_round_trip_plot_and_lint_counters(tmp_path):
+    family = get_family("vector_add")
+    n = family.sizes["large"][0]["n"]
+    counters = [ncu.KernelCounters("add", {ncu.DRAM_READ: 6.0 * n, ncu.DRAM_WRITE: 2.0 * n})]
+    row = ncu_row(family, family.variants["eager"], "bf16", "large", counters, time_ms=0.5)
+    path = tmp_path / "ncu.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(dataclasses.asdict(row)))
+        writer.writeheader()
+        writer.writerow(dataclasses.asdict(row))
+    [back] = read_ncu_csv(path)
+    for name, value in dataclasses.asdict(row).items():
+        got = getattr(back, name)
+        assert got == value or (isinstance(value, float) and math.isnan(value) and math.isnan(got)), name
+    written = plot_ncu([back], get_spec("h100_sxm"), tmp_path / "roofline_ncu")
+    assert all(p.exists() for p in written)
+    # The same CSV feeds lint's bytes-disagree rule: 8n bytes measured against 6n modeled.
+    results = tmp_path / "results.csv"
+    results.write_text(
+        "family,variant,kind,dtype,size,shape,status,median_ms,ideal_bytes,cuda_flops,gpu\n"
+        f"vector_add,eager,eager,bf16,large,{row.shape},ok,0.6,{6 * n},{n},h100_sxm\n"
+    )
+    [(_, findings)] = lint_file(results, counters=path)
+    assert "bytes_disagree" in {f.rule for f in findings}
+
+
+def test_kernel_shares_show_fusion_on_cpu():
+    family = get_family("softmax")
+    shares = {}
+    for name in ("eager", "eager_unfused"):
+        case = family.build_case("custom", {"rows": 8, "cols": 64}, "fp32", __import__("torch").device("cpu"))
+        shares[name] = kernel_shares(family.variants[name].build(case), "cpu", name, calls=2)
+    assert len(shares["eager_unfused"]) > len(shares["eager"]) == 1
+    assert sum(s.share_pct for s in shares["eager_unfused"]) == pytest.approx(100.0)
+    assert all(s.calls_per_call == 1 for s in shares["eager_unfused"])
+
+
+def test_profile_command_on_cpu(tmp_path):
+    result = runner.invoke(
+        app,
+        ["profile", "softmax", "-V", "eager", "--size", "rows=4,cols=32", "--device", "cpu", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "aten::softmax" in (tmp_path / "kernels.csv").read_text()
+
+
+def test_profile_bad_input(tmp_path):
+    no_gpu = runner.invoke(app, ["profile", "softmax", "--device", "cpu", "--ncu", "--out", str(tmp_path)])
+    assert no_gpu.exit_code == 2 and "--ncu needs a CUDA GPU" in no_gpu.output
+    unknown = runner.invoke(app, ["profile", "nope", "--device", "cpu", "--out", str(tmp_path)])
+    assert unknown.exit_code == 2 and "unknown family" in unknown.output
+    variant = runner.invoke(app, ["profile", "softmax", "-V", "fused9", "--device", "cpu", "--out", str(tmp_path)])
+    assert variant.exit_code == 2 and "unknown variant" in variant.output
