@@ -21,7 +21,6 @@ import triton
 from triton.testing import do_bench
 
 from rooflint import cuda_build
-from rooflint.correctness import relative_error
 from rooflint.registry import get_family
 
 START = time.time()
@@ -33,63 +32,6 @@ def ms(fn) -> float:
 
 def left(budget: float) -> bool:
     return time.time() - START < budget
-
-
-def gemm_section(budget: float) -> None:
-    from rooflint.kernels import gelu_linear as gl
-
-    family = get_family("gelu_linear")
-    library = cuda_build.load(cuda_build.family_source(gl.__file__))
-    for params in family.sizes["large"]:
-        if not left(budget):
-            return
-        gemm_one(family, gl, library, params)
-        torch.cuda.empty_cache()
-
-
-def gemm_one(family, gl, library, params) -> None:
-    case = family.build_case("large", params, "bf16", torch.device("cuda"))
-    x, w, b = case["x"], case["w"], case["b"]
-    m, k, n = params["m"], params["k"], params["n"]
-    ref = family.reference(case.inputs, params)
-    flops = 2 * m * n * k
-    tag = f"gelu_linear {m}x{k}x{n}"
-    out = torch.empty((m, n), dtype=x.dtype, device="cuda")
-    t = ms(lambda: gl.triton_gelu_linear(x, w, b, out))
-    err = relative_error(out, ref)
-    print(f"{tag} triton best={gl._gelu_linear_kernel.best_config} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
-    print(f"{tag} triton rel_err={err:.3e}")
-    try:  # the launch returns the compiled kernel, which carries its resource usage and PTX
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-        compiled = gl._gelu_linear_kernel[grid](x, w, b, out, m, n, k, UPCAST=False)
-        ptx = compiled.asm.get("ptx", "")
-        print(
-            f"  triton regs={compiled.n_regs} spills={compiled.n_spills} smem={compiled.metadata.shared} "
-            f"wgmma_in_ptx={ptx.count('wgmma.mma_async')} mma_sync_in_ptx={ptx.count('mma.sync')}"
-        )
-    except Exception as error:
-        print(f"  triton kernel introspection failed: {error}")
-    out_tma = torch.empty_like(out)
-    t = ms(lambda: gl.triton_tma_gelu_linear(x, w, b, out_tma))
-    best = gl._gelu_linear_tma_kernel.best_config
-    print(f"{tag} triton_tma best={best} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
-    print(f"{tag} triton_tma rel_err={relative_error(out_tma, ref):.3e}")
-    for name, fn in (
-        ("eager addmm_activation", lambda: torch._addmm_activation(b, x, w.t(), use_gelu=True)),
-        ("linear only (cuBLAS, no gelu)", lambda: F.linear(x, w, b)),
-    ):
-        t = ms(fn)
-        print(f"{tag} {name} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s")
-    print(f"{tag} eager rel_err={relative_error(torch._addmm_activation(b, x, w.t(), use_gelu=True), ref):.3e}")
-    for config in (0, 1, 2):
-        try:
-            gl.cuda_gelu_linear(library, x, w, b, out, config)
-            torch.cuda.synchronize()
-            err = relative_error(out, ref)
-            t = ms(lambda c=config: gl.cuda_gelu_linear(library, x, w, b, out, c))
-            print(f"{tag} cuda config={config} {t:.4f} ms {flops / t / 1e9:.1f} TFLOP/s rel_err={err:.3e}")
-        except RuntimeError as error:
-            print(f"{tag} cuda config={config} failed: {error}")
 
 
 def sass_section() -> None:
@@ -156,7 +98,8 @@ def decode_one(family, da, params, budget) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=100.0, help="seconds before sections are skipped")
-    parser.add_argument("--sections", default="sass,decode,gemm", help="comma-separated: sass, decode, gemm")
+    # The GEMM sweep lives in gelu_linear_sweep.py, beside the kernel it tunes.
+    parser.add_argument("--sections", default="sass,decode", help="comma-separated: sass, decode")
     args = parser.parse_args()
     sections = args.sections.split(",")
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
@@ -164,8 +107,6 @@ def main() -> None:
         sass_section()
     if "decode" in sections:
         decode_section(args.budget)
-    if "gemm" in sections:
-        gemm_section(args.budget)
     print(f"done in {time.time() - START:.0f} s")
 
 
