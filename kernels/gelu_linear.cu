@@ -20,7 +20,6 @@ namespace gelu_linear_detail {
 
 inline constexpr int kBK = 64;  // K elements per pipeline slice: one 128-byte smem row per tile row
 inline constexpr int kThreads = 256;
-inline constexpr int kGroupM = 8;  // tile rows walked together so the W panel they share stays in L2
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -93,24 +92,71 @@ __device__ __forceinline__ void store_pair(__half* p, float a, float b) {
 }
 
 // Copy rows [row0, row0 + ROWS) x K-slice [k0, k0 + 64) of a K-contiguous matrix into a swizzled tile.
+// Thread t copies chunk t & 7 of rows t / 8 + 32 i: one 64-bit row address per call, stepped by 32 K.
 template <typename T, int ROWS>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int row0, int rows, int k0, int K) {
   static_assert((ROWS * 8) % kThreads == 0, "tile chunks must divide evenly over the block");
+  const int row = threadIdx.x >> 3, chunk = threadIdx.x & 7;
+  const bool k_valid = k0 + chunk * 8 < K;
+  const T* from = src + static_cast<long long>(row0 + row) * K + k0 + chunk * 8;
+  const long long step = 32LL * K;
 #pragma unroll
   for (int i = 0; i < ROWS * 8 / kThreads; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    const int row = c >> 3, chunk = c & 7;
-    const bool valid = (row0 + row < rows) && (k0 + chunk * 8 < K);
+    const bool valid = k_valid && (row0 + row + 32 * i < rows);
     // An invalid chunk still needs a legal address; the base pointer is one.
-    const T* from = valid ? src + static_cast<long long>(row0 + row) * K + k0 + chunk * 8 : src;
-    cp_async16(smem_u32(tile + swizzle(row, chunk)), from, valid);
+    cp_async16(smem_u32(tile + swizzle(row + 32 * i, chunk)), valid ? from + i * step : src, valid);
   }
 }
 
-template <typename T, int BM, int BN, int WARPS_M, int STAGES>
-__global__ void __launch_bounds__(kThreads) gelu_linear_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                                 const T* __restrict__ bias, T* __restrict__ y, int M,
-                                                                 int N, int K) {
+// Grouped tile order: consecutive blocks share a W panel (and cycle GROUP_M X panels), so both
+// stay L2-resident while they are reused instead of being streamed from HBM once per tile.
+template <int BM, int BN, int GROUP_M>
+__device__ __forceinline__ void tile_origin(int M, int N, int& m0, int& n0) {
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int width = GROUP_M * tiles_n;
+  const int group = blockIdx.x / width, first_m = group * GROUP_M;
+  const int group_rows = min(tiles_m - first_m, GROUP_M);
+  m0 = (first_m + (blockIdx.x % width) % group_rows) * BM;
+  n0 = ((blockIdx.x % width) / group_rows) * BN;
+}
+
+// Epilogue for a warp's MT x NT grid of m16n8 fp32 accumulators whose origin is (row0, col0): element
+// (r, c) pairs sit at rows lane/4 and lane/4 + 8, columns 2*(lane%4)+{0,1} (mma.sync's C fragment,
+// and also each warp's slice of a wgmma accumulator). Bias and GELU are applied before the only write.
+template <typename T, int MT, int NT>
+__device__ __forceinline__ void store_tile(const float (&acc)[MT][NT][4], const T* __restrict__ bias, T* __restrict__ y,
+                                           int M, int N, int row0, int col0) {
+  const int lane = threadIdx.x & 31;
+  const bool pairs = (N & 1) == 0;  // an even row length keeps every pair 4-byte aligned
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int col = col0 + j * 8 + (lane & 3) * 2;
+    const float b0 = col < N ? to_float(bias[col]) : 0.0f;
+    const float b1 = col + 1 < N ? to_float(bias[col + 1]) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + i * 16 + (lane >> 2) + half * 8;
+        if (row >= M) continue;
+        const float v0 = gelu_tanh(acc[i][j][half * 2] + b0);
+        const float v1 = gelu_tanh(acc[i][j][half * 2 + 1] + b1);
+        T* out = y + static_cast<long long>(row) * N + col;
+        if (pairs && col + 1 < N) {
+          store_pair(out, v0, v1);
+        } else {
+          if (col < N) out[0] = from_float<T>(v0);
+          if (col + 1 < N) out[1] = from_float<T>(v1);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int BM, int BN, int WARPS_M, int STAGES, int GROUP_M, bool PREFETCH, int MIN_BLOCKS>
+__global__ void __launch_bounds__(kThreads, MIN_BLOCKS)
+    gelu_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                       T* __restrict__ y, int M, int N, int K) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int WARPS_N = kThreads / 32 / WARPS_M;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -119,15 +165,8 @@ __global__ void __launch_bounds__(kThreads) gelu_linear_kernel(const T* __restri
   extern __shared__ uint4 smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
 
-  // Grouped tile order: consecutive blocks share a W panel (and cycle GROUP_M X panels), so both
-  // stay L2-resident while they are reused instead of being streamed from HBM once per tile.
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int width = kGroupM * tiles_n;
-  const int group = blockIdx.x / width, first_m = group * kGroupM;
-  const int group_rows = min(tiles_m - first_m, kGroupM);
-  const int tile_m = first_m + (blockIdx.x % width) % group_rows;
-  const int tile_n = (blockIdx.x % width) / group_rows;
-  const int m0 = tile_m * BM, n0 = tile_n * BN;
+  int m0, n0;
+  tile_origin<BM, BN, GROUP_M>(M, N, m0, n0);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
@@ -147,6 +186,36 @@ __global__ void __launch_bounds__(kThreads) gelu_linear_kernel(const T* __restri
     load_tile<T, BM>(stage_a(s), x, m0, M, kt * kBK, K);
     load_tile<T, BN>(stage_b(s), w, n0, N, kt * kBK, K);
   };
+  // The A and B fragments of k16-step kk of the slice in stage s.
+  auto load_fragments = [&](uint32_t (&a)[MT][4], uint32_t (&b)[NT][2], int s, int kk) {
+    const T* a_tile = stage_a(s);
+    const T* b_tile = stage_b(s);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      // lanes 0-15 address rows 0-15 of k-chunk 2kk, lanes 16-31 the same rows of chunk 2kk+1:
+      // the four 8x8 matrices come back as exactly the a0..a3 fragment of m16n8k16.
+      const int row = warp_m * WM + i * 16 + (lane & 15);
+      ldmatrix_x4(a[i], smem_u32(a_tile + swizzle(row, kk * 2 + (lane >> 4))));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j += 2) {
+      // W rows are B's columns: matrices (n0-7,k0-7), (n0-7,k8-15), (n8-15,k0-7), (n8-15,k8-15)
+      // give b0b1/b2b3 for two n8 tiles in one instruction.
+      const int row = warp_n * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
+      uint32_t r[4];
+      ldmatrix_x4(r, smem_u32(b_tile + swizzle(row, kk * 2 + ((lane >> 3) & 1))));
+      b[j][0] = r[0];
+      b[j][1] = r[1];
+      b[j + 1][0] = r[2];
+      b[j + 1][1] = r[3];
+    }
+  };
+  auto mma_all = [&](const uint32_t (&a)[MT][4], const uint32_t (&b)[NT][2]) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) MmaOp<T>::run(acc[i][j], a[i], b[j]);
+  };
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -154,77 +223,55 @@ __global__ void __launch_bounds__(kThreads) gelu_linear_kernel(const T* __restri
     cp_async_commit();  // empty groups keep the wait_group count uniform
   }
 
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<STAGES - 2>();  // slice kt has landed
-    __syncthreads();              // ...for every thread, and slice kt-1's stage is free to refill
-    const int next = kt + STAGES - 1;
-    if (next < k_tiles) issue(next % STAGES, next);
-    cp_async_commit();
-
-    const T* a_tile = stage_a(kt % STAGES);
-    const T* b_tile = stage_b(kt % STAGES);
+  if constexpr (PREFETCH) {
+    uint32_t a[2][MT][4], b[2][NT][2];
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    int read = 0, write = STAGES - 1;
+    load_fragments(a[0], b[0], 0, 0);
+    for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      uint32_t a[MT][4], b[NT][2];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        // lanes 0-15 address rows 0-15 of k-chunk 2kk, lanes 16-31 the same rows of chunk 2kk+1:
-        // the four 8x8 matrices come back as exactly the a0..a3 fragment of m16n8k16.
-        const int row = warp_m * WM + i * 16 + (lane & 15);
-        ldmatrix_x4(a[i], smem_u32(a_tile + swizzle(row, kk * 2 + (lane >> 4))));
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        if (kk == kBK / 16 - 1) {
+          cp_async_wait<STAGES - 2>();  // slice kt+1 has landed
+          __syncthreads();              // ...for every thread, and nobody reads slice kt any more
+          read = read + 1 == STAGES ? 0 : read + 1;
+        }
+        load_fragments(a[(kk + 1) & 1], b[(kk + 1) & 1], read, (kk + 1) % (kBK / 16));
+        if (kk == 0) {
+          const int next = kt + STAGES - 1;
+          if (next < k_tiles) issue(write, next);
+          cp_async_commit();
+          write = write + 1 == STAGES ? 0 : write + 1;
+        }
+        mma_all(a[kk & 1], b[kk & 1]);
       }
+    }
+  } else {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<STAGES - 2>();  // slice kt has landed
+      __syncthreads();              // ...for every thread, and slice kt-1's stage is free to refill
+      const int next = kt + STAGES - 1;
+      if (next < k_tiles) issue(next % STAGES, next);
+      cp_async_commit();
 #pragma unroll
-      for (int j = 0; j < NT; j += 2) {
-        // W rows are B's columns: matrices (n0-7,k0-7), (n0-7,k8-15), (n8-15,k0-7), (n8-15,k8-15)
-        // give b0b1/b2b3 for two n8 tiles in one instruction.
-        const int row = warp_n * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t r[4];
-        ldmatrix_x4(r, smem_u32(b_tile + swizzle(row, kk * 2 + ((lane >> 3) & 1))));
-        b[j][0] = r[0];
-        b[j][1] = r[1];
-        b[j + 1][0] = r[2];
-        b[j + 1][1] = r[3];
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        uint32_t a[MT][4], b[NT][2];
+        load_fragments(a, b, kt % STAGES, kk);
+        mma_all(a, b);
       }
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) MmaOp<T>::run(acc[i][j], a[i], b[j]);
     }
   }
   cp_async_wait<0>();
 
-  // Epilogue: accumulator element (r, c) pairs sit at rows lane/4 and lane/4 + 8, columns 2*(lane%4)+{0,1}.
-  const bool pairs = (N & 1) == 0;  // an even row length keeps every pair 4-byte aligned
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const int col = n0 + warp_n * WN + j * 8 + (lane & 3) * 2;
-    const float b0 = col < N ? to_float(bias[col]) : 0.0f;
-    const float b1 = col + 1 < N ? to_float(bias[col + 1]) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = m0 + warp_m * WM + i * 16 + (lane >> 2) + half * 8;
-        if (row >= M) continue;
-        const float v0 = gelu_tanh(acc[i][j][half * 2] + b0);
-        const float v1 = gelu_tanh(acc[i][j][half * 2 + 1] + b1);
-        T* out = y + static_cast<long long>(row) * N + col;
-        if (pairs && col + 1 < N) {
-          store_pair(out, v0, v1);
-        } else {
-          if (col < N) out[0] = from_float<T>(v0);
-          if (col + 1 < N) out[1] = from_float<T>(v1);
-        }
-      }
-    }
-  }
+  store_tile<T, MT, NT>(acc, bias, y, M, N, m0 + warp_m * WM, n0 + warp_n * WN);
 #endif
 }
 
-template <typename T, int BM, int BN, int WARPS_M, int STAGES>
+template <typename T, int BM, int BN, int WARPS_M, int STAGES, int GROUP_M, bool PREFETCH, int MIN_BLOCKS>
 int launch(const void* x, const void* w, const void* bias, void* y, int M, int N, int K, cudaStream_t stream) {
   constexpr int smem = STAGES * (BM + BN) * kBK * static_cast<int>(sizeof(T));
-  auto kernel = gelu_linear_kernel<T, BM, BN, WARPS_M, STAGES>;
+  auto kernel = gelu_linear_kernel<T, BM, BN, WARPS_M, STAGES, GROUP_M, PREFETCH, MIN_BLOCKS>;
   // More than 48 KB of dynamic shared memory must be opted into, once per kernel (not per call:
   // at the GPT-2 shape a call is ~20 us and the attribute call is not free).
   static const cudaError_t opted_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -235,19 +282,186 @@ int launch(const void* x, const void* w, const void* bias, void* y, int M, int N
   return static_cast<int>(cudaGetLastError());
 }
 
-// Tile configurations: 0 = 128x256 (warp tile 64x64, 3 stages, 144 KB: fits an A100's 163 KB),
-// 1 = 128x128 (warp 64x32, 3 stages, 96 KB: two blocks per SM), 2 = 128x256 with 4 stages (192 KB,
-// Hopper only). A 64x64 warp tile reads 4 KB of fragments per 131 KFLOP of MMA (64x32: 3 KB per
-// 66 KFLOP), the least shared-memory traffic per FLOP that 128 accumulators per thread allow.
+
+// ---- Hopper path: wgmma (sm_90a only) ----
+// A warpgroup (4 warps) issues one asynchronous wgmma.m64n256k16 that reads both operands straight
+// from shared memory through 64-bit descriptors, so no ldmatrix and no fragment registers: the
+// 128 accumulators per thread are all the kernel holds. The XOR layout above is exactly the
+// hardware's 128-byte swizzle (16-byte chunk bits 4-6 XOR row bits 7-9 of a 1024-byte-aligned
+// tile), so the cp.async ring is reused unchanged.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ROOFLINT_WGMMA_PATH 1
+#endif
+
+#ifdef ROOFLINT_WGMMA_PATH
+// Descriptor of a K-major, 128-byte-swizzled operand starting at shared address `address`:
+// start >> 4 in bits 0-13, leading offset 1 (unused when a k16 step sits inside one 128-byte row),
+// stride 1024 bytes (8 rows of 128 B) >> 4 in bits 32-45, swizzle mode 1 (128 B) in bits 62-63.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t address) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#define ROOFLINT_WGMMA_D "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define ROOFLINT_WGMMA_ACC(d) \
+        "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
+        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), \
+        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), \
+        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), \
+        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), \
+        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), \
+        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), \
+        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), \
+        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), \
+        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), \
+        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), \
+        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), \
+        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), \
+        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+
+template <typename T> struct Wgmma;
+template <> struct Wgmma<__nv_bfloat16> {
+  __device__ __forceinline__ static void run(float (&d)[32][4], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16.bf16 {"
+        ROOFLINT_WGMMA_D "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : ROOFLINT_WGMMA_ACC(d)
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+};
+template <> struct Wgmma<__half> {
+  __device__ __forceinline__ static void run(float (&d)[32][4], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16.f16 {"
+        ROOFLINT_WGMMA_D "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : ROOFLINT_WGMMA_ACC(d)
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+};
+#endif
+
+// 128x256 block tile, two warpgroups of 64x256. The ring is STAGES deep but loads run only
+// STAGES-2 slices ahead: the slice before the current one may still be read by the previous,
+// still-running wgmma, so its stage is refilled one iteration later than in the mma.sync loop.
+template <typename T, int STAGES, int GROUP_M>
+__global__ void __launch_bounds__(kThreads, 1)
+    gelu_linear_wgmma_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                             T* __restrict__ y, int M, int N, int K) {
+#ifdef ROOFLINT_WGMMA_PATH
+  constexpr int BM = 128, BN = 256;
+  static_assert(STAGES >= 3, "a stage is read by two wgmma groups in flight plus one being loaded");
+  extern __shared__ __align__(1024) uint4 smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  int m0, n0;
+  tile_origin<BM, BN, GROUP_M>(M, N, m0, n0);
+  const int warpgroup = threadIdx.x >> 7;
+
+  float acc[1][32][4];
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[0][j][e] = 0.0f;
+
+  const int k_tiles = (K + kBK - 1) / kBK;
+  auto stage_a = [&](int s) { return smem + s * (BM + BN) * kBK; };
+  auto stage_b = [&](int s) { return smem + s * (BM + BN) * kBK + BM * kBK; };
+  auto issue = [&](int s, int kt) {
+    load_tile<T, BM>(stage_a(s), x, m0, M, kt * kBK, K);
+    load_tile<T, BN>(stage_b(s), w, n0, N, kt * kBK, K);
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < k_tiles) issue(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<STAGES - 3>();  // slice kt has landed (this thread's part)
+    // cp.async writes through the generic proxy; wgmma reads through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // every part has; and every warpgroup's wgmma of slice kt-2 has retired
+    const int next = kt + STAGES - 2;
+    if (next < k_tiles) issue(next % STAGES, next);
+    cp_async_commit();
+
+    const uint32_t a = smem_u32(stage_a(kt % STAGES)) + warpgroup * 64 * kBK * static_cast<int>(sizeof(T));
+    const uint32_t b = smem_u32(stage_b(kt % STAGES));
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      // k16 step kk starts 32 bytes into each 128-byte row; the hardware applies the swizzle.
+      Wgmma<T>::run(acc[0], wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // slice kt-1's group has retired
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  cp_async_wait<0>();
+  // Warp v of warpgroup g holds rows 64g + 16(v % 4) .. +15 of all 256 columns, laid out like
+  // 32 mma.sync C fragments side by side.
+  store_tile<T, 1, 32>(acc, bias, y, M, N, m0 + (threadIdx.x >> 5) * 16, n0);
+#endif
+}
+
+template <typename T, int STAGES, int GROUP_M>
+int launch_wgmma(const void* x, const void* w, const void* bias, void* y, int M, int N, int K, cudaStream_t stream) {
+  constexpr int smem = STAGES * (128 + 256) * kBK * static_cast<int>(sizeof(T));
+  auto kernel = gelu_linear_wgmma_kernel<T, STAGES, GROUP_M>;
+  static const cudaError_t opted_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (opted_in != cudaSuccess) return static_cast<int>(opted_in);
+  const long long tiles = static_cast<long long>((M + 127) / 128) * ((N + 255) / 256);
+  kernel<<<static_cast<unsigned int>(tiles), kThreads, smem, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), M, N, K);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// SWEEP (temporary): configs 0-1 are the defaults; 10+ are bf16-only sweep points.
 template <typename T>
 int dispatch_config(int config, const void* x, const void* w, const void* bias, void* y, int M, int N, int K,
                     cudaStream_t stream) {
   switch (config) {
-    case 0: return launch<T, 128, 256, 2, 3>(x, w, bias, y, M, N, K, stream);
-    case 1: return launch<T, 128, 128, 2, 3>(x, w, bias, y, M, N, K, stream);
-    case 2: return launch<T, 128, 256, 2, 4>(x, w, bias, y, M, N, K, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);
+    case 0: return launch<T, 128, 256, 2, 3, 8, false, 1>(x, w, bias, y, M, N, K, stream);
+    case 1: return launch<T, 128, 128, 2, 3, 8, false, 2>(x, w, bias, y, M, N, K, stream);
+    default: break;
   }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    switch (config) {
+      case 10: return launch<T, 128, 256, 2, 3, 16, false, 1>(x, w, bias, y, M, N, K, stream);
+      case 11: return launch<T, 128, 256, 2, 4, 16, false, 1>(x, w, bias, y, M, N, K, stream);
+      case 12: return launch<T, 128, 256, 2, 3, 8, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 13: return launch<T, 128, 256, 2, 3, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 14: return launch<T, 128, 256, 2, 4, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 15: return launch<T, 128, 256, 4, 3, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 16: return launch<T, 256, 128, 4, 3, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 17: return launch<T, 256, 128, 4, 4, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 18: return launch<T, 256, 128, 2, 3, 16, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 19: return launch<T, 128, 128, 2, 3, 16, false, 2>(x, w, bias, y, M, N, K, stream);
+      case 20: return launch<T, 128, 128, 2, 4, 16, false, 2>(x, w, bias, y, M, N, K, stream);
+      case 21: return launch<T, 128, 256, 2, 4, 8, true, 1>(x, w, bias, y, M, N, K, stream);
+      case 30: return launch_wgmma<T, 4, 16>(x, w, bias, y, M, N, K, stream);
+      case 31: return launch_wgmma<T, 4, 8>(x, w, bias, y, M, N, K, stream);
+      case 32: return launch_wgmma<T, 3, 16>(x, w, bias, y, M, N, K, stream);
+      default: break;
+    }
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
 }
 
 }  // namespace gelu_linear_detail

@@ -8,7 +8,9 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,10 +194,7 @@ def run(request: BenchRequest, writer: ResultWriter, spec: GpuSpec | None, on_ro
         writer.append(row)
         on_row(row)
 
-    if request.device == "cuda" and len(request.devices) > 1:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
+    if len(request.devices) > 1:  # the CLI admits device lists only for CUDA; tests shard CPU workers
         lock = threading.Lock()
 
         def locked(row: ResultRow) -> None:
@@ -208,7 +207,7 @@ def run(request: BenchRequest, writer: ResultWriter, spec: GpuSpec | None, on_ro
                 pool.submit(
                     run_worker,
                     shard_tasks,
-                    device="cuda",
+                    device=request.device,
                     device_index=index,
                     spec=spec,
                     request=request,

@@ -9,6 +9,7 @@ the same as achieved over attainable FLOP/s, and still defined for kernels that 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -78,3 +79,10 @@ def analyse(cost: Cost, seconds: float, spec: GpuSpec, tensor_precision: str) ->
         precision=precision,
         floor_seconds=floor_s,
     )
+
+
+def copy_to_row(point: RooflinePoint, row) -> None:
+    """Set a result row's roofline columns (ResultRow names them as RooflinePoint does)."""
+    for field in dataclasses.fields(point):
+        if hasattr(row, field.name):
+            setattr(row, field.name, getattr(point, field.name))

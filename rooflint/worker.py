@@ -26,7 +26,7 @@ from rooflint.errors import VariantSkipped
 from rooflint.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
 from rooflint.registry import get_family
 from rooflint.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow
-from rooflint.roofline import analyse
+from rooflint.roofline import analyse, copy_to_row
 from rooflint.specs import GpuSpec, current_gpu_spec, spec_from_dict
 
 
@@ -182,19 +182,7 @@ class Worker:
             measured.p80_ms,
         )
         point = analyse(cost, measured.median_ms / 1e3, self.spec, family.tensor_precision(task.dtype))
-        for name in (
-            "achieved_tflops",
-            "achieved_gbps",
-            "ai_flop_per_byte",
-            "peak_tflops",
-            "bandwidth_gbps",
-            "attainable_tflops",
-            "pct_of_roof",
-            "bound",
-            "compute_unit",
-            "precision",
-        ):
-            setattr(row, name, getattr(point, name))
+        copy_to_row(point, row)
         message = getattr(fn, "note", "")
         if message:
             row.message = str(message)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rooflint.family import Cost
 from rooflint.results import OK, ResultRow, ResultWriter
-from rooflint.roofline import analyse
+from rooflint.roofline import analyse, copy_to_row
 from rooflint.specs import GpuSpec, get_spec, measured_spec
 
 CPU = measured_spec("cpu", "CPU (measured)", 20.0, {"cuda_fp32_tflops": 0.5}, "measured at start")
@@ -66,19 +66,7 @@ def row(
     point = analyse(cost, median_ms / 1e3, spec, dtype)
     result.timing_mode, result.l2_flushed, result.n_samples = "cuda_events", True, 100
     result.median_ms, result.p20_ms, result.p80_ms = median_ms, median_ms * (1 - spread), median_ms * (1 + spread)
-    for name in (
-        "achieved_tflops",
-        "achieved_gbps",
-        "ai_flop_per_byte",
-        "peak_tflops",
-        "bandwidth_gbps",
-        "attainable_tflops",
-        "pct_of_roof",
-        "bound",
-        "compute_unit",
-        "precision",
-    ):
-        setattr(result, name, getattr(point, name))
+    copy_to_row(point, result)
     result.ceiling_source = "datasheet" if spec.origin == "datasheet" else "measured"
     return result
 

@@ -102,3 +102,41 @@ def test_rows_are_on_disk_before_the_run_ends(tmp_path):
     on_disk = read_rows(tmp_path / "results.csv")  # the writer is still open: no close() yet
     assert len(on_disk) == 1 and on_disk[0]["median_ms"] == "1.5"
     writer.close()
+
+
+def test_shards_keep_families_whole_and_balance_by_task_count():
+    from rooflint.bench import shard
+    from rooflint.worker import Task
+
+    tasks = [Task("a", f"v{i}", "bf16", "large", {"n": 1}) for i in range(5)]
+    tasks += [Task("b", f"v{i}", "bf16", "large", {"n": 1}) for i in range(3)]
+    tasks += [Task("c", f"v{i}", "bf16", "large", {"n": 1}) for i in range(2)]
+    shards = shard(tasks, [0, 1, 3])
+    families = {device: {t.family for t in shard_tasks} for device, shard_tasks in shards.items()}
+    assert families == {0: {"a"}, 1: {"b"}, 3: {"c"}}
+    assert sorted(t.key for s in shards.values() for t in s) == sorted(t.key for t in tasks)
+
+
+def test_sharded_run_keeps_every_shard_rows_when_one_crashes(toy_env, tmp_path):
+    from rooflint.bench import BenchRequest, run
+    from rooflint.ceilings import measure_cpu_ceilings
+
+    request = BenchRequest(
+        families=["toy", "vector_add"],
+        variants=["eager", "after_crash", "crashes"],
+        dtypes=["fp32"],
+        device="cpu",
+        devices=[4, 7],
+    )
+    writer = ResultWriter(tmp_path)
+    run(request, writer, measure_cpu_ceilings(), lambda row: None)
+    writer.close()
+    rows = read_rows(tmp_path / "results.csv")
+    by_key = {(r["family"], r["variant"]): r for r in rows}
+    assert by_key[("toy", "crashes")]["status"] == "crashed"
+    assert by_key[("toy", "after_crash")]["status"] == "ok"
+    assert by_key[("vector_add", "eager")]["status"] == "ok"
+    # Each family ran in its own worker with its own device: toy went to one GPU index, and the
+    # worker restarted after the crash kept it.
+    assert by_key[("toy", "after_crash")]["message"] in ("CUDA_VISIBLE_DEVICES=4", "CUDA_VISIBLE_DEVICES=7")
+    assert {p.name for p in tmp_path.glob("worker-gpu*.log")} == {"worker-gpu4.log", "worker-gpu7.log"}
