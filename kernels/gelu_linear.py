@@ -251,6 +251,7 @@ def triton_variant(case):
 
 
 def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
+    """config -1 lets the launcher choose; 0 forces mma.sync 128x128, 1 wgmma 128x256 (Hopper)."""
     m, k = x.shape
     library.launch("rooflint_gelu_linear", x, w, b, out, m, w.shape[0], k, cuda_dtype(x.dtype), config)
     return out
@@ -258,7 +259,7 @@ def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
 
 @FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
 def cuda_variant(case):
-    """CUDA C++: mma.sync m16n8k16 + ldmatrix + cp.async ring, fused bias/GELU epilogue"""
+    """CUDA C++: cp.async ring into wgmma m64n256k16 (Hopper) or mma.sync m16n8k16; fused bias/GELU"""
     if torch.cuda.get_device_capability(case.device)[0] < 8:
         raise VariantSkipped("needs sm_80 or newer (bf16 mma.sync, cp.async)")
     x, w, b = case["x"], case["w"], case["b"]

@@ -1,7 +1,8 @@
 """Sweep of gelu_linear's CUDA kernel configurations on the H100, against eager in the same process.
 
-Each configuration index of `rooflint_gelu_linear` (see dispatch_config in kernels/gelu_linear.cu
-at the time of the sweep) is checked against the float64 reference (norm-wise relative error
+Each configuration index of `rooflint_gelu_linear` (-1 auto, 0 mma.sync 128x128, 1 wgmma 128x256;
+the "cuda v2" sweep ran indices of a temporary source, mapped in docs/perf-notes/
+decode-gelu-linear.md) is checked against the float64 reference (norm-wise relative error
 < 1.6e-2) at 8192^3, at GPT-2's 1024x768x3072 and at an odd 37x200x51 (odd M and N, K not a
 multiple of the 64-wide slice), then timed with rooflint's timer (L2 flushed before every call)
 at the two large shapes. Usage: python3 scripts/dev/gelu_linear_cuda_sweep.py CONFIG [CONFIG...]
