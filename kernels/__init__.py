@@ -5,18 +5,20 @@ where there is one, sits beside it as ``<family>.cu``. Add a family by adding it
 """
 
 FAMILY_NAMES = (
+    # memory-bound: elementwise, reductions, normalization, positional and cache kernels
     "vector_add",
     "gelu",
     "softmax",
-    "attention",
-    "layernorm_backward",
-    "decode_attention",
-    "gelu_linear",
     "reduce_sum",
     "layernorm",
     "layernorm_gelu",
+    "layernorm_backward",
     "rope",
     "kv_cache",
+    # compute-bound (decode_attention is memory-bound, but belongs with attention)
+    "attention",
+    "decode_attention",
+    "gelu_linear",
 )
 
 
