@@ -6,9 +6,9 @@ Each step changes one thing between the bench worker's path and the bare path, s
 import contextlib
 
 import torch
+from rooflint.kernels import layernorm as ln
 
 from rooflint import timing
-from rooflint.kernels import layernorm as ln
 from rooflint.registry import get_family
 from rooflint.specs import current_gpu_spec
 from rooflint.worker import Task, Worker
