@@ -123,8 +123,8 @@ def time_cuda(
     Before each sample the GPU is given a spin kernel that lasts longer than Python takes to
     enqueue the call, so the start event fires only once the whole call is queued behind it. The
     time is then what the GPU spends on the call, not how fast the host launched it: without the
-    spin, a ~100 us Triton kernel measured 3.5 us slower whenever its Python launcher outran the
-    flush. Launch overhead is measured separately, against CUDA-graph replay (--cuda-graphs).
+    spin, any call whose Python launch takes longer than the flush kernel runs would have the
+    host's latency timed as its own. Launch overhead is measured separately (--cuda-graphs).
     """
     flush = flush_buffer(l2_bytes)
     fn()
