@@ -50,3 +50,12 @@ def output_dir(path: Path) -> Path:
     except OSError as error:
         raise UserError(f"cannot write to output directory {path}: {error.strerror or error}") from None
     return path
+
+
+def write_text(path: Path, text: str, what: str = "file") -> None:
+    """Write a text output, creating its directory, or fail with one line naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflint.cli_support import write_text
 from rooflint.errors import UserError
 from rooflint.results import OK
 from rooflint.specs import GpuSpec, get_spec, measured_spec
@@ -256,9 +257,5 @@ def write_report(
             base = out.parent if out is not None else None
             text = render_markdown(report, base) if fmt == "md" else render_html(report)
     if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-        except OSError as error:
-            raise UserError(f"cannot write report {out}: {error.strerror or error}") from None
+        write_text(out, text, "report")
     return text

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli_support import user_errors
-from rooflint.errors import UserError
+from rooflint.cli_support import user_errors, write_text
 
 
 @user_errors
@@ -45,11 +44,7 @@ def compare_command(
     )
     text = result.to_markdown()
     if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-        except OSError as error:
-            raise UserError(f"cannot write {out}: {error.strerror or error}") from None
+        write_text(out, text, "comparison")
     typer.echo(text, nl=False)
     missing = result.count("only in base")
     if result.regressions or (fail_on_missing and missing):
