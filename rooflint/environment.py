@@ -74,12 +74,19 @@ def collect(device: str) -> Environment:
     )
 
 
-def gpu_clocks_mhz() -> tuple[float, float]:
-    """Current SM and memory clocks from nvidia-smi, NaN where they cannot be read."""
+def physical_gpu_index() -> int:
+    """The current GPU's index as nvidia-smi numbers it, through CUDA_VISIBLE_DEVICES' remapping
+    (bench --devices gives each worker one GPU, which that worker sees as device 0)."""
     index = torch.cuda.current_device()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
     if index < len(visible) and visible[index].strip().isdigit():
-        index = int(visible[index])  # nvidia-smi numbers GPUs without CUDA_VISIBLE_DEVICES' remapping
+        return int(visible[index])
+    return index
+
+
+def gpu_clocks_mhz() -> tuple[float, float]:
+    """Current SM and memory clocks from nvidia-smi, NaN where they cannot be read."""
+    index = physical_gpu_index()
     try:
         result = subprocess.run(
             ["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader,nounits"],

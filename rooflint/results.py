@@ -72,6 +72,7 @@ class ResultRow:
     # where and when
     gpu: str = ""  # spec key, e.g. h100_sxm, or "cpu"
     device_name: str = ""
+    device_index: int = -1  # the GPU's nvidia-smi index (which GPU of a --devices run); -1 on CPU
     sm_count: int = 0
     l2_bytes: int = 0
     sm_clock_mhz: float = math.nan
@@ -89,6 +90,7 @@ class ResultRow:
 
 COLUMNS = [f.name for f in fields(ResultRow)]
 _TYPES = {f.name: f.type for f in fields(ResultRow)}
+_DEFAULTS = {f.name: f.default for f in fields(ResultRow)}
 
 
 class ResultWriter:
@@ -163,7 +165,8 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
             elif kind == "bool":
                 values[name] = str(value).lower() in ("true", "1")
             elif kind == "int":
-                values[name] = 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+                missing = value is None or (isinstance(value, float) and math.isnan(value))
+                values[name] = _DEFAULTS[name] if missing else int(value)
             else:
                 values[name] = math.nan if value is None else float(value)
         rows.append(ResultRow(**values))

@@ -93,6 +93,7 @@ class Worker:
     def _stamp(self, row: ResultRow) -> ResultRow:
         row.gpu = self.spec.key
         row.device_name = self.env.device_name
+        row.device_index = environment.physical_gpu_index() if self.device == "cuda" else -1
         row.sm_count = int(self.spec.get("sm_count") or 0)
         row.l2_bytes = self.spec.l2_bytes
         row.torch_version = self.env.torch_version

@@ -140,3 +140,15 @@ def test_sharded_run_keeps_every_shard_rows_when_one_crashes(toy_env, tmp_path):
     # worker restarted after the crash kept it.
     assert by_key[("toy", "after_crash")]["message"] in ("CUDA_VISIBLE_DEVICES=4", "CUDA_VISIBLE_DEVICES=7")
     assert {p.name for p in tmp_path.glob("worker-gpu*.log")} == {"worker-gpu4.log", "worker-gpu7.log"}
+
+
+def test_rows_record_which_gpu_index_measured_them(monkeypatch):
+    import torch
+
+    from rooflint import environment
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,6")
+    assert environment.physical_gpu_index() == 6  # nvidia-smi's numbering, not the remapped one
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert environment.physical_gpu_index() == 1
