@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from rooflint.errors import UserError
 from rooflint.family import DTYPES, VARIANT_KINDS
 from rooflint.lint import lint_text
 from rooflint.registry import get_family, resolve_families
-from rooflint.results import CRASHED, ERROR, ResultRow, ResultWriter
+from rooflint.results import CRASHED, ERROR, ResultRow, ResultWriter, row_from_record
 from rooflint.specs import GpuSpec, spec_to_dict
 from rooflint.worker import Task, base_row
 
@@ -141,7 +140,7 @@ def run_worker(
                 if event.get("event") == "start":
                     started = event["task"]
                 elif event.get("event") == "row":
-                    on_row(_row_from_event(event["row"]))
+                    on_row(row_from_record(event["row"]))
                     done.add(event["task"])
                     started = None
             code = process.wait()
@@ -157,14 +156,6 @@ def run_worker(
         crashed = next(t for t in remaining if t.key == started)
         on_row(base_row(crashed, kinds[crashed.key], CRASHED, f"process died (exit {code}): {tail}"))
         remaining = [t for t in remaining if t.key != started]
-
-
-def _row_from_event(data: dict) -> ResultRow:
-    values = {}
-    for f in dataclasses.fields(ResultRow):
-        value = data.get(f.name)
-        values[f.name] = math.nan if value is None and f.type == "float" else value
-    return ResultRow(**{k: v for k, v in values.items() if v is not None})
 
 
 def _log_tail(path: Path) -> str:

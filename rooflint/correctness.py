@@ -9,11 +9,11 @@ from typing import Any
 import torch
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
+def tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
+        return [t for item in value for t in tensors(item)]
     raise TypeError(f"a variant must return a tensor or a tuple of tensors, not {type(value).__name__}")
 
 
@@ -23,7 +23,7 @@ def relative_error(output: Any, reference: Any) -> float:
     Norm-wise rather than element-wise because a few outputs near zero make element-wise
     relative error meaningless, while the norm still catches any wrong or unwritten block.
     """
-    outs, refs = _tensors(output), _tensors(reference)
+    outs, refs = tensors(output), tensors(reference)
     if len(outs) != len(refs):
         raise ValueError(f"variant returned {len(outs)} tensors, reference has {len(refs)}")
     worst = 0.0

@@ -120,11 +120,12 @@ class ResultWriter:
 
 
 def write_json(rows: Iterable[ResultRow], path: Path) -> None:
-    payload = {"schema_version": SCHEMA_VERSION, "rows": [_json_safe(dataclasses.asdict(r)) for r in rows]}
+    payload = {"schema_version": SCHEMA_VERSION, "rows": [json_safe(dataclasses.asdict(r)) for r in rows]}
     Path(path).write_text(json.dumps(payload, indent=1))
 
 
-def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
+def json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """NaN and infinity become null: JSON has no spelling for them."""
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
 
 
@@ -153,21 +154,23 @@ def read_results(path: Path | str) -> pd.DataFrame:
     return frame
 
 
+def row_from_record(record: dict[str, Any]) -> ResultRow:
+    """A ResultRow from a CSV/JSON record: missing or NaN values take the field's default."""
+    values = {}
+    for name in COLUMNS:
+        value = record.get(name)
+        missing = value is None or (isinstance(value, float) and math.isnan(value))
+        kind = _TYPES[name]
+        if kind == "str":
+            values[name] = "" if missing else str(value)
+        elif kind == "bool":
+            values[name] = str(value).lower() in ("true", "1")
+        elif kind == "int":
+            values[name] = _DEFAULTS[name] if missing else int(value)
+        else:
+            values[name] = math.nan if missing else float(value)
+    return ResultRow(**values)
+
+
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
-    rows = []
-    for record in frame.to_dict("records"):
-        values = {}
-        for name in COLUMNS:
-            value = record.get(name)
-            kind = _TYPES[name]
-            if kind == "str":
-                values[name] = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-            elif kind == "bool":
-                values[name] = str(value).lower() in ("true", "1")
-            elif kind == "int":
-                missing = value is None or (isinstance(value, float) and math.isnan(value))
-                values[name] = _DEFAULTS[name] if missing else int(value)
-            else:
-                values[name] = math.nan if value is None else float(value)
-        rows.append(ResultRow(**values))
-    return rows
+    return [row_from_record(record) for record in frame.to_dict("records")]

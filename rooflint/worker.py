@@ -20,12 +20,12 @@ from typing import Any
 import torch
 
 from rooflint import environment, timing
-from rooflint.correctness import check
+from rooflint.correctness import check, tensors
 from rooflint.cuda_build import nvcc_path
 from rooflint.errors import VariantSkipped
 from rooflint.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
 from rooflint.registry import get_family
-from rooflint.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow
+from rooflint.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow, json_safe
 from rooflint.roofline import analyse, copy_to_row
 from rooflint.specs import GpuSpec, current_gpu_spec, spec_from_dict
 
@@ -208,17 +208,9 @@ def _scratch_bytes(fn: Callable[[], Any], first_output: Any) -> int:
     output = fn()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - before
-    reused = {t.data_ptr() for t in _tensors(first_output)}
-    fresh = sum(t.numel() * t.element_size() for t in _tensors(output) if t.data_ptr() not in reused)
+    reused = {t.data_ptr() for t in tensors(first_output)}
+    fresh = sum(t.numel() * t.element_size() for t in tensors(output) if t.data_ptr() not in reused)
     return max(0, peak - fresh)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
-    return []
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -247,14 +239,8 @@ def main() -> None:
         task = Task(**raw)
         emit({"event": "start", "task": task.key})
         row = worker.run(task)
-        emit({"event": "row", "task": task.key, "row": _row_dict(row)})
+        emit({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))})
     emit({"event": "done"})
-
-
-def _row_dict(row: ResultRow) -> dict[str, Any]:
-    return {
-        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in dataclasses.asdict(row).items()
-    }
 
 
 if __name__ == "__main__":
