@@ -14,11 +14,11 @@ python3 - "$work" "$base_in" "$variant" <<'EOF'
 import sys
 from pathlib import Path
 
-from rooflint.family import Cost
-from rooflint.merge import write_frame
-from rooflint.results import ResultWriter, ResultRow, read_results
-from rooflint.roofline import analyse
-from rooflint.specs import get_spec
+from rooflint.core.family import Cost
+from rooflint.outputs.merge import write_frame
+from rooflint.outputs.results import ResultWriter, ResultRow, read_results
+from rooflint.core.roofline import analyse
+from rooflint.core.specs import get_spec
 
 work, base_in, variant = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 if base_in:

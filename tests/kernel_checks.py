@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rooflint.correctness import check
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
 
 
 def assert_variant_matches_reference(family_name: str, variant: str, params: dict, dtype: str, seed: int = 0):

@@ -1,17 +1,17 @@
 """Synthetic results for the report/compare/merge/projection tests.
 
 Rows are ResultRow instances written by the real ResultWriter, and their roofline columns come from
-rooflint.roofline.analyse, so the tests follow the schema and the maths wherever they change.
+rooflint.core.roofline.analyse, so the tests follow the schema and the maths wherever they change.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rooflint.family import Cost
-from rooflint.results import OK, ResultRow, ResultWriter
-from rooflint.roofline import analyse, copy_to_row
-from rooflint.specs import GpuSpec, get_spec, measured_spec
+from rooflint.core.family import Cost
+from rooflint.core.roofline import analyse, copy_to_row
+from rooflint.core.specs import GpuSpec, get_spec, measured_spec
+from rooflint.outputs.results import OK, ResultRow, ResultWriter
 
 CPU = measured_spec("cpu", "CPU (measured)", 20.0, {"cuda_fp32_tflops": 0.5}, "measured at start")
 

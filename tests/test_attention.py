@@ -4,11 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from kernel_checks import assert_variant_matches_reference
-from rooflint.kernels import attention
 
-from rooflint.errors import UserError
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.errors import UserError
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.kernels import attention
 
 
 # N=1 (one key), 17 (ragged, under one tile), 64 (whole tiles), 130 (several tiles plus a tail).

@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 from typer.testing import CliRunner
 
-from rooflint import ceiling_kernels, ceilings, graph_timing
-from rooflint.cli import app
-from rooflint.errors import UserError
-from rooflint.specs import get_spec
+from rooflint.cli.app import app
+from rooflint.core import roofs
+from rooflint.core.errors import UserError
+from rooflint.core.specs import get_spec
+from rooflint.engine import ceiling_kernels, ceilings, graph_timing
 
 H100_MEASURED = {
     "memory_bandwidth_gbps": 2959.0,
@@ -31,24 +32,24 @@ def test_cpu_ceilings_are_a_measured_spec():
 
 def test_cache_dir_honours_rooflint_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
-    assert ceilings.cache_dir() == tmp_path / "ceilings"
+    assert roofs.cache_dir() == tmp_path / "ceilings"
     monkeypatch.delenv("ROOFLINT_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert ceilings.cache_dir() == tmp_path / "xdg" / "rooflint" / "ceilings"
+    assert roofs.cache_dir() == tmp_path / "xdg" / "rooflint" / "ceilings"
 
 
 def test_save_and_load_round_trip(monkeypatch, tmp_path):
     monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
-    assert ceilings.load_measured_ceilings("h100_sxm") is None
-    path = ceilings.save_ceilings("h100_sxm", "NVIDIA H100 80GB HBM3", H100_MEASURED)
+    assert roofs.load_measured_ceilings("h100_sxm") is None
+    path = roofs.save_ceilings("h100_sxm", "NVIDIA H100 80GB HBM3", H100_MEASURED)
     assert path == tmp_path / "ceilings" / "h100_sxm.toml"
-    assert ceilings.load_measured_ceilings("h100_sxm") == H100_MEASURED
+    assert roofs.load_measured_ceilings("h100_sxm") == H100_MEASURED
 
 
 def test_load_rejects_a_broken_file(tmp_path):
     (tmp_path / "t4.toml").write_text("[t4\nmemory_bandwidth_gbps = 1")
     try:
-        ceilings.load_measured_ceilings("t4", tmp_path)
+        roofs.load_measured_ceilings("t4", tmp_path)
     except UserError as error:
         assert "re-run `rooflint ceilings`" in str(error)
     else:
@@ -57,27 +58,27 @@ def test_load_rejects_a_broken_file(tmp_path):
 
 def test_roof_spec_measured_overrides_datasheet(tmp_path):
     datasheet = get_spec("h100_sxm")
-    assert ceilings.roof_spec(datasheet, "datasheet", tmp_path) is datasheet
+    assert roofs.roof_spec(datasheet, "datasheet", tmp_path) is datasheet
     try:
-        ceilings.roof_spec(datasheet, "measured", tmp_path)
+        roofs.roof_spec(datasheet, "measured", tmp_path)
     except UserError as error:
         assert "rooflint ceilings" in str(error)
     else:
         raise AssertionError("--roof measured without measured ceilings must be a UserError")
-    ceilings.save_ceilings("h100_sxm", "H100", H100_MEASURED, tmp_path)
-    measured = ceilings.roof_spec(datasheet, "measured", tmp_path)
+    roofs.save_ceilings("h100_sxm", "H100", H100_MEASURED, tmp_path)
+    measured = roofs.roof_spec(datasheet, "measured", tmp_path)
     assert measured.origin == "measured"
     assert measured.bandwidth_gbps == 2959.0 and measured.tensor_peak_tflops("bf16") == 783.0
     assert measured.tensor_peak_tflops("fp8") == datasheet.tensor_peak_tflops("fp8")  # not measured: datasheet
     assert "memory_bandwidth_gbps" in measured.overrides
-    [(label, overlay)] = ceilings.measured_overlay(datasheet, tmp_path)
+    [(label, overlay)] = roofs.measured_overlay(datasheet, tmp_path)
     assert "measured" in label and overlay.bandwidth_gbps == 2959.0
-    assert ceilings.measured_overlay(get_spec("t4"), tmp_path) == []
+    assert roofs.measured_overlay(get_spec("t4"), tmp_path) == []
 
 
 def test_unknown_roof_choice():
     try:
-        ceilings.roof_spec(get_spec("t4"), "sparse")
+        roofs.roof_spec(get_spec("t4"), "sparse")
     except UserError as error:
         assert "datasheet" in str(error) and "measured" in str(error)
     else:
@@ -116,5 +117,5 @@ def test_graph_sizing():
 def test_ceilings_command_on_cpu(tmp_path):
     result = CliRunner().invoke(app, ["ceilings", "--device", "cpu", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    values = ceilings.load_measured_ceilings("cpu", tmp_path)
+    values = roofs.load_measured_ceilings("cpu", tmp_path)
     assert values["memory_bandwidth_gbps"] > 0 and values["tensor_fp32_tflops"] > 0

@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflint import __version__
-from rooflint.cli import app
+from rooflint.cli.app import app
 
 runner = CliRunner()
 
@@ -102,7 +102,7 @@ def test_roofline_without_results_predicts_every_family(tmp_path):
 
     with open(tmp_path / "roofline-t4.csv", newline="") as handle:
         points = [row for row in csv.DictReader(handle) if row["point_kind"] == "predicted"]
-    from rooflint.registry import family_names
+    from rooflint.core.registry import family_names
 
     assert {p["family"] for p in points} == set(family_names())
     assert (tmp_path / "roofline-t4.png").stat().st_size > 0

@@ -8,8 +8,7 @@ import pytest
 from result_factory import run, write
 from typer.testing import CliRunner
 
-from rooflint.cli import app
-from rooflint.compare import (
+from rooflint.analysis.compare import (
     BASE_ONLY,
     FASTER,
     FIXED,
@@ -24,8 +23,9 @@ from rooflint.compare import (
     compare_frames,
     parse_threshold,
 )
-from rooflint.errors import UserError
-from rooflint.results import read_results
+from rooflint.cli.app import app
+from rooflint.core.errors import UserError
+from rooflint.outputs.results import read_results
 
 runner = CliRunner()
 

@@ -8,9 +8,9 @@ sm_90a is the target rooflint builds on an H100 (it enables wgmma); sm_90 must a
 from pathlib import Path
 
 import pytest
-import rooflint.kernels
 
-from rooflint.cuda_build import compile_source, nvcc_path
+import rooflint.kernels
+from rooflint.engine.cuda_build import compile_source, nvcc_path
 
 SOURCES = sorted(Path(rooflint.kernels.__file__).parent.glob("*.cu"))
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_90a")

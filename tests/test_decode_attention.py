@@ -1,10 +1,10 @@
 import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
-from rooflint.kernels.decode_attention import split_plan
 
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.kernels.decode_attention import split_plan
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
 # G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split.

@@ -3,9 +3,9 @@ import torch
 import torch.nn.functional as F
 from kernel_checks import assert_variant_matches_reference
 
-from rooflint.errors import VariantSkipped
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
 
 # (m, k, n): TMA needs 16-byte row strides, so K and N are multiples of 8 while M stays odd. A
 # single output row; a K tail (72 % 32 != 0) with M and N tails; whole K slices; several K slices

@@ -1,11 +1,11 @@
 import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
-from rooflint.kernels import layernorm as ln
 
-from rooflint.correctness import check
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels import layernorm as ln
 
 # hidden 1 (var 0: y = b), odd widths (unaligned rows), 256 (a whole tile: the unmasked path),
 # 4097 (just past a power of two) and 70001 (wider than one register tile: the looped kernel).

@@ -1,11 +1,11 @@
 import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
-from rooflint.kernels import layernorm_backward as lnb
 
-from rooflint.correctness import check
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels import layernorm_backward as lnb
 
 SHAPES = [(1, 1), (3, 1000), (70, 1), (70, 1000), (5, 4097)]
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from rooflint.cli import app
-from rooflint.lint import Finding, format_findings, lint_file, lint_row, lint_text
-from rooflint.results import ResultRow
-from rooflint.specs import get_spec
+from rooflint.analysis.lint import Finding, format_findings, lint_file, lint_row, lint_text
+from rooflint.cli.app import app
+from rooflint.core.specs import get_spec
+from rooflint.outputs.results import ResultRow
 
 H100 = get_spec("h100_sxm")  # 3350 GB/s, 989.5 TFLOP/s bf16 dense, 67 TFLOP/s fp32, 50 MiB L2
 GiB = 2**30

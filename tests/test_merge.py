@@ -8,9 +8,9 @@ import pytest
 from result_factory import run, write
 from typer.testing import CliRunner
 
-from rooflint.cli import app
-from rooflint.merge import merge_files
-from rooflint.results import COLUMNS, read_results
+from rooflint.cli.app import app
+from rooflint.outputs.merge import merge_files
+from rooflint.outputs.results import COLUMNS, read_results
 
 runner = CliRunner()
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rooflint import ncu
-from rooflint.cli import app
-from rooflint.errors import UserError
-from rooflint.lint import lint_file
-from rooflint.profile import kernel_shares, ncu_row, plot_ncu, read_ncu_csv
-from rooflint.registry import get_family
-from rooflint.specs import get_spec
+from rooflint.analysis import ncu
+from rooflint.analysis.lint import lint_file
+from rooflint.cli.app import app
+from rooflint.core.errors import UserError
+from rooflint.core.registry import get_family
+from rooflint.core.specs import get_spec
+from rooflint.engine.profile import kernel_shares, ncu_row, plot_ncu, read_ncu_csv
 
 # Recorded on the H100 with `ncu --nvtx --nvtx-include calib/ ...` then
 # `ncu --import calib.ncu-rep --csv --page raw --print-units base` (scripts/dev/measurement.py):

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from result_factory import CPU, MATMUL_BF16, VECTOR_ADD_BF16, N, row, write
 
-from rooflint.plot import plot_roofline
-from rooflint.projection import FLOOR_ONLY, KEEP_FRACTION, PREDICTED, project
-from rooflint.results import read_results
-from rooflint.specs import get_spec
+from rooflint.analysis.projection import FLOOR_ONLY, KEEP_FRACTION, PREDICTED, project
+from rooflint.core.specs import get_spec
+from rooflint.outputs.plot import plot_roofline
+from rooflint.outputs.results import read_results
 
 A100_GBPS, H100_GBPS = 2039e9, 3350e9  # datasheet bandwidths, bytes/s
 

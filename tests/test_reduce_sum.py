@@ -1,11 +1,11 @@
 import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
-from rooflint.kernels import reduce_sum as rs
 
-from rooflint.correctness import check
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels import reduce_sum as rs
 
 # (1, n): one vector, split across programs; (rows, n): row sums, one or more programs per row.
 # 1 << 17 is a whole number of tiles: no partial last tile.

@@ -12,9 +12,9 @@ import pytest
 from result_factory import CPU, N, row, run, write
 from typer.testing import CliRunner
 
-from rooflint.cli import app
-from rooflint.family import Cost
-from rooflint.report import REPORT_SCHEMA
+from rooflint.cli.app import app
+from rooflint.core.family import Cost
+from rooflint.outputs.report import REPORT_SCHEMA
 
 runner = CliRunner()
 

@@ -2,10 +2,10 @@ import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
 
-from rooflint.correctness import check
-from rooflint.errors import UserError
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.errors import UserError
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
 
 # 1 of everything; odd seq/heads with head_dim 6 (half 3: no vector fits); a 64-wide head.
 SHAPES = [

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from rooflint.family import Cost
-from rooflint.roofline import analyse, floor_seconds
-from rooflint.specs import builtin_specs, detect, get_spec
+from rooflint.core.family import Cost
+from rooflint.core.roofline import analyse, floor_seconds
+from rooflint.core.specs import builtin_specs, detect, get_spec
 
 REQUIRED = ("memory_bandwidth_gbps", "cuda_fp32_tflops", "l2_mib", "sm_count", "boost_clock_mhz")
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from rooflint.correctness import relative_error
-from rooflint.errors import UserError
-from rooflint.registry import get_family
-from rooflint.timing import summarize, time_cpu
+from rooflint.core.errors import UserError
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import relative_error
+from rooflint.engine.timing import summarize, time_cpu
 
 
 def test_quantiles_match_numpy():

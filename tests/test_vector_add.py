@@ -1,8 +1,8 @@
 import pytest
 from kernel_checks import assert_variant_matches_reference
 
-from rooflint.family import Cost
-from rooflint.registry import get_family
+from rooflint.core.family import Cost
+from rooflint.core.registry import get_family
 
 
 @pytest.mark.parametrize("n", [1, 1000, 4097, 65537])

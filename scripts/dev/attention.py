@@ -21,8 +21,8 @@ import time
 import torch
 import triton
 
-from rooflint.correctness import check
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
 
 OUT = os.environ.get("OUT", "/tmp/attention_out")
 os.makedirs(OUT, exist_ok=True)

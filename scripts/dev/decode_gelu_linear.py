@@ -20,8 +20,8 @@ import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
-from rooflint import cuda_build
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine import cuda_build
 
 START = time.time()
 

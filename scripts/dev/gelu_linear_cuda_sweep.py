@@ -14,12 +14,12 @@ import sys
 import time
 
 import torch
-from rooflint.kernels import gelu_linear as gl
 
-from rooflint import cuda_build
-from rooflint.correctness import relative_error
-from rooflint.registry import get_family
-from rooflint.timing import time_cuda
+from rooflint.core.registry import get_family
+from rooflint.engine import cuda_build
+from rooflint.engine.correctness import relative_error
+from rooflint.engine.timing import time_cuda
+from rooflint.kernels import gelu_linear as gl
 
 TOLERANCE = 1.6e-2
 DEVICE = torch.device("cuda")

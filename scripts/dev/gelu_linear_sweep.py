@@ -17,11 +17,11 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
-from rooflint.kernels import gelu_linear as gl
 
-from rooflint.correctness import relative_error
-from rooflint.registry import get_family
-from rooflint.timing import time_cuda
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import relative_error
+from rooflint.engine.timing import time_cuda
+from rooflint.kernels import gelu_linear as gl
 
 SHAPES = {"gpt2": {"m": 1024, "k": 768, "n": 3072}, "square": {"m": 8192, "k": 8192, "n": 8192}}
 TOLERANCE = 1.6e-2

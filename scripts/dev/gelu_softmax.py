@@ -17,12 +17,12 @@ import time
 import torch
 import triton
 import triton.language as tl
-from rooflint.kernels.gelu import cuda_gelu, triton_gelu
-from rooflint.kernels.softmax import cuda_softmax, triton_softmax
 from triton.testing import do_bench
 
-from rooflint.correctness import check
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels.gelu import cuda_gelu, triton_gelu
+from rooflint.kernels.softmax import cuda_softmax, triton_softmax
 
 START = time.time()
 DEV = torch.device("cuda")

@@ -6,12 +6,12 @@ Each step changes one thing between the bench worker's path and the bare path, s
 import contextlib
 
 import torch
-from rooflint.kernels import layernorm as ln
 
-from rooflint import timing
-from rooflint.registry import get_family
-from rooflint.specs import current_gpu_spec
-from rooflint.worker import Task, Worker
+from rooflint.core.registry import get_family
+from rooflint.core.specs import current_gpu_spec
+from rooflint.engine import timing
+from rooflint.engine.worker import Task, Worker
+from rooflint.kernels import layernorm as ln
 
 L2 = torch.cuda.get_device_properties(0).L2_cache_size
 params = {"rows": 16384, "hidden": 4096}

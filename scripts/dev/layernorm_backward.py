@@ -15,10 +15,10 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
-from rooflint.kernels import layernorm_backward as lnb
 
-from rooflint.correctness import relative_error
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import relative_error
+from rooflint.kernels import layernorm_backward as lnb
 
 OUT = os.environ.get("OUT", "/tmp")
 FAMILY = get_family("layernorm_backward")
@@ -116,7 +116,7 @@ def sweep():
 
 def ncu():
     code = (
-        "import torch; from rooflint.registry import get_family; f=get_family('layernorm_backward');"
+        "import torch; from rooflint.core.registry import get_family; f=get_family('layernorm_backward');"
         "c=f.build_case('large', f.sizes['large'][0], 'bf16', torch.device('cuda'));"
         "fns=[f.variants[v].build(c) for v in ('triton','cuda')];"
         "[fn() for fn in fns]; torch.cuda.synchronize();"

@@ -44,8 +44,8 @@ torch.cuda.synchronize()
 
 GRAPH = r"""
 import torch
-from rooflint import timing
-from rooflint.graph_timing import time_cuda_graph
+from rooflint.engine import timing
+from rooflint.engine.graph_timing import time_cuda_graph
 for n in (1 << 12, 1 << 16, 1 << 20, 1 << 26):
     a = torch.randn(n, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a); c = torch.empty_like(a)
     fn = lambda: torch.add(a, b, out=c)

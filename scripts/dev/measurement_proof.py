@@ -31,9 +31,9 @@ def sh(command, timeout):
 
 
 def combined_plot():
-    from rooflint.ceilings import measured_overlay
-    from rooflint.profile import plot_ncu, read_ncu_csv
-    from rooflint.specs import current_gpu_spec
+    from rooflint.core.specs import current_gpu_spec
+    from rooflint.engine.ceilings import measured_overlay
+    from rooflint.engine.profile import plot_ncu, read_ncu_csv
 
     rows = [r for path in sorted(glob.glob(f"{OUT}/ncu_*.csv")) for r in read_ncu_csv(path)]
     spec = current_gpu_spec()

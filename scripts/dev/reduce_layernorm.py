@@ -20,9 +20,9 @@ import time
 import torch
 import triton
 
-from rooflint import cuda_build
-from rooflint.correctness import relative_error
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine import cuda_build
+from rooflint.engine.correctness import relative_error
 
 OUT = os.environ.get("OUT", "/tmp/out")
 LOG = []

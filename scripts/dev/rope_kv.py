@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
 
 
 def bench(fn):

@@ -7,11 +7,11 @@ so a disagreement between the two shows up beside the config.
 
 import torch
 import torch.nn.functional as F
-from rooflint.kernels import layernorm as ln
-from rooflint.kernels import layernorm_backward as lnb
 from triton.testing import do_bench
 
-from rooflint.timing import time_cuda
+from rooflint.engine.timing import time_cuda
+from rooflint.kernels import layernorm as ln
+from rooflint.kernels import layernorm_backward as lnb
 
 L2 = torch.cuda.get_device_properties(0).L2_cache_size
 rows, hidden = 16384, 4096

@@ -16,10 +16,10 @@ import time
 import torch
 import triton
 import triton.language as tl
-from rooflint.kernels import layernorm as ln
 
-from rooflint.correctness import check
-from rooflint.registry import get_family
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels import layernorm as ln
 
 
 @triton.jit
@@ -247,7 +247,7 @@ def check_small(device, dtypes, names):
 
 
 def main():
-    from rooflint.timing import time_cuda
+    from rooflint.engine.timing import time_cuda
 
     t0 = float(os.environ.get("T0", time.time()))
     out = os.environ.get("OUT", "/tmp")

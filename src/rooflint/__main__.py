@@ -1,0 +1,3 @@
+from rooflint.cli import main
+
+main()

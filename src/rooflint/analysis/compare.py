@@ -1,0 +1,280 @@
+"""Compare two results files and decide whether NEW is a regression of BASE.
+
+Rows are joined on family, variant, dtype, shape and GPU (shape, not the preset name, because a
+preset whose shape changed is a different problem). Each pair of ok rows is classified by the
+change of the median time, change = new_median / base_median - 1, and by the two runs' own
+spread, the interval [p20, p80] of their timed samples:
+
+- same:   |change| <= threshold.
+- slower: change > threshold, and the intervals are separated: new p20 > base p80.
+- faster: change < -threshold, and the intervals are separated: new p80 < base p20.
+- noisy:  |change| > threshold but the intervals overlap, so the runs' own jitter could explain it.
+
+A shared CI runner's clocks, neighbours and thermals move single calls by several percent; a
+change that the two runs' p20-p80 intervals cannot tell apart from that jitter is reported, not
+failed. Where either row lacks a spread (one sample, or an old file), the threshold alone decides.
+
+Rows that are not ok on one side: ok -> not ok (failed, skipped, oom, error, crashed) is a
+regression ("now failed"), because a variant that stops passing its correctness gate or stops
+building is worse than a slow one; not ok -> ok is "fixed"; not ok on both sides is "still
+<status>". Rows present on one side only are listed, never dropped.
+
+A regression is any slower row or any ok -> not ok row; `rooflint compare` exits 1 if there is one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from rooflint.core.errors import UserError
+from rooflint.outputs.merge import KEY, dedupe
+from rooflint.outputs.results import OK
+
+SAME, SLOWER, FASTER, NOISY = "same", "slower", "faster", "noisy"
+NOW_FAILING, FIXED, STILL_FAILING = "now failing", "fixed", "still failing"
+BASE_ONLY, NEW_ONLY = "only in base", "only in new"
+REGRESSIONS = (SLOWER, NOW_FAILING)
+# Table order: what fails the build first, then what a reviewer should look at.
+_ORDER = {
+    SLOWER: 0,
+    NOW_FAILING: 1,
+    NOISY: 2,
+    FASTER: 3,
+    FIXED: 4,
+    STILL_FAILING: 5,
+    SAME: 6,
+    BASE_ONLY: 7,
+    NEW_ONLY: 8,
+}
+
+
+def parse_threshold(text: str | float) -> float:
+    """'5%', '5' or 5 mean five percent; returns the fraction 0.05."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%?\s*", str(text))
+    value = float(match.group(1)) / 100 if match else math.nan
+    if not match or not 0 < value < 10:
+        raise UserError(f"bad threshold {text!r}; give a percentage above 0, e.g. 5% or 2.5")
+    return value
+
+
+@dataclass
+class Timing:
+    status: str
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    message: str = ""
+
+    @classmethod
+    def of(cls, record: dict) -> Timing:
+        def number(name: str) -> float:
+            value = record.get(name)
+            return float(value) if value is not None and value == value else math.nan
+
+        return cls(
+            str(record.get("status", "")),
+            number("median_ms"),
+            number("p20_ms"),
+            number("p80_ms"),
+            str(record.get("message", "") or ""),
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK and self.median_ms > 0
+
+    @property
+    def has_spread(self) -> bool:
+        return math.isfinite(self.p20_ms) and math.isfinite(self.p80_ms) and self.p80_ms >= self.p20_ms
+
+    def cell(self) -> str:
+        if not self.ok:
+            return f"{self.status or '?'}"
+        spread = f" [{self.p20_ms:.4g}–{self.p80_ms:.4g}]" if self.has_spread else ""
+        return f"{self.median_ms:.4g}{spread}"
+
+
+def classify(base: Timing, new: Timing, threshold: float) -> tuple[str, float]:
+    """The verdict for one joined pair and the relative change of the median (NaN if not both ok)."""
+    if not base.ok and not new.ok:
+        return STILL_FAILING, math.nan
+    if not new.ok:
+        return NOW_FAILING, math.nan
+    if not base.ok:
+        return FIXED, math.nan
+    change = new.median_ms / base.median_ms - 1.0
+    if abs(change) <= threshold:
+        return SAME, change
+    if base.has_spread and new.has_spread:
+        separated = new.p20_ms > base.p80_ms if change > 0 else new.p80_ms < base.p20_ms
+        if not separated:
+            return NOISY, change
+    return (SLOWER if change > 0 else FASTER), change
+
+
+@dataclass
+class Entry:
+    family: str
+    variant: str
+    dtype: str
+    shape: str
+    gpu: str
+    verdict: str
+    change: float = math.nan
+    base: Timing | None = None
+    new: Timing | None = None
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict in REGRESSIONS
+
+
+@dataclass
+class Comparison:
+    entries: list[Entry]
+    threshold: float
+    base_name: str = "BASE"
+    new_name: str = "NEW"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Entry]:
+        return [e for e in self.entries if e.regression]
+
+    def count(self, verdict: str) -> int:
+        return sum(e.verdict == verdict for e in self.entries)
+
+    def to_markdown(self) -> str:
+        return render_markdown(self)
+
+
+def _gpus(frame: pd.DataFrame) -> list[str]:
+    return sorted(set(frame["gpu"].fillna("").astype(str)))
+
+
+def compare_frames(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    threshold: float = 0.05,
+    allow_gpu_mismatch: bool = False,
+    base_name: str = "BASE",
+    new_name: str = "NEW",
+) -> Comparison:
+    notes = []
+    base, base_dups = dedupe(base)
+    new, new_dups = dedupe(new)
+    for name, dups in ((base_name, base_dups), (new_name, new_dups)):
+        if dups:
+            notes.append(f"{name} had {len(dups)} duplicate rows; the newest timestamp of each was kept")
+    base_gpus, new_gpus = _gpus(base), _gpus(new)
+    key = list(KEY)
+    if not set(base_gpus) & set(new_gpus):
+        if not allow_gpu_mismatch:
+            raise UserError(
+                f"{base_name} was measured on {', '.join(base_gpus) or 'no GPU'} and {new_name} on "
+                f"{', '.join(new_gpus) or 'no GPU'}; compare runs on the same GPU, or pass --allow-gpu-mismatch"
+            )
+        if len(base_gpus) != 1 or len(new_gpus) != 1:
+            raise UserError(
+                "--allow-gpu-mismatch pairs one GPU with one GPU, but "
+                f"{base_name} has {', '.join(base_gpus)} and {new_name} has {', '.join(new_gpus)}"
+            )
+        key.remove("gpu")
+        notes.append(f"different GPUs compared on request: {base_gpus[0]} -> {new_gpus[0]}")
+    elif set(base_gpus) != set(new_gpus):
+        notes.append(
+            f"GPUs differ ({base_name}: {', '.join(base_gpus)}; {new_name}: {', '.join(new_gpus)}); "
+            "only rows of the same GPU are compared, the others are listed as missing"
+        )
+
+    def index(frame: pd.DataFrame) -> dict[tuple, dict]:
+        return {tuple(str(r[k]) for k in key): r for r in frame.to_dict("records")}
+
+    base_rows, new_rows = index(base), index(new)
+    entries = []
+    for k in list(base_rows) + [k for k in new_rows if k not in base_rows]:
+        b, n = base_rows.get(k), new_rows.get(k)
+        record = b if b is not None else n
+        gpu = str(record["gpu"])
+        if "gpu" not in key and b is not None and n is not None:
+            gpu = f"{b['gpu']} -> {n['gpu']}"
+        entry = Entry(record["family"], record["variant"], record["dtype"], record["shape"], gpu, "")
+        entry.base = Timing.of(b) if b is not None else None
+        entry.new = Timing.of(n) if n is not None else None
+        if b is None:
+            entry.verdict = NEW_ONLY
+        elif n is None:
+            entry.verdict = BASE_ONLY
+        else:
+            entry.verdict, entry.change = classify(entry.base, entry.new, threshold)
+        entries.append(entry)
+    entries.sort(key=lambda e: (_ORDER[e.verdict], e.family, e.variant, e.dtype, e.shape))
+    return Comparison(entries, threshold, base_name, new_name, notes)
+
+
+def _change_cell(entry: Entry) -> str:
+    return f"{100 * entry.change:+.1f}%" if math.isfinite(entry.change) else ""
+
+
+def _verdict_cell(entry: Entry) -> str:
+    if entry.verdict == NOW_FAILING:
+        why = entry.new.message.splitlines()[0][:80] if entry.new and entry.new.message else ""
+        return f"**now {entry.new.status}**" + (f": {why}" if why else "")
+    if entry.verdict == STILL_FAILING:
+        return f"still {entry.new.status}"
+    return f"**{entry.verdict}**" if entry.regression else entry.verdict
+
+
+def _table(entries: list[Entry]) -> list[str]:
+    lines = [
+        "| family | variant | dtype | shape | GPU | base ms [p20–p80] | new ms [p20–p80] | change | verdict |",
+        "|---|---|---|---|---|---:|---:|---:|---|",
+    ]
+    for e in entries:
+        lines.append(
+            f"| {e.family} | {e.variant} | {e.dtype} | `{e.shape}` | {e.gpu} | {e.base.cell()} | "
+            f"{e.new.cell()} | {_change_cell(e)} | {_verdict_cell(e)} |"
+        )
+    return lines
+
+
+def render_markdown(result: Comparison) -> str:
+    regressions = result.regressions
+    pct = f"{100 * result.threshold:g}%"
+    if regressions:
+        head = f"## rooflint compare: FAIL, {len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}"
+    else:
+        head = f"## rooflint compare: pass, no regression past {pct}"
+    counts = ", ".join(
+        f"{result.count(v)} {v}"
+        for v in (SLOWER, NOW_FAILING, NOISY, FASTER, FIXED, STILL_FAILING, SAME, BASE_ONLY, NEW_ONLY)
+        if result.count(v)
+    )
+    lines = [
+        head,
+        "",
+        f"`{result.base_name}` -> `{result.new_name}`: {counts or 'no rows'}.",
+        "",
+        f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
+        "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
+        "(reported, not failed). A variant that was ok and now fails, skips or crashes is a regression.",
+    ]
+    lines += [f"\n> {note}" for note in result.notes]
+    compared = [e for e in result.entries if e.verdict not in (BASE_ONLY, NEW_ONLY, SAME)]
+    if compared:
+        lines += [""] + _table(compared)
+    same = [e for e in result.entries if e.verdict == SAME]
+    if same:
+        # Unchanged rows fold away, so a pull-request comment leads with what moved.
+        lines += ["", f"<details><summary>{len(same)} rows within {pct}</summary>", ""] + _table(same)
+        lines += ["", "</details>"]
+    for verdict, title in ((BASE_ONLY, result.base_name), (NEW_ONLY, result.new_name)):
+        missing = [e for e in result.entries if e.verdict == verdict]
+        if missing:
+            lines += ["", f"**{len(missing)} row{'s' * (len(missing) != 1)} only in `{title}`:**", ""]
+            lines += [f"- {e.family} / {e.variant} / {e.dtype} / `{e.shape}` / {e.gpu}" for e in missing]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,94 @@
+"""The rooflint Typer app: one module per command under rooflint.cli.commands.
+
+Command modules import only Typer and rooflint's light option types at the top; the engine, torch,
+pandas and matplotlib load inside the command that needs them, so `rooflint --version` and
+`rooflint --help` start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from rooflint import __version__
+from rooflint.cli.commands import (
+    bench,
+    ceilings,
+    compare,
+    lint,
+    listing,
+    merge,
+    profile,
+    report,
+    roofline,
+    specs,
+)
+from rooflint.cli.console import console, err_console
+from rooflint.core.errors import UserError
+
+app = typer.Typer(
+    name="rooflint",
+    help="Roofline benchmarking and linting for GPU kernels: how close each implementation is to the "
+    "GPU's limits, why it falls short, and whether a change made it slower.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+# (name, function) in the order `rooflint --help` lists them: measure, then analyse, then set up.
+COMMANDS = (
+    ("bench", bench.bench_command),
+    ("list", listing.list_command),
+    ("specs", specs.specs_command),
+    ("roofline", roofline.roofline_command),
+    ("lint", lint.lint_command),
+    ("compare", compare.compare_command),
+    ("merge", merge.merge_command),
+    ("report", report.report_command),
+    ("ceilings", ceilings.ceilings_command),
+    ("profile", profile.profile_command),
+)
+for _name, _function in COMMANDS:
+    app.command(_name)(_function)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"rooflint {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
+) -> None:
+    """rooflint: roofline benchmarks, profiles and lint for GPU kernels."""
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except UserError as error:
+        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: rows measured so far are on disk")
+        sys.exit(130)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except typer.TyperException as error:  # usage errors (typer >= 0.29 bundles click): short, exit 2
+        show = getattr(error, "show", None)
+        if show is not None:
+            show()
+        else:
+            err_console.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(getattr(error, "exit_code", 2))

@@ -1,0 +1,139 @@
+"""`rooflint bench`: check, time and place every variant on the roofline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.options import DeviceOption, GpuOption, RoofOption, SizeOption, SpecFileOption, VariantsOption, split
+from rooflint.core.errors import UserError
+from rooflint.core.fmt import fmt
+
+
+@user_errors
+def bench_command(
+    families: Annotated[list[str] | None, typer.Argument(help="Families to run, or 'all'.")] = None,
+    variants: VariantsOption = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="fp32, fp16, bf16 or all (default bf16).")] = None,
+    size: SizeOption = None,
+    out: Annotated[Path, typer.Option("--out", help="Directory for results.csv/json and roofline plots.")] = Path(
+        "rooflint-out"
+    ),
+    device: DeviceOption = None,
+    devices: Annotated[
+        str | None, typer.Option("--devices", help="GPU indices to shard families over, e.g. 0,1,2,3.")
+    ] = None,
+    gpu: GpuOption = None,
+    spec_file: SpecFileOption = None,
+    cuda_graphs: Annotated[
+        bool, typer.Option("--cuda-graphs", help="Time N calls captured in a CUDA graph (no launch gaps).")
+    ] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write correctness checks as JUnit XML.")] = None,
+    roof: RoofOption = None,
+) -> None:
+    """Check every variant against a float64 reference, time it honestly and place it on the roofline.
+
+    Exit code: 0 when every runnable row was measured and passed its check (skipped rows, such as
+    CUDA variants on a machine without a GPU, do not fail a run), 1 when any row failed its check or
+    errored, 2 on bad input.
+
+    Examples:
+      rooflint bench all --device cpu --size small
+      rooflint bench softmax gelu --size large --dtype bf16 --out out/h100
+      rooflint bench attention --size B=1,H=8,N=2048,D=128,causal=1 --variants triton,eager
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rooflint.engine import bench as engine
+
+    request = engine.BenchRequest(
+        families=split(families) or ["all"],
+        variants=split(variants),
+        dtypes=split(dtype),
+        size=size,
+        device=device,
+        devices=_parse_devices(devices),
+        spec_file=str(spec_file) if spec_file else None,
+        gpu=gpu,
+        cuda_graphs=cuda_graphs,
+        roof=roof or engine.DEFAULT_ROOF,
+        out=out,
+        junit=junit,
+    )
+    planned = engine.prepare(request)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(f"bench on {planned.request.device}", total=len(planned.tasks))
+
+        def advance(row) -> None:
+            progress.update(bar, advance=1, description=f"{row.family}/{row.variant} {row.dtype}: {row.status}")
+
+        outcome = engine.execute(planned, advance)
+    console.print(results_table(outcome.rows))
+    files = [outcome.csv_path, out / "results.json", *outcome.written]
+    console.print("wrote " + ", ".join(str(p) for p in files))
+    if outcome.interrupted:
+        err_console.print(f"[yellow]interrupted[/]: {len(outcome.rows)} rows measured before it are in {out}")
+        raise typer.Exit(130)
+    if outcome.exit_code:
+        err_console.print("[red]some rows failed their check or errored[/]: see the status column")
+    raise typer.Exit(outcome.exit_code)
+
+
+def _parse_devices(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UserError(f"--devices {text!r} must be comma-separated GPU indices, e.g. 0,1") from None
+
+
+def results_table(rows):
+    """The bench table printed at the end of a run."""
+    import math
+
+    from rich.table import Table
+
+    from rooflint.outputs.results import OK, SKIPPED
+
+    table = Table(title="rooflint bench")
+    for column in (
+        "family",
+        "variant",
+        "dtype",
+        "shape",
+        "status",
+        "median ms",
+        "TFLOP/s",
+        "GB/s",
+        "AI",
+        "% roof",
+        "bound",
+        "vs eager",
+        "lint",
+    ):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        status = row.status if row.status == OK else f"[red]{row.status}[/]: {row.message}"
+        if row.status == SKIPPED:
+            status = f"[yellow]skipped[/]: {row.message}"
+        table.add_row(
+            row.family,
+            row.variant,
+            row.dtype,
+            row.shape,
+            status,
+            fmt(row.median_ms, 4),
+            fmt(row.achieved_tflops),
+            fmt(row.achieved_gbps, 4),
+            fmt(row.ai_flop_per_byte),
+            fmt(row.pct_of_roof),
+            row.bound,
+            f"{row.speedup_vs_eager:.2f}x" if math.isfinite(row.speedup_vs_eager) else "-",
+            row.lint,
+        )
+    return table

@@ -1,0 +1,56 @@
+"""`rooflint compare BASE NEW`: the CI gate. Exit 0 pass, 1 regression, 2 bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import user_errors
+from rooflint.core.paths import write_text
+
+
+@user_errors
+def compare_command(
+    base: Annotated[Path, typer.Argument(help="Baseline results (.csv or .json), e.g. reports/h100.csv.")],
+    new: Annotated[Path, typer.Argument(help="New results to judge, e.g. out/results.csv.")],
+    threshold: Annotated[
+        str, typer.Option("--threshold", help="Median-time change that counts, in percent (5% or 5).")
+    ] = "5%",
+    allow_gpu_mismatch: Annotated[
+        bool, typer.Option("--allow-gpu-mismatch", help="Compare runs from different GPUs (one GPU each side).")
+    ] = False,
+    fail_on_missing: Annotated[
+        bool, typer.Option("--fail-on-missing", help="Also exit 1 when a BASE row is missing from NEW.")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the Markdown diff to this file.")] = None,
+) -> None:
+    """Compare two results files and fail (exit 1) on a regression past the threshold.
+
+    Rows are joined on family, variant, dtype, shape and GPU. A row is slower (a regression) when its
+    median time grew by more than the threshold AND the two runs' p20-p80 intervals do not overlap;
+    past the threshold with overlapping intervals it is "noisy" and does not fail. A variant that was
+    ok in BASE and fails, skips or crashes in NEW is a regression. Rows on one side only are listed.
+
+    Examples: rooflint compare reports/h100.csv out/results.csv;
+    rooflint compare base.csv new.csv --threshold 3% --out diff.md
+    """
+    from rooflint.analysis.compare import compare_frames, parse_threshold
+    from rooflint.outputs.results import read_results
+
+    fraction = parse_threshold(threshold)
+    result = compare_frames(
+        read_results(base), read_results(new), fraction, allow_gpu_mismatch, base_name=str(base), new_name=str(new)
+    )
+    text = result.to_markdown()
+    if out is not None:
+        write_text(out, text, "comparison")
+    typer.echo(text, nl=False)
+    missing = result.count("only in base")
+    if result.regressions or (fail_on_missing and missing):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare_command)

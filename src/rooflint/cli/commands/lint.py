@@ -1,0 +1,65 @@
+"""`rooflint lint RESULTS`: check every row of a results file against the roofline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from rooflint.cli.console import console, user_errors
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+@user_errors
+def lint_command(
+    results: Annotated[Path, typer.Argument(help="results.csv/.json from bench, or a plain CSV (docs/lint.md).")],
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Judge every row against this GPU (default: each row's own).")
+    ] = None,
+    spec_file: Annotated[Path | None, typer.Option("--spec-file", help="TOML describing GPUs the table lacks.")] = None,
+    roof: Annotated[
+        str,
+        typer.Option("--roof", help="datasheet (default: comparable across machines) or measured (rooflint ceilings)."),
+    ] = "datasheet",
+    counters: Annotated[
+        Path | None,
+        typer.Option("--counters", help="CSV from `rooflint profile --ncu`: enables the bytes-disagree rule."),
+    ] = None,
+) -> None:
+    """Find numbers that cannot be true: above the roof, cache-resident, launch-bound, noisy, wrong GPU.
+
+    Prints each finding with its severity and a one-line explanation; exits 1 when any is an error.
+
+    Examples:
+      rooflint lint rooflint-out/results.csv
+      rooflint lint published.csv --gpu h100_sxm
+      rooflint lint out/results.csv --counters out/profile/ncu.csv --roof measured
+    """
+    from rooflint.analysis.lint import SEVERITY_ORDER, lint_file
+
+    linted = lint_file(results, gpu=gpu, spec_file=spec_file, roof=roof, counters=counters)
+    findings = [f for _, row_findings in linted for f in row_findings]
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITY_ORDER}
+    summary = f"{len(linted)} rows: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
+    roof_note = f"judged against {'--gpu ' + gpu if gpu else 'each row' + chr(39) + 's GPU'}, {roof} ceilings"
+    if not findings:
+        console.print(f"[green]clean[/]: {summary} ({roof_note})")
+        return
+    table = Table(title=f"rooflint lint: {results} ({roof_note})", show_lines=False)
+    for column in ("row", "severity", "rule", "explanation"):
+        table.add_column(column, overflow="fold")
+    for finding in findings:
+        style = SEVERITY_STYLE[finding.severity]
+        table.add_row(finding.row, f"[{style}]{finding.severity}[/]", finding.rule, finding.message)
+    console.print(table)
+    console.print(summary)
+    if counts["error"]:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lint")(lint_command)

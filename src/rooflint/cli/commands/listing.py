@@ -1,0 +1,40 @@
+"""`rooflint list`: families, their variants, and whether each can run here."""
+
+from __future__ import annotations
+
+from rooflint.cli.console import console, user_errors
+
+
+@user_errors
+def list_command() -> None:
+    """List kernel families, their variants, and whether each can run on this machine.
+
+    Example: rooflint list
+    """
+    from rich.table import Table
+
+    from rooflint.core.registry import family_names, get_family
+    from rooflint.engine.bench import resolve_device
+    from rooflint.engine.worker import missing_requirement
+
+    device = resolve_device(None)
+    table = Table(title=f"rooflint families (this machine: {device})")
+    for column in ("family", "variant", "kind", "runs here", "what it is"):
+        table.add_column(column)
+    for name in family_names():
+        try:
+            family = get_family(name)
+        except Exception as error:  # noqa: BLE001 - a family that fails to import is reported, not fatal
+            table.add_row(name, "-", "-", f"[red]import failed: {error}[/]", "")
+            continue
+        for variant in family.ordered_variants():
+            reason = missing_requirement(variant, device)
+            table.add_row(
+                name,
+                variant.name,
+                variant.kind,
+                "[green]yes[/]" if reason is None else f"[yellow]{reason}[/]",
+                variant.description,
+            )
+        table.add_section()
+    console.print(table)

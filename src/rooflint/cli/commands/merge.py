@@ -1,0 +1,35 @@
+"""`rooflint merge A B ... --out merged.csv`: one table from several machines and GPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import err_console, user_errors
+
+
+@user_errors
+def merge_command(
+    results: Annotated[list[Path], typer.Argument(help="Results files (.csv or .json) to combine.")],
+    out: Annotated[Path, typer.Option("--out", help="Merged file; .json writes JSON, anything else CSV.")] = Path(
+        "merged.csv"
+    ),
+) -> None:
+    """Combine results from several machines or GPUs into one file.
+
+    Rows with the same family, variant, dtype, shape and GPU are kept once: the newest timestamp
+    wins (on a tie, the file named later), and the number dropped is printed.
+
+    Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
+    """
+    from rooflint.outputs.merge import merge_files, write_frame
+
+    merged = merge_files(results)
+    write_frame(merged.frame, out)
+    err_console.print(f"{merged.describe()} -> {out}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("merge")(merge_command)

@@ -1,0 +1,42 @@
+"""`rooflint report RESULTS...`: Markdown for CI summaries, self-contained HTML, or versioned JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import err_console, user_errors
+
+
+@user_errors
+def report_command(
+    results: Annotated[list[Path], typer.Argument(help="Results files (.csv or .json); several are merged.")],
+    fmt: Annotated[str, typer.Option("--format", help="md, html or json.")] = "md",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Report file; rooflines are drawn beside it. Default: stdout.")
+    ] = None,
+    spec_file: Annotated[Path | None, typer.Option("--spec-file", help="TOML describing GPUs the table lacks.")] = None,
+) -> None:
+    """Render results as a report: per GPU one roofline, per family a table of its variants.
+
+    Markdown (md) suits a CI job summary or a pull-request comment: it links the roofline PNG and also
+    draws the roofline as text, since GitHub strips embedded images. html is one self-contained file
+    with the images embedded and sortable tables. json follows the schema "rooflint.report/1".
+    Results from several GPUs get a table across GPUs and one roofline per GPU.
+
+    Examples: rooflint report out/results.csv --format md >> "$GITHUB_STEP_SUMMARY";
+    rooflint report h100.csv a100.csv --format html --out report/index.html
+    """
+    from rooflint.outputs.report import write_report
+
+    text = write_report(results, fmt, out, spec_file)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        err_console.print(f"wrote {out}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

@@ -1,0 +1,47 @@
+"""`rooflint roofline`: a GPU's roofline, measured, projected or predicted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, user_errors
+from rooflint.cli.options import SpecFileOption
+
+
+@user_errors
+def roofline_command(
+    results: Annotated[Path | None, typer.Argument(help="results.csv or .json from bench; optional.")] = None,
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU whose ceilings to draw (t4, h100, ...).")] = "h100_sxm",
+    out: Annotated[Path, typer.Option("--out", help="Directory for roofline.png/.svg/.csv.")] = Path("rooflint-out"),
+    spec_file: SpecFileOption = None,
+    ceilings: Annotated[
+        Path | None,
+        typer.Option("--ceilings", help="Directory of `rooflint ceilings` output to draw measured ceilings from."),
+    ] = None,
+) -> None:
+    """Draw a GPU's roofline with every point labelled.
+
+    Results measured on that GPU are plotted as measured points. Results measured on another GPU are
+    projected onto this one, and with no results each family's attainable point is predicted from its
+    cost model; predicted points are hollow and marked "predicted" in the plot and the CSV.
+
+    Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are drawn dashed beside
+    the datasheet ones.
+
+    Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
+    rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
+    """
+    from rooflint.analysis.projection import roofline_points
+    from rooflint.core.paths import output_dir
+    from rooflint.core.roofs import measured_overlay
+    from rooflint.core.specs import get_spec
+    from rooflint.outputs.plot import plot_roofline
+
+    spec = get_spec(gpu, spec_file)
+    output_dir(out)
+    points, title = roofline_points(spec, results)
+    written = plot_roofline(points, spec, out / f"roofline-{spec.key}", title, measured_overlay(spec, ceilings))
+    console.print("wrote " + ", ".join(str(p) for p in written))

@@ -1,0 +1,69 @@
+"""`rooflint specs`: GPU specifications with the source of every number."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, user_errors
+from rooflint.cli.options import SpecFileOption
+
+
+@user_errors
+def specs_command(
+    gpu: Annotated[str | None, typer.Argument(help="GPU key or name; all GPUs when omitted.")] = None,
+    spec_file: SpecFileOption = None,
+) -> None:
+    """Show GPU specifications with the source of every number.
+
+    Examples: rooflint specs; rooflint specs h100; rooflint specs mygpu --spec-file mygpu.toml
+    """
+    from rich.table import Table
+
+    from rooflint.core.specs import all_specs, get_spec
+
+    specs = [get_spec(gpu, spec_file)] if gpu else list(all_specs(spec_file).values())
+    if gpu:
+        spec = specs[0]
+        table = Table(title=f"{spec.name} [{spec.key}] ({spec.origin})")
+        for column in ("field", "value", "source"):
+            table.add_column(column, overflow="fold")
+        for name, item in spec.values.items():
+            flag = " (halved from a with-sparsity figure)" if item.halved_from_sparse else ""
+            table.add_row(name, f"{item.value:g}{flag}", item.source + (f" — {item.note}" if item.note else ""))
+        console.print(table)
+        return
+    table = Table(title="GPU specifications (dense peaks; * = halved from a with-sparsity datasheet figure)")
+    for column in (
+        "key",
+        "name",
+        "GB/s",
+        "tensor bf16",
+        "tensor fp16",
+        "tensor tf32",
+        "tensor fp8",
+        "fp32",
+        "L2 MiB",
+        "SMs",
+    ):
+        table.add_column(column)
+    for spec in specs:
+
+        def cell(field: str, spec=spec) -> str:
+            item = spec.values.get(field)
+            return "-" if item is None else f"{item.value:g}{'*' if item.halved_from_sparse else ''}"
+
+        table.add_row(
+            spec.key,
+            spec.name,
+            cell("memory_bandwidth_gbps"),
+            cell("tensor_bf16_tflops"),
+            cell("tensor_fp16_tflops"),
+            cell("tensor_tf32_tflops"),
+            cell("tensor_fp8_tflops"),
+            cell("cuda_fp32_tflops"),
+            cell("l2_mib"),
+            cell("sm_count"),
+        )
+    console.print(table)

@@ -1,0 +1,39 @@
+"""Shared pieces for CLI commands: the consoles and the user-error wrapper."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+
+from rooflint.core.errors import UserError
+
+# Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; logs can be wide.
+console = Console()
+if not console.is_terminal:
+    console = Console(width=200)
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print one clear error line and return the Exit to raise."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def user_errors(command: F) -> F:
+    """Wrap a command so bad input is one red line and exit code 2, also under CliRunner."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserError as error:
+            raise fail(str(error)) from None
+
+    return wrapper  # type: ignore[return-value]

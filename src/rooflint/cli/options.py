@@ -1,0 +1,37 @@
+"""Options shared by several commands, declared once (Typer's ``Annotated`` style).
+
+Defaults for what these options mean (which device, which roof, which size) belong to the engine;
+here ``None`` means "let the engine decide".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+GpuOption = Annotated[
+    str | None, typer.Option("--gpu", help="GPU spec to judge against (h100_sxm, t4, ...); default: the one here.")
+]
+SpecFileOption = Annotated[
+    Path | None,
+    typer.Option("--spec-file", help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml)."),
+]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if present).")]
+RoofOption = Annotated[
+    str | None,
+    typer.Option("--roof", help="Judge % of roof against 'datasheet' ceilings or 'measured' ones (rooflint ceilings)."),
+]
+VariantsOption = Annotated[
+    list[str] | None, typer.Option("--variants", "-V", help="Variant names or kinds (repeat or comma-separate).")
+]
+SizeOption = Annotated[
+    str | None,
+    typer.Option("--size", help="small, large, or key=value,... (default: large on a GPU, small on CPU)."),
+]
+
+
+def split(values: list[str] | None) -> list[str]:
+    """Repeated and comma-separated values as one list: -V a -V b,c -> [a, b, c]."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]

@@ -1,0 +1,241 @@
+"""The kernel-family model.
+
+A family owns everything about one kernel: its size presets, how to build random inputs,
+a float64 reference, the analytic cost model and its registered variants. Variants are
+registered with a decorator on the family (tritonbench style); each returns a zero-argument
+callable over inputs built once, so the timer measures the kernel and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rooflint.core.errors import UserError
+
+# The five implementation kinds, in the order bench runs them. eager runs first so every
+# later row can carry its speedup over eager when it is written.
+VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda")
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+# Norm-wise relative error ||out - ref|| / ||ref|| allowed per output dtype. Rounding alone gives
+# about 2^-24, 2^-11 and 2^-8 times a small factor; these leave room for fp32 accumulation order.
+DEFAULT_TOLERANCES = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+
+# Requirements a variant may declare; runnable() explains the first one missing.
+NEEDS_CUDA = "cuda"  # a CUDA GPU
+NEEDS_TRITON = "triton"  # the triton package (and a GPU, unless TRITON_INTERPRET=1)
+NEEDS_NVCC = "nvcc"  # nvcc, to build the family's .cu source
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    for name, value in DTYPES.items():
+        if value == dtype:
+            return name
+    raise UserError(f"unsupported dtype {dtype}; valid: {', '.join(DTYPES)}")
+
+
+def element_size(dtype: str | torch.dtype) -> int:
+    if isinstance(dtype, str):
+        dtype = DTYPES[dtype]
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Analytic work of one call.
+
+    FLOPs are split by the unit that executes them, because the two units have peaks an order
+    of magnitude apart; bytes are the fewest HBM bytes any implementation must move (each input
+    read once, each output written once).
+    """
+
+    tensor_flops: float = 0.0
+    cuda_flops: float = 0.0
+    bytes: float = 0.0
+
+    @property
+    def flops(self) -> float:
+        return self.tensor_flops + self.cuda_flops
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in FLOP per byte of HBM traffic."""
+        return self.flops / self.bytes if self.bytes else math.inf
+
+
+@dataclass
+class Case:
+    """One problem instance: a family at one shape and dtype, with inputs on one device."""
+
+    family: Family
+    size: str  # the preset name, or "custom"
+    params: dict[str, Any]
+    dtype: torch.dtype
+    device: torch.device
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    @property
+    def shape(self) -> str:
+        return shape_label(self.params)
+
+    @property
+    def cost(self) -> Cost:
+        return self.family.cost(self.params, self.dtype_name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.inputs[name]
+
+
+Builder = Callable[[Case], Callable[[], Any]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    kind: str
+    build: Builder
+    needs: tuple[str, ...] = ()
+    modeled_bytes: Callable[[dict[str, Any], str], float] | None = None
+    dtypes: tuple[str, ...] | None = None  # None: every dtype of the family
+    description: str = ""
+
+
+def shape_label(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{key}={int(value) if isinstance(value, bool) else value}" for key, value in params.items())
+
+
+class Family:
+    """A kernel family. See kernels/vector_add.py for the smallest complete one."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        summary: str,
+        sizes: Mapping[str, Sequence[Mapping[str, Any]]],
+        make_inputs: Callable[[dict[str, Any], torch.dtype, torch.device, torch.Generator], dict[str, Any]],
+        reference: Callable[[dict[str, Any], dict[str, Any]], Any],
+        cost: Callable[[dict[str, Any], str], Cost],
+        dtypes: Sequence[str] = ("fp32", "fp16", "bf16"),
+        tolerances: Mapping[str, float] | None = None,
+        tensor_precision: Callable[[str], str] | None = None,
+        compare: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
+        if "small" not in sizes or "large" not in sizes:
+            raise ValueError(f"family {name} must define 'small' and 'large' sizes")
+        self.name = name
+        self.summary = summary
+        self.sizes = {preset: [dict(p) for p in cases] for preset, cases in sizes.items()}
+        self.make_inputs = make_inputs
+        self.reference = reference
+        self.cost = cost
+        self.dtypes = tuple(dtypes)
+        self.tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+        # The precision the tensor cores run in for an input dtype (fp32 matmuls may use tf32).
+        self.tensor_precision = tensor_precision or (lambda dtype: dtype)
+        # Optional: reduce (output, reference) to the tensors to compare, e.g. pick one of a tuple.
+        self.compare = compare
+        self.variants: dict[str, Variant] = {}
+
+    def variant(
+        self,
+        name: str,
+        *,
+        kind: str | None = None,
+        needs: Sequence[str] = (),
+        modeled_bytes: Callable[[dict[str, Any], str], float] | None = None,
+        dtypes: Sequence[str] | None = None,
+    ) -> Callable[[Builder], Builder]:
+        """Register a variant builder: ``builder(case) -> zero-argument callable``.
+
+        ``kind`` defaults to ``name``; a family with several forms of one kind names them
+        ``triton_table``/``triton_fused`` with ``kind="triton"``. ``modeled_bytes(params, dtype)``
+        is the HBM traffic this implementation really moves, where it is more than the ideal.
+        """
+        kind = kind or name
+        if kind not in VARIANT_KINDS:
+            raise ValueError(f"variant kind {kind!r} is not one of {VARIANT_KINDS}")
+        if name in self.variants:
+            raise ValueError(f"variant {name!r} registered twice in family {self.name}")
+
+        def register(build: Builder) -> Builder:
+            self.variants[name] = Variant(
+                name=name,
+                kind=kind,
+                build=build,
+                needs=tuple(needs),
+                modeled_bytes=modeled_bytes,
+                dtypes=tuple(dtypes) if dtypes else None,
+                description=(build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else "",
+            )
+            return build
+
+        return register
+
+    def ordered_variants(self) -> list[Variant]:
+        return sorted(self.variants.values(), key=lambda v: (VARIANT_KINDS.index(v.kind), v.name))
+
+    def cases(self, size: str) -> list[tuple[str, dict[str, Any]]]:
+        """The parameter sets for a preset name or a custom ``key=value,...`` string."""
+        if size in self.sizes:
+            return [(size, dict(p)) for p in self.sizes[size]]
+        if "=" not in size:
+            raise UserError(
+                f"unknown size {size!r} for {self.name}; valid: {', '.join(self.sizes)} "
+                f"or key=value pairs over {', '.join(self.sizes['small'][0])}"
+            )
+        template = self.sizes["small"][0]
+        params = dict(template)
+        for item in size.split(","):
+            key, _, text = item.partition("=")
+            key = key.strip()
+            if key not in template:
+                raise UserError(f"unknown size key {key!r} for {self.name}; valid keys: {', '.join(template)}")
+            params[key] = _parse_param(self.name, key, text.strip(), template[key])
+        return [("custom", params)]
+
+    def build_case(self, size: str, params: dict[str, Any], dtype: str, device: torch.device, seed: int = 0) -> Case:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        inputs = self.make_inputs(params, DTYPES[dtype], device, generator)
+        return Case(self, size, params, DTYPES[dtype], device, inputs)
+
+
+def _parse_param(family: str, key: str, text: str, example: Any) -> Any:
+    try:
+        if isinstance(example, bool):
+            if text.lower() in ("1", "true", "yes"):
+                return True
+            if text.lower() in ("0", "false", "no"):
+                return False
+            raise ValueError
+        if isinstance(example, int):
+            value = int(text)
+            if value < 1:
+                raise ValueError
+            return value
+        if isinstance(example, float):
+            return float(text)
+        return text
+    except ValueError:
+        kind = "true or false" if isinstance(example, bool) else f"a positive {type(example).__name__}"
+        raise UserError(f"size key {key}={text!r} for {family} must be {kind}") from None
+
+
+def randn(shape: Sequence[int], dtype: torch.dtype, device: torch.device, generator: torch.Generator) -> torch.Tensor:
+    """Random normal inputs, never zeros: zeros hide unwritten outputs and can run faster."""
+    return torch.randn(tuple(shape), dtype=torch.float32, device=device, generator=generator).to(dtype)

@@ -1,0 +1,40 @@
+"""Where rooflint reads and writes: output directories, text outputs and the user cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rooflint.core.errors import UserError
+
+
+def cache_dir(kind: str) -> Path:
+    """``$ROOFLINT_CACHE/<kind>``, else ``$XDG_CACHE_HOME/rooflint/<kind>``, else ``~/.cache/rooflint/<kind>``.
+
+    One root for every cache (``cuda`` builds, measured ``ceilings``), so one variable moves them all.
+    """
+    root = os.environ.get("ROOFLINT_CACHE")
+    if root:
+        return Path(root) / kind
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rooflint" / kind
+
+
+def output_dir(path: Path) -> Path:
+    """Create an output directory and prove it is writable, or fail with one line."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".rooflint-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UserError(f"cannot write to output directory {path}: {error.strerror or error}") from None
+    return path
+
+
+def write_text(path: Path, text: str, what: str = "file") -> None:
+    """Write a text output, creating its directory, or fail with one line naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None

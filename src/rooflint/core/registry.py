@@ -1,0 +1,120 @@
+"""Find kernel families by name, with no central list to edit.
+
+Three sources, in this order:
+- built-ins: every public module of ``rooflint.kernels`` (a module ``softmax.py`` defines the family
+  ``softmax``), found by listing the package, so adding a file is all a new built-in needs;
+- installed plugins: the entry-point group ``rooflint.families``, where an entry's name is the
+  family name and its value the module defining ``FAMILY`` (``fused_rmsnorm = "mykernels.rmsnorm"``);
+- quick experiments: ``ROOFLINT_FAMILY_MODULES=mykernels.rmsnorm,...``, modules that define FAMILY.
+
+A name claimed by two sources is an error naming both, never a silent pick. Modules are imported only
+when a family is asked for, except the environment variable's, whose family names are only known by
+importing them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass
+from importlib import metadata
+
+from rooflint.core.errors import UserError
+from rooflint.core.family import Family
+
+PLUGIN_VARIABLE = "ROOFLINT_FAMILY_MODULES"
+ENTRY_POINT_GROUP = "rooflint.families"
+BUILTIN_PACKAGE = "rooflint.kernels"
+
+
+@dataclass(frozen=True)
+class FamilySource:
+    name: str
+    module: str  # importable module that defines FAMILY
+    origin: str  # "built-in", "entry point <dist>", or the environment variable
+
+    def describe(self) -> str:
+        return f"{self.module} ({self.origin})"
+
+
+def _builtins() -> list[FamilySource]:
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    return [FamilySource(name, f"{BUILTIN_PACKAGE}.{name}", "built-in") for name in names]
+
+
+def _entry_points() -> list[FamilySource]:
+    sources = []
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(entry, "dist", None)
+        where = f"entry point of {dist.name}" if dist is not None else "entry point"
+        sources.append(FamilySource(entry.name, entry.value.partition(":")[0], where))
+    return sources
+
+
+def _environment() -> list[FamilySource]:
+    sources = []
+    for module_path in filter(None, (m.strip() for m in os.environ.get(PLUGIN_VARIABLE, "").split(","))):
+        family = _import_family(FamilySource("?", module_path, PLUGIN_VARIABLE))
+        sources.append(FamilySource(family.name, module_path, PLUGIN_VARIABLE))
+    return sources
+
+
+def sources() -> dict[str, FamilySource]:
+    """Every known family name and where it comes from; a clash of names is a UserError naming both."""
+    found: dict[str, FamilySource] = {}
+    for source in _builtins() + _entry_points() + _environment():
+        other = found.get(source.name)
+        if other is not None and other.module != source.module:
+            raise UserError(
+                f"family name {source.name!r} is claimed twice: by {other.describe()} and by {source.describe()}; "
+                "rename one of them"
+            )
+        found.setdefault(source.name, source)
+    return found
+
+
+def _import_family(source: FamilySource) -> Family:
+    try:
+        module = importlib.import_module(source.module)
+    except ImportError as error:
+        raise UserError(f"family module {source.describe()} cannot be imported: {error}") from None
+    family = getattr(module, "FAMILY", None)
+    if not isinstance(family, Family):
+        raise UserError(f"family module {source.describe()} defines no FAMILY (a rooflint.core.family.Family)")
+    if source.name != "?" and family.name != source.name:
+        raise UserError(
+            f"family module {source.describe()} is registered as {source.name!r} but its FAMILY is named "
+            f"{family.name!r}; make the two names the same"
+        )
+    return family
+
+
+def family_names() -> list[str]:
+    return list(sources())
+
+
+@functools.cache
+def _load(name: str, module: str, origin: str) -> Family:
+    return _import_family(FamilySource(name, module, origin))
+
+
+def get_family(name: str) -> Family:
+    known = sources()
+    if name not in known:
+        raise UserError(f"unknown family {name!r}; valid: {', '.join(known)} or all")
+    source = known[name]
+    return _load(source.name, source.module, source.origin)
+
+
+def resolve_families(names: list[str]) -> list[str]:
+    """Expand 'all' and reject unknown names before anything runs."""
+    known = family_names()
+    if not names or names == ["all"]:
+        return known
+    for name in names:
+        if name not in known:
+            raise UserError(f"unknown family {name!r}; valid: {', '.join(known)} or all")
+    return names

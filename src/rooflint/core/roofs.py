@@ -1,0 +1,102 @@
+"""Which roof a row is judged against: the datasheet, or ceilings `rooflint ceilings` measured.
+
+Measured ceilings are stored per GPU as TOML in the user cache (``<cache>/ceilings/<gpu>.toml``) in
+the format of hardware_specs/gpus.toml, plus l2_bandwidth_gbps, which the datasheets do not give.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rooflint.core import paths
+from rooflint.core.errors import UserError
+from rooflint.core.specs import NUMBER_FIELDS, GpuSpec, SpecValue, tomllib
+
+# --roof choices. The datasheet is the default: it is the same for every copy of a GPU, so % of
+# roof compares across machines and sessions; measured ceilings are opt-in and labelled.
+ROOF_CHOICES = ("datasheet", "measured")
+DEFAULT_ROOF = "datasheet"
+
+
+def cache_dir() -> Path:
+    """Where `rooflint ceilings` stores <gpu>.toml (see rooflint.core.paths.cache_dir)."""
+    return paths.cache_dir("ceilings")
+
+
+def save_ceilings(
+    gpu_key: str, device_name: str, values: dict[str, float], out_dir: Path | None = None, how: str = ""
+) -> Path:
+    """Write <dir>/<gpu_key>.toml: one [gpu_key] table, each value with where and when it was measured."""
+    directory = Path(out_dir) if out_dir else cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot write ceilings to {directory}: {error.strerror}") from None
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    source = json.dumps(f"measured by rooflint ceilings on {device_name} at {stamp}{how}")
+    lines = [f"# rooflint ceilings measured on {device_name}", f"[{gpu_key}]", f"name = {json.dumps(device_name)}"]
+    lines += [f"{name} = {{ value = {value:.6g}, source = {source} }}" for name, value in sorted(values.items())]
+    path = directory / f"{gpu_key}.toml"
+    try:
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as error:
+        raise UserError(f"cannot write ceilings to {path}: {error.strerror}") from None
+    return path
+
+
+def load_measured_ceilings(gpu_key: str, directory: Path | None = None) -> dict[str, float] | None:
+    """Stored measured ceilings for a GPU key (field -> value), or None when none were measured."""
+    path = (Path(directory) if directory else cache_dir()) / f"{gpu_key}.toml"
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path} is not valid TOML: {error}; re-run `rooflint ceilings`") from None
+    table = data.get(gpu_key)
+    if not isinstance(table, dict):
+        raise UserError(f"{path} has no [{gpu_key}] table; re-run `rooflint ceilings`")
+    values = {}
+    for name, item in table.items():
+        if name == "name":
+            continue
+        value = item.get("value") if isinstance(item, dict) else item
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise UserError(f"{path}: {name} must be a positive number; re-run `rooflint ceilings`")
+        values[name] = float(value)
+    return values
+
+
+def roof_spec(spec: GpuSpec, roof: str = DEFAULT_ROOF, directory: Path | None = None) -> GpuSpec:
+    """The spec to judge against: the datasheet, or the datasheet with measured ceilings laid over it.
+
+    Fields never measured (e.g. fp8 on a GPU without it) keep their datasheet value, and the spec's
+    overrides say which fields came from where.
+    """
+    if roof not in ROOF_CHOICES:
+        raise UserError(f"unknown roof {roof!r}; valid: {', '.join(ROOF_CHOICES)}")
+    if roof == "datasheet" or spec.origin == "measured":
+        return spec
+    measured = load_measured_ceilings(spec.key, directory)
+    if measured is None:
+        raise UserError(
+            f"no measured ceilings for {spec.key}; run `rooflint ceilings` on that GPU or use --roof datasheet"
+        )
+    values = dict(spec.values)
+    overrides = dict(spec.overrides)
+    for name, value in measured.items():
+        if name in NUMBER_FIELDS:  # l2_bandwidth_gbps has no datasheet counterpart to replace
+            old = spec.get(name)
+            values[name] = SpecValue(value, "measured by rooflint ceilings")
+            overrides[name] = f"datasheet {old:g}, measured {value:g}" if old else f"measured {value:g}"
+    return replace(spec, values=values, origin="measured", overrides=overrides)
+
+
+def measured_overlay(spec: GpuSpec, directory: Path | None = None) -> list[tuple[str, GpuSpec]]:
+    """extra_ceilings for plot_roofline: the stored measured ceilings of spec's GPU, if any."""
+    if spec.origin == "measured" or load_measured_ceilings(spec.key, directory) is None:
+        return []
+    return [("measured (rooflint ceilings)", roof_spec(spec, "measured", directory))]

@@ -1,0 +1,51 @@
+"""``triton`` and ``tl`` for family modules, so a family imports on a machine without Triton.
+
+Without the triton package, ``triton`` and ``tl`` are stand-ins: decorating a kernel with
+``@triton.jit`` or ``@triton.autotune(...)`` still works at import time, and only *calling* such a
+kernel raises VariantSkipped. A variant that declares ``needs=(NEEDS_TRITON,)`` is reported skipped
+with the reason before it is ever built, so the stand-in is never reached in a bench.
+
+Family modules (and plugins) write ``from rooflint.core.triton_compat import tl, triton``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rooflint.core.errors import VariantSkipped
+
+try:
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - exercised by the no-triton test in a subprocess
+    HAS_TRITON = False
+
+    class _Missing:
+        """Absorbs attribute access, calls and decoration at import time; fails only when run."""
+
+        def __init__(self, name: str) -> None:
+            self._name = name
+
+        def __getattr__(self, attribute: str) -> _Missing:
+            return _Missing(f"{self._name}.{attribute}")
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            # Used as a bare decorator (@triton.jit): keep a placeholder kernel in the function's place.
+            if len(args) == 1 and callable(args[0]) and not kwargs and not isinstance(args[0], _Missing):
+                return _Missing(f"{self._name}({getattr(args[0], '__name__', 'kernel')})")
+            if self._name.endswith(("cdiv", "next_power_of_2")):
+                raise VariantSkipped("needs the triton package")
+            return _Missing(f"{self._name}(...)")
+
+        def __getitem__(self, grid: Any) -> Any:  # kernel[grid](...): the launch is where it fails
+            def launch(*_args: Any, **_kwargs: Any) -> Any:
+                raise VariantSkipped("needs the triton package")
+
+            return launch
+
+    triton = _Missing("triton")  # type: ignore[assignment]
+    tl = _Missing("triton.language")  # type: ignore[assignment]
+
+__all__ = ["HAS_TRITON", "tl", "triton"]

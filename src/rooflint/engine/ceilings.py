@@ -1,0 +1,170 @@
+"""Empirical ceilings: what this machine really reaches, beside what its datasheet promises.
+
+A datasheet peak is a clock-rate product (lanes x FLOPs per lane x boost clock) that no kernel
+sustains: power and thermal limits lower the clock under load, and DRAM refresh, bank conflicts
+and read/write turnaround keep HBM below its pin rate. A measured ceiling is the honest roof for
+"how close could this kernel get". rooflint keeps both and labels which one a % of roof uses.
+
+CPU: a large copy and a large matmul, measured at the start of a CPU bench (issue 2).
+GPU: DRAM copy, an L2-resident copy, a large matmul per tensor-core dtype and an FMA-bound
+kernel for the CUDA-core FP32 peak (rooflint/ceiling_kernels.py). Results are stored per GPU as
+TOML in the user cache (~/.cache/rooflint/ceilings/<gpu>.toml, or $ROOFLINT_CACHE/ceilings) in
+the format of hardware_specs/gpus.toml plus l2_bandwidth_gbps, which the datasheets do not give.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rooflint.core.specs import GpuSpec, measured_spec
+
+_CPU_SPEC: GpuSpec | None = None
+
+
+# ----------------------------------------------------------------------------------------- CPU
+
+
+def _wall_best(fn: Callable[[], object], reps: int) -> float:
+    """The fastest of a few calls: a ceiling is an upper bound, and on a shared CPU the slower
+    samples measure the neighbours' load, not the hardware."""
+    fn()  # warm-up: first touch of pages, thread-pool start, kernel selection
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return min(samples)
+
+
+def _copier(n: int, device: str) -> Callable[[], object]:
+    """A copy of n fp32 values; the buffers live as long as the returned function."""
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+def _cpu_last_level_cache_bytes() -> int:
+    """The largest CPU cache: on a CPU it plays the L2's role in the fits-in-cache lint rule."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best or 32 * 2**20  # unknown: assume a 32 MiB LLC, a typical server L3
+
+
+def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
+    """Copy bandwidth and matmul FLOP/s of this CPU, as a measured GpuSpec (memoized per process).
+
+    The copy buffer (128 MiB each way) is 4x larger than a typical server L3, so it streams from
+    DRAM. The matmul peak stands in for every "unit": a CPU's elementwise code and its GEMM run on
+    the same vector FMA units, and a blocked GEMM is the best rate those units reach.
+    """
+    global _CPU_SPEC
+    if _CPU_SPEC is not None:
+        return _CPU_SPEC
+    llc = _cpu_last_level_cache_bytes()
+    n = max(copy_mib * 2**20, 4 * llc) // 4
+    bandwidth_gbps = 2 * n * 4 / _wall_best(_copier(n, "cpu"), reps=5) / 1e9  # bytes read + bytes written
+
+    peaks: dict[str, float] = {}
+    # CPU fp16 GEMM is often a scalar fallback (seconds at 1024^3), so fp16 uses a smaller matrix.
+    for precision, dtype, size in (
+        ("fp32", torch.float32, matmul_n),
+        ("bf16", torch.bfloat16, matmul_n),
+        ("fp16", torch.float16, 256),
+    ):
+        a = torch.randn(size, size).to(dtype)
+        b = torch.randn(size, size).to(dtype)
+        seconds = _wall_best(lambda a=a, b=b: torch.mm(a, b), reps=3)
+        peaks[f"tensor_{precision}_tflops"] = 2 * size**3 / seconds / 1e12
+    peaks["tensor_tf32_tflops"] = peaks["tensor_fp32_tflops"]  # no TF32 on a CPU: fp32 matmuls run fp32
+    peaks["cuda_fp32_tflops"] = peaks["tensor_fp32_tflops"]
+    peaks["l2_mib"] = llc / 2**20
+    peaks["sm_count"] = float(os.cpu_count() or 1)
+    how = (
+        f"measured at start: {2 * n * 4 / 2**20:.0f} MiB copy, {matmul_n}^3 matmul, "
+        f"{torch.get_num_threads()} threads (l2_mib is the CPU's last-level cache)"
+    )
+    _CPU_SPEC = measured_spec("cpu", "CPU (measured)", bandwidth_gbps, peaks, how)
+    return _CPU_SPEC
+
+
+# ----------------------------------------------------------------------------------------- GPU
+
+
+def _event_median_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
+    """Median of CUDA-event times. No L2 flush: every GPU measurement here either streams far
+    more than the L2 (DRAM copy, 8192^3 matmuls) or wants the L2 warm on purpose (L2 copy)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def _matmul_tflops(precision: str, n: int) -> float | None:
+    """Dense matmul throughput. None where this torch/GPU cannot run the precision (fp8 before sm_89)."""
+    device = torch.device("cuda")
+    if precision == "fp8":
+        if not hasattr(torch, "float8_e4m3fn") or torch.cuda.get_device_capability() < (8, 9):
+            return None
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        # _scaled_mm wants the second operand column-major: transpose a row-major tensor.
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=device)
+        try:
+            fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            fn()
+        except (RuntimeError, TypeError):
+            return None
+    else:
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[precision]
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        fn = lambda: torch.mm(a, b)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"  # fp32 inputs then run on tensor cores
+    try:
+        ms = _event_median_ms(fn, reps=20)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def measure_gpu_ceilings(matmul_n: int = 8192, copy_gib: float = 2.0) -> dict[str, float]:
+    """Measure the current GPU's ceilings: spec-table field name -> value."""
+    from rooflint.engine import ceiling_kernels
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    n = int(copy_gib * 2**30) // 4
+    ms = _event_median_ms(_copier(n, "cuda"), reps=30)
+    values = {"memory_bandwidth_gbps": 2 * n * 4 / (ms * 1e-3) / 1e9}  # read + write
+    l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
+    values["l2_bandwidth_gbps"] = ceiling_kernels.l2_copy_gbps(l2, _event_median_ms)
+    values["cuda_fp32_tflops"] = ceiling_kernels.fma_tflops(props.multi_processor_count, _event_median_ms)
+    for precision in ("tf32", "fp16", "bf16", "fp8"):
+        tflops = _matmul_tflops(precision, matmul_n)
+        if tflops is not None:
+            values[f"tensor_{precision}_tflops"] = tflops
+    values["l2_mib"] = l2 / 2**20
+    values["sm_count"] = float(props.multi_processor_count)
+    return values

@@ -1,0 +1,148 @@
+"""Build a family's .cu source with nvcc on first use, cache it, and launch it through ctypes.
+
+The .cu files are plain CUDA C++ with ``extern "C"`` launchers, not torch extensions: they
+compile in seconds, build in CI without CUDA-enabled torch headers, and take raw device
+pointers plus the caller's stream, so they run on torch's current stream like any torch op.
+
+Calling convention for every exported launcher (checked by the ctypes wrapper below):
+``extern "C" int rooflint_<name>(<pointers as void*/T*>, <integers as long long>,
+<reals as float>, cudaStream_t stream)`` returning the cudaError_t of the launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from rooflint.core import paths
+from rooflint.core.errors import VariantSkipped
+
+# Warnings are errors so that a narrowing conversion or an unused result fails CI, not a run.
+NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--Werror", "all-warnings", "-Xcompiler", "-Wall,-Werror,-fPIC")
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+def include_dir() -> Path:
+    """rooflint's CUDA headers (``#include "rooflint/common.cuh"``), shipped in the wheel; plugins use them too."""
+    return Path(__file__).resolve().parent.parent / "kernels" / "include"
+
+
+def gencode(arch: str) -> list[str]:
+    """nvcc target flags. 'sm_90a' (wgmma, setmaxnreg) needs the -gencode form on nvcc 13.0."""
+    number = arch.removeprefix("sm_")
+    return [f"-gencode=arch=compute_{number},code=sm_{number}"]
+
+
+def compile_command(source: Path, output: Path, arch: str, *, shared: bool = True) -> list[str]:
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise VariantSkipped("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
+    kind = ["-shared"] if shared else ["-c"]
+    includes = ["-I", str(source.parent), "-I", str(include_dir())]
+    return [nvcc, *NVCC_FLAGS, *gencode(arch), *kind, *includes, str(source), "-o", str(output)]
+
+
+def compile_source(source: Path, output: Path, arch: str, *, shared: bool = True) -> None:
+    """Compile or raise VariantSkipped carrying nvcc's first error lines."""
+    command = compile_command(source, output, arch, shared=shared)
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line] or lines
+        raise VariantSkipped(f"nvcc failed for {source.name} ({arch}): " + " | ".join(errors[:3]))
+
+
+def device_arch() -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    # Hopper's own instructions (wgmma) exist only in the arch-specific sm_90a target.
+    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+
+
+class CudaLibrary:
+    """A compiled .cu source; ``lib.launch("rooflint_x", tensor, n, 1.0)`` runs on torch's current stream."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lib = ctypes.CDLL(str(path))
+
+    def launch(self, function: str, *args: Any) -> None:
+        import torch
+
+        converted = [_to_ctypes(arg) for arg in args]
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        entry = getattr(self._lib, function)
+        entry.restype = ctypes.c_int
+        code = entry(*converted, stream)
+        if code != 0:
+            raise RuntimeError(f"{function} failed: CUDA error {code} ({_error_string(code)})")
+
+
+def _to_ctypes(arg: Any) -> Any:
+    import torch
+
+    if isinstance(arg, torch.Tensor):
+        if not arg.is_cuda:
+            raise ValueError("CUDA launchers take CUDA tensors")
+        return ctypes.c_void_p(arg.data_ptr())
+    if isinstance(arg, bool):
+        return ctypes.c_longlong(int(arg))
+    if isinstance(arg, int):
+        return ctypes.c_longlong(arg)
+    if isinstance(arg, float):
+        return ctypes.c_float(arg)
+    raise TypeError(f"cannot pass {type(arg).__name__} to a CUDA launcher")
+
+
+def _error_string(code: int) -> str:
+    try:
+        import torch
+
+        return torch.cuda.cudart().cudaGetErrorString(code)
+    except Exception:  # the name is a courtesy; the code is what matters
+        return "see cudaError_t"
+
+
+@functools.cache
+def load(source: Path | str, arch: str | None = None) -> CudaLibrary:
+    """Compile ``source`` for this GPU (cached by source hash, arch and flags) and load it."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise VariantSkipped("needs a CUDA GPU")
+    source = Path(source)
+    arch = arch or device_arch()
+    digest = hashlib.sha256()
+    for header in sorted(source.parent.glob("*.cuh")) + sorted(include_dir().rglob("*.cuh")):
+        digest.update(header.read_bytes())
+    digest.update(source.read_bytes())
+    digest.update(" ".join((arch, *NVCC_FLAGS)).encode())
+    target = paths.cache_dir("cuda") / f"{source.stem}-{arch}-{digest.hexdigest()[:16]}.so"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        compile_source(source, partial, arch)
+        partial.replace(target)  # atomic, so parallel workers never load a half-written library
+    return CudaLibrary(target)
+
+
+def family_source(module_file: str, name: str | None = None) -> Path:
+    """The .cu beside a family module: ``family_source(__file__)`` -> kernels/<family>.cu."""
+    path = Path(module_file)
+    return path.with_name(f"{name or path.stem}.cu")

@@ -1,0 +1,276 @@
+"""rooflint profile: which kernels each variant launches (torch.profiler), and what the hardware
+counted while they ran (Nsight Compute, --ncu).
+
+The kernel list is the proof of fusion: an unfused chain launches one kernel per op and each one
+re-reads the tensor from DRAM; a fused variant launches one. The ncu counters are the second
+witness for the roofline: measured DRAM bytes and FLOPs beside the analytic model's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rooflint.analysis import ncu as ncu_tools
+from rooflint.core.errors import UserError
+from rooflint.core.family import Case, Family, Variant
+from rooflint.core.registry import get_family
+from rooflint.engine.timing import nvtx_range
+
+PROFILED_CALLS = 5  # calls under torch.profiler: enough to average, few enough to stay fast
+
+
+@dataclass
+class KernelShare:
+    variant: str
+    kernel: str
+    calls_per_call: float  # launches of this kernel per variant call
+    device_us_per_call: float
+    share_pct: float
+
+
+def _runnable(family: Family, variants: list[str] | None, device: str) -> list[Variant]:
+    from rooflint.engine.worker import missing_requirement
+
+    chosen = family.ordered_variants()
+    if variants:
+        unknown = [v for v in variants if v not in family.variants and v not in {x.kind for x in chosen}]
+        if unknown:
+            raise UserError(f"unknown variant {unknown[0]!r} for {family.name}; valid: {', '.join(family.variants)}")
+        chosen = [v for v in chosen if v.name in variants or v.kind in variants]
+    return [v for v in chosen if missing_requirement(v, device) is None]
+
+
+def build(family: Family, variant: Variant, size: str, dtype: str, device: str) -> tuple[Case, Any]:
+    if dtype not in family.dtypes:
+        raise UserError(f"{family.name} has no dtype {dtype!r}; valid: {', '.join(family.dtypes)}")
+    preset, params = family.cases(size)[0]
+    case = family.build_case(preset, params, dtype, torch.device(device))
+    return case, variant.build(case)
+
+
+def kernel_shares(fn, device: str, variant: str, calls: int = PROFILED_CALLS) -> list[KernelShare]:
+    """Device activity (kernels, memsets, copies) of ``calls`` calls of fn, per call.
+
+    On CPU there are no kernels; the top-level ops stand in: each ATen op is one pass over memory,
+    and a torch.compile region appears as one entry.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):  # compile, autotune and allocate before profiling
+        fn()
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+    activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if cuda and event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if not cuda and event.cpu_parent is not None:
+            continue  # CPU: top-level ops only (an ATen op, or a compiled region standing for its fused kernels)
+        entry = totals.setdefault(event.name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += event.time_range.elapsed_us()
+    grand = sum(t for _, t in totals.values()) or 1.0
+    shares = [
+        KernelShare(variant, name, count / calls, us / calls, 100 * us / grand) for name, (count, us) in totals.items()
+    ]
+    return sorted(shares, key=lambda s: -s.share_pct)
+
+
+# ---------------------------------------------------------------------------- ncu child process
+
+
+def child_main() -> None:
+    """`python -m rooflint.engine.profile JOB_JSON`: run one variant once inside its NVTX range, for ncu."""
+    job = json.loads(sys.argv[1])
+    family = get_family(job["family"])
+    variant = family.variants[job["variant"]]
+    _, fn = build(family, variant, job["size"], job["dtype"], "cuda")
+    for _ in range(3):  # compile, autotune, first-call allocations: outside the profiled range
+        fn()
+    torch.cuda.synchronize()
+    with nvtx_range("/".join((job["family"], job["variant"], job["dtype"], job["size"]))):
+        for _ in range(job.get("calls", 1)):
+            fn()
+        torch.cuda.synchronize()
+
+
+@dataclass
+class NcuRow:
+    family: str
+    variant: str
+    kind: str
+    dtype: str
+    size: str
+    shape: str
+    kernels: int
+    time_ms: float
+    analytic_flops: float
+    ideal_bytes: float
+    modeled_bytes: float
+    measured_dram_read_bytes: float
+    measured_dram_write_bytes: float
+    measured_dram_bytes: float
+    measured_l2_bytes: float
+    measured_flops: float
+    flops_source: str  # counters | analytic (counters read zero)
+    bytes_ratio: float  # measured DRAM / analytic (modeled where declared, else ideal)
+    analytic_ai: float  # analytic FLOPs over analytic bytes (modeled where declared)
+    measured_ai: float  # counted FLOPs over DRAM bytes
+    notes: str
+
+
+def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, time_ms: float) -> NcuRow:
+    preset, params = family.cases(size)[0]
+    cost = family.cost(params, dtype)
+    modeled = float(variant.modeled_bytes(params, dtype)) if variant.modeled_bytes else math.nan
+    measured = ncu_tools.aggregate(counters)
+    notes = list(measured.notes)
+    counted = measured.cuda_flops + (measured.tensor_ops if math.isfinite(measured.tensor_ops) else 0.0)
+    if math.isfinite(counted) and counted > 0:
+        flops, source = counted, "counters"
+    else:
+        flops, source = cost.flops, "analytic"
+        notes.append("FLOP counters read zero: measured AI uses the analytic FLOPs")
+    analytic_bytes = modeled if math.isfinite(modeled) else cost.bytes
+    dram = measured.dram_bytes
+    from rooflint.core.family import shape_label
+
+    return NcuRow(
+        family=family.name,
+        variant=variant.name,
+        kind=variant.kind,
+        dtype=dtype,
+        size=preset,
+        shape=shape_label(params),
+        kernels=measured.kernels,
+        time_ms=time_ms,
+        analytic_flops=cost.flops,
+        ideal_bytes=cost.bytes,
+        modeled_bytes=modeled,
+        measured_dram_read_bytes=measured.dram_read_bytes,
+        measured_dram_write_bytes=measured.dram_write_bytes,
+        measured_dram_bytes=dram,
+        measured_l2_bytes=measured.l2_bytes,
+        measured_flops=flops,
+        flops_source=source,
+        bytes_ratio=dram / analytic_bytes if analytic_bytes and math.isfinite(dram) else math.nan,
+        analytic_ai=cost.flops / analytic_bytes if analytic_bytes else math.nan,
+        measured_ai=flops / dram if dram and math.isfinite(dram) else math.nan,
+        notes="; ".join(notes),
+    )
+
+
+def run_ncu(family: Family, variant: Variant, dtype: str, size: str, out_dir: Path, metrics: list[str]):
+    """Profile one variant under ncu; returns the per-kernel counters of its NVTX range."""
+    ncu = ncu_tools.ncu_path()
+    if ncu is None:
+        raise UserError("--ncu needs Nsight Compute's `ncu` on PATH (it ships with the CUDA toolkit)")
+    stem = f"{family.name}-{variant.name}-{dtype}-{size}".replace("/", "_").replace("=", "").replace(",", "_")
+    report = out_dir / f"{stem}.ncu-rep"
+    job = json.dumps({"family": family.name, "variant": variant.name, "dtype": dtype, "size": size})
+    command = ncu_tools.profile_command(
+        ncu,
+        report,
+        ncu_tools.nvtx_filter(family.name, variant.name, dtype, size),
+        metrics,
+        [sys.executable, "-m", "rooflint.engine.profile", job],
+    )
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0 or not report.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"ncu failed for {stem} (exit {done.returncode}): {tail[0][:300]}")
+    text = subprocess.run(ncu_tools.import_command(ncu, report), capture_output=True, text=True, check=True).stdout
+    (out_dir / f"{stem}.csv").write_text(text)
+    return ncu_tools.parse_raw_csv(text)
+
+
+def available_metrics() -> list[str]:
+    ncu = ncu_tools.ncu_path()
+    if ncu is None:
+        return []
+    done = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True)
+    return ncu_tools.parse_query_metrics(done.stdout)
+
+
+def row_dict(row: NcuRow) -> dict[str, Any]:
+    return asdict(row)
+
+
+if __name__ == "__main__":
+    child_main()
+
+
+def read_ncu_csv(path: Path | str) -> list[NcuRow]:
+    """Rows of an ncu.csv written by `rooflint profile --ncu`, to re-plot or combine families."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+    names = {f.name: f.type for f in dataclasses.fields(NcuRow)}
+    missing = [n for n in names if n not in frame.columns]
+    if missing:
+        raise UserError(f"{path} is not a rooflint ncu CSV: missing columns {', '.join(missing)}")
+    rows = []
+    for record in frame.to_dict("records"):
+        values = {}
+        for name, kind in names.items():
+            value = record[name]
+            if kind == "str":
+                values[name] = "" if isinstance(value, float) and math.isnan(value) else str(value)
+            elif kind == "int":
+                values[name] = int(value)
+            else:
+                values[name] = float(value)
+        rows.append(NcuRow(**values))
+    return rows
+
+
+def plot_ncu(rows: list[NcuRow], spec, out_base: Path, extra_ceilings=None) -> list[Path]:
+    """Each variant twice: at its analytic AI and at its ncu-measured AI, joined by a dotted link."""
+    import pandas as pd
+
+    from rooflint.outputs.plot import plot_roofline
+
+    points = []
+    for r in rows:
+        model_bytes = r.modeled_bytes if math.isfinite(r.modeled_bytes) else r.ideal_bytes
+        seconds = r.time_ms / 1e3
+        label = f"{r.family}/{r.variant} {r.dtype}"
+        common = {"family": r.family, "variant": r.variant, "kind": r.kind, "dtype": r.dtype, "link": label}
+        points.append(
+            {
+                **common,
+                "label": f"{label} (model)",
+                "point_kind": "measured",
+                "ai_flop_per_byte": r.analytic_flops / model_bytes if model_bytes else math.nan,
+                "achieved_tflops": r.analytic_flops / seconds / 1e12,
+                "achieved_gbps": model_bytes / seconds / 1e9,
+            }
+        )
+        points.append(
+            {
+                **common,
+                "label": f"{label} (ncu{', analytic FLOPs' if r.flops_source == 'analytic' else ''})",
+                "point_kind": "ncu",
+                "ai_flop_per_byte": r.measured_ai,
+                "achieved_tflops": r.measured_flops / seconds / 1e12,
+                "achieved_gbps": r.measured_dram_bytes / seconds / 1e9,
+            }
+        )
+    title = f"analytic vs Nsight Compute: {spec.name}"
+    return plot_roofline(pd.DataFrame(points), spec, out_base, title, extra_ceilings)

@@ -1,0 +1,247 @@
+"""The bench worker: builds inputs, checks each variant against float64, times it, emits rows.
+
+bench runs workers as child processes (one per GPU) that print one JSON event per line. A variant
+that kills its process (a segfault, an illegal address that poisons the CUDA context) then costs
+only itself: the parent records it as crashed and starts a fresh worker for the tasks left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import math
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
+from rooflint.core.registry import get_family
+from rooflint.core.roofline import analyse, copy_to_row
+from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
+from rooflint.engine import environment, timing
+from rooflint.engine.correctness import check, tensors
+from rooflint.engine.cuda_build import nvcc_path
+from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow, json_safe
+
+
+@dataclass(frozen=True)
+class Task:
+    family: str
+    variant: str
+    dtype: str
+    size: str
+    params: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        from rooflint.core.family import shape_label
+
+        return f"{self.family}/{self.variant}/{self.dtype}/{shape_label(self.params)}"
+
+    @property
+    def nvtx_name(self) -> str:
+        return f"{self.family}/{self.variant}/{self.dtype}/{self.size}"
+
+
+def missing_requirement(variant: Variant, device: str) -> str | None:
+    """Why a variant cannot run on this machine, or None."""
+    for need in variant.needs:
+        if need == NEEDS_CUDA and device != "cuda":
+            return "needs a CUDA GPU"
+        if need == NEEDS_TRITON:
+            try:
+                import triton  # noqa: F401
+            except ImportError:
+                return "needs the triton package"
+        if need == NEEDS_NVCC and nvcc_path() is None:
+            return "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
+    return None
+
+
+def base_row(task: Task, kind: str, status: str, message: str = "") -> ResultRow:
+    from rooflint.core.family import shape_label
+
+    return ResultRow(
+        family=task.family,
+        variant=task.variant,
+        kind=kind,
+        dtype=task.dtype,
+        size=task.size,
+        shape=shape_label(task.params),
+        status=status,
+        message=message,
+    )
+
+
+class Worker:
+    def __init__(self, device: str, spec: GpuSpec, cuda_graphs: bool = False) -> None:
+        self.device = device
+        self.spec = spec
+        self.cuda_graphs = cuda_graphs
+        self.env = environment.collect(device)
+        self._case_key: tuple | None = None
+        self._case: Case | None = None
+        self._reference: Any = None
+        self._eager_ms: dict[tuple, float] = {}
+
+    def _stamp(self, row: ResultRow) -> ResultRow:
+        row.gpu = self.spec.key
+        row.device_name = self.env.device_name
+        row.device_index = environment.physical_gpu_index() if self.device == "cuda" else -1
+        row.sm_count = int(self.spec.get("sm_count") or 0)
+        row.l2_bytes = self.spec.l2_bytes
+        row.torch_version = self.env.torch_version
+        row.triton_version = self.env.triton_version
+        row.cuda_version = self.env.cuda_version
+        row.rooflint_version = self.env.rooflint_version
+        row.git_commit = self.env.git_commit
+        row.timestamp = environment.timestamp()
+        row.ceiling_source = "measured" if self.spec.origin == "measured" else self.spec.origin
+        return row
+
+    def _prepare(self, family: Family, task: Task) -> tuple[Case, Any]:
+        key = (task.family, task.dtype, task.size, json.dumps(task.params, sort_keys=True))
+        if key != self._case_key:
+            self._case = self._reference = None
+            self._release()
+            case = family.build_case(task.size, task.params, task.dtype, torch.device(self.device))
+            with torch.no_grad():
+                reference = family.reference(case.inputs, task.params)
+            self._case_key, self._case, self._reference = key, case, reference
+        return self._case, self._reference
+
+    def _release(self) -> None:
+        gc.collect()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+
+    def run(self, task: Task) -> ResultRow:
+        family = get_family(task.family)
+        variant = family.variants[task.variant]
+        reason = missing_requirement(variant, self.device)
+        if reason:
+            return self._stamp(base_row(task, variant.kind, SKIPPED, reason))
+        try:
+            case, reference = self._prepare(family, task)
+        except torch.OutOfMemoryError:
+            self._case_key = None
+            self._release()
+            return self._stamp(base_row(task, variant.kind, OOM, "out of memory building inputs or reference"))
+        try:
+            return self._stamp(self._measure(family, variant, task, case, reference))
+        except VariantSkipped as skipped:
+            return self._stamp(base_row(task, variant.kind, SKIPPED, str(skipped)))
+        except torch.OutOfMemoryError:
+            self._release()
+            return self._stamp(base_row(task, variant.kind, OOM, "out of memory"))
+        except Exception as error:  # a broken variant is a row, not the end of the run
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} "
+            message += f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+            return self._stamp(base_row(task, variant.kind, ERROR, message.strip()))
+
+    def _measure(self, family: Family, variant: Variant, task: Task, case: Case, reference: Any) -> ResultRow:
+        row = base_row(task, variant.kind, OK)
+        cuda = self.device == "cuda"
+        fn = variant.build(case)
+        output = fn()
+        if cuda:
+            row.peak_extra_memory_bytes = _scratch_bytes(fn, output)
+        verdict = check(family, task.dtype, output, reference)
+        row.rel_error, row.tolerance = verdict.error, verdict.tolerance
+        del output
+        cost = family.cost(task.params, task.dtype)
+        row.tensor_flops, row.cuda_flops, row.ideal_bytes = cost.tensor_flops, cost.cuda_flops, cost.bytes
+        if variant.modeled_bytes is not None:
+            row.modeled_bytes = float(variant.modeled_bytes(task.params, task.dtype))
+        if not verdict.passed:
+            row.status, row.message = FAILED, verdict.message
+            return row
+        if cuda:
+            if self.cuda_graphs:
+                from rooflint.engine.graph_timing import launch_overhead
+
+                measured, row.launch_overhead_ms = launch_overhead(
+                    fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name
+                )
+            else:
+                measured = timing.time_cuda(fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name)
+            row.sm_clock_mhz, row.mem_clock_mhz = environment.gpu_clocks_mhz()
+        else:
+            measured = timing.time_cpu(fn)
+        row.timing_mode, row.l2_flushed = measured.mode, measured.l2_flushed
+        row.n_samples, row.median_ms, row.p20_ms, row.p80_ms = (
+            measured.n_samples,
+            measured.median_ms,
+            measured.p20_ms,
+            measured.p80_ms,
+        )
+        point = analyse(cost, measured.median_ms / 1e3, self.spec, family.tensor_precision(task.dtype))
+        copy_to_row(point, row)
+        message = getattr(fn, "note", "")
+        if message:
+            row.message = str(message)
+        baseline_key = (task.family, task.dtype, row.shape)
+        if variant.kind == "eager" and baseline_key not in self._eager_ms:
+            self._eager_ms[baseline_key] = measured.median_ms
+        if baseline_key in self._eager_ms:
+            row.speedup_vs_eager = self._eager_ms[baseline_key] / measured.median_ms
+        del fn
+        return row
+
+
+def _scratch_bytes(fn: Callable[[], Any], first_output: Any) -> int:
+    """Device memory a warmed-up call allocates beyond its inputs and outputs (O(N^2) scores, say).
+
+    Measured on a second call: the first one also holds autotuners' and compilers' one-off buffers.
+    Outputs a call allocates afresh are not scratch; preallocated ones are already in ``before``.
+    """
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    output = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    reused = {t.data_ptr() for t in tensors(first_output)}
+    fresh = sum(t.numel() * t.element_size() for t in tensors(output) if t.data_ptr() not in reused)
+    return max(0, peak - fresh)
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, default=_jsonable) + "\n")
+    sys.stdout.flush()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def main() -> None:
+    """Entry: ``python -m rooflint.engine.worker`` with a JSON job on stdin; events on stdout."""
+    job = json.loads(sys.stdin.read())
+    device = job["device"]
+    if job.get("spec"):
+        spec = spec_from_dict(job["spec"])
+    else:
+        from rooflint.core.roofs import roof_spec
+
+        spec = roof_spec(current_gpu_spec(job.get("spec_file"), job.get("gpu")), job.get("roof", "datasheet"))
+    worker = Worker(device, spec, job.get("cuda_graphs", False))
+    for raw in job["tasks"]:
+        task = Task(**raw)
+        emit({"event": "start", "task": task.key})
+        row = worker.run(task)
+        emit({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))})
+    emit({"event": "done"})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""attention (prefill): O = softmax(Q K^T / sqrt(D) [+ causal mask]) V over [B, H, N, D].
+
+The compute-bound family: 4*B*H*N^2*D tensor-core FLOPs against only 4*B*H*N*D elements of
+traffic, so a fused kernel sits far right of the ridge point. The unfused chain instead writes and
+re-reads the N x N scores several times and needs O(N^2) extra memory; the fused kernels (SDPA,
+Triton, CUDA) keep the scores on chip with the online softmax and allocate nothing beyond O.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+from rooflint.core.errors import UserError, VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
+from rooflint.core.triton_compat import tl, triton
+from rooflint.engine import cuda_build
+from rooflint.kernels import cuda_dtype
+
+HEAD_DIMS = (64, 128)
+# float64 scores the reference holds at once: 2^28 of them are 2 GiB, small beside an 80 GB GPU.
+REFERENCE_CHUNK_SCORES = 1 << 28
+
+
+def make_inputs(params, dtype, device, generator):
+    if params["D"] not in HEAD_DIMS:
+        raise UserError(f"attention head_dim D must be one of {HEAD_DIMS}, not {params['D']}")
+    shape = [params["B"], params["H"], params["N"], params["D"]]
+    return {name: randn(shape, dtype, device, generator) for name in ("q", "k", "v")}
+
+
+def _causal_mask(n, device):
+    # True above the diagonal: key j > query i is hidden (top-left aligned, as SDPA's is_causal).
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def reference(inputs, params):
+    """float64 attention, chunked over (batch x head) so the float64 scores stay near 2 GiB."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    b, h, n, d = q.shape
+    q, k, v = (t.reshape(b * h, n, d) for t in (q, k, v))
+    out = torch.empty(b * h, n, d, dtype=torch.float64, device=q.device)
+    mask = _causal_mask(n, q.device) if params["causal"] else None
+    chunk = max(1, REFERENCE_CHUNK_SCORES // (n * n))
+    for start in range(0, b * h, chunk):
+        rows = slice(start, start + chunk)
+        scores = q[rows].double() @ k[rows].double().transpose(1, 2) / math.sqrt(d)
+        if mask is not None:
+            scores.masked_fill_(mask, float("-inf"))
+        out[rows] = torch.softmax(scores, dim=-1) @ v[rows].double()
+    return out.reshape(b, h, n, d)
+
+
+def _pairs(params):
+    """Query-key pairs computed per (batch, head): N^2, halved for causal (FlashAttention convention)."""
+    n = params["N"]
+    return n * n / 2 if params["causal"] else n * n
+
+
+def cost(params, dtype):
+    b, h, n, d = params["B"], params["H"], params["N"], params["D"]
+    size = element_size(dtype)
+    return Cost(
+        # Q K^T (2*D FLOPs a pair) and P V (2*D a pair), all on the tensor cores. The softmax's
+        # ~5 FLOPs a pair (scale, max, subtract, exp on the MUFU, sum) are left out, as in the
+        # FlashAttention papers, so TFLOP/s compares with published numbers; at D=128 they are
+        # under 1% of the FLOPs (though the exps' MUFU time is not negligible on H100).
+        tensor_flops=4 * b * h * d * _pairs(params),
+        bytes=3 * b * h * n * d * size  # read q, k and v once
+        + b * h * n * d * size,  # write o
+    )
+
+
+def unfused_bytes(params, dtype):
+    """HBM traffic of the separate-op chain: every op writes the N x N scores and the next reads them."""
+    b, h, n = params["B"], params["H"], params["N"]
+    size = element_size(dtype)
+    scores = b * h * n * n * size
+    passes = (
+        1  # Q K^T writes S
+        + 2  # S * scale reads S, writes S'
+        + (2 if params["causal"] else 0)  # masked_fill reads S', writes S'' (the bool mask is N^2 bytes, cached)
+        + 2  # softmax reads, writes P
+        + 1  # P V reads P
+    )
+    return passes * scores + cost(params, dtype).bytes
+
+
+FAMILY = Family(
+    "attention",
+    summary="O = softmax(Q K^T / sqrt(D), causal or not) V, prefill",
+    sizes={
+        "small": [
+            {"B": 1, "H": 2, "N": 130, "D": 64, "causal": False},
+            {"B": 1, "H": 2, "N": 130, "D": 64, "causal": True},
+        ],
+        # q, k, v, o are 128 MiB each in bf16: 512 MiB, 10x the H100's 50 MB L2. Compute-bound anyway.
+        "large": [
+            {"B": 4, "H": 32, "N": 4096, "D": 128, "causal": False},
+            {"B": 4, "H": 32, "N": 4096, "D": 128, "causal": True},
+        ],
+    },
+    make_inputs=make_inputs,
+    reference=reference,
+    cost=cost,
+    dtypes=("fp16", "bf16"),
+)
+
+
+def unfused_attention(q, k, v, scale, mask):
+    scores = torch.matmul(q, k.transpose(-2, -1))
+    scores = scores * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.matmul(probs, v)
+
+
+@FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
+def eager_unfused(case):
+    """matmul, scale, mask, softmax, matmul: materializes the N x N scores (O(N^2) memory)"""
+    q, k, v = case["q"], case["k"], case["v"]
+    mask = _causal_mask(q.shape[2], q.device) if case.params["causal"] else None
+    scale = 1 / math.sqrt(q.shape[-1])
+    return lambda: unfused_attention(q, k, v, scale, mask)
+
+
+@FAMILY.variant("compile")
+def compiled(case):
+    """torch.compile of the unfused chain (inductor may pattern-match it to SDPA)"""
+    q, k, v = case["q"], case["k"], case["v"]
+    mask = _causal_mask(q.shape[2], q.device) if case.params["causal"] else None
+    scale = 1 / math.sqrt(q.shape[-1])
+    fn = torch.compile(unfused_attention, dynamic=False)
+    return lambda: fn(q, k, v, scale, mask)
+
+
+def sdpa_backend_name(q, k, v, causal) -> str:
+    """The SDPA backend PyTorch's dispatcher picks for these inputs (flash_attention, cudnn_attention, ...)."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, bool(causal))).name.lower()
+    except Exception as error:  # a private API: report rather than fail the variant
+        return f"unknown ({type(error).__name__})"
+
+
+@FAMILY.variant("eager")
+def eager(case):
+    """F.scaled_dot_product_attention, PyTorch's default backend choice"""
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+
+    def run():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    run.backend = sdpa_backend_name(q, k, v, causal)
+    run.note = f"SDPA backend: {run.backend}"  # bench shows a variant's note in its row's message
+    return run
+
+
+def _pinned_sdpa(backend_name):
+    def build(case):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+        backend = getattr(SDPBackend, backend_name)
+
+        def run():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        run.backend = backend_name.lower()
+        run.note = f"SDPA backend: {run.backend} (pinned)"
+        return run
+
+    build.__doc__ = f"F.scaled_dot_product_attention pinned to {backend_name.lower()} (sdpa_kernel)"
+    return build
+
+
+# SDPA's backends pinned one by one: the peers the Triton and CUDA targets are stated against.
+for _name, _backend in (
+    ("sdpa_flash", "FLASH_ATTENTION"),
+    ("sdpa_cudnn", "CUDNN_ATTENTION"),
+    ("sdpa_efficient", "EFFICIENT_ATTENTION"),
+):
+    FAMILY.variant(_name, kind="eager", needs=(NEEDS_CUDA,))(_pinned_sdpa(_backend))
+
+
+def _autotune_configs():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # The CPU interpreter runs every config it is given: one small tile keeps tests fast.
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+    # For H100: 128-row query tiles (two warpgroups' wgmma M, or one at 4 warps), 64- or 128-key
+    # tiles, 2-3 cp.async/TMA stages of K and V (each 128x128 bf16 stage is 64 KB of the 228 KB smem).
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w, s in ((128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
+    ]
+
+
+@triton.jit
+def _attn_tile_loop(
+    acc, m_i, l_i, q, k_base, v_base, offs_m, lo, hi, n, qk_scale,
+    D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        tile = cols[:, None] * D + offs_d[None, :]
+        if MASKED:  # only the diagonal and tail tiles pay for bounds and causal masks
+            k = tl.load(k_base + tile, mask=cols[:, None] < n, other=0.0)
+        else:
+            k = tl.load(k_base + tile)
+        if UPCAST:
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k))  # fp32 accumulate on the tensor cores
+        if MASKED:
+            keep = cols[None, :] < n
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        # Online softmax in base 2, fp32: rescale the running sum and output when the max grows.
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASKED:
+            v = tl.load(v_base + tile, mask=cols[:, None] < n, other=0.0)
+        else:
+            v = tl.load(v_base + tile)
+        p = p.to(v_base.dtype.element_ty)  # P rounded to the input dtype, as the tensor cores take it
+        if UPCAST:
+            p, v = p.to(tl.float32), v.to(tl.float32)
+        acc = tl.dot(p, v, acc)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.autotune(configs=_autotune_configs(), key=["n", "D", "CAUSAL"])
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale,
+    D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    num_m = tl.cdiv(n, BLOCK_M)
+    # Causal rows near the end have the most tiles: schedule them first so short ones fill the tail.
+    start_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    head = tl.program_id(1).to(tl.int64) * n * D
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = offs_m[:, None] * D + tl.arange(0, D)[None, :]
+    q = tl.load(q_ptr + head + rows, mask=offs_m[:, None] < n, other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    if CAUSAL:
+        # Tiles wholly below the diagonal need no mask, the BLOCK_M / BLOCK_N diagonal tiles do,
+        # and tiles above the diagonal are never visited.
+        mid = start_m * BLOCK_M
+        hi = tl.minimum(mid + BLOCK_M, n)
+    else:
+        mid = (n // BLOCK_N) * BLOCK_N  # whole tiles unmasked, then the ragged tail masked
+        hi = n
+    k_base, v_base = k_ptr + head, v_ptr + head
+    acc, m_i, l_i = _attn_tile_loop(
+        acc, m_i, l_i, q, k_base, v_base, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST
+    )
+    acc, m_i, l_i = _attn_tile_loop(
+        acc, m_i, l_i, q, k_base, v_base, offs_m, mid, hi, n, qk_scale, D, BLOCK_N, True, CAUSAL, UPCAST
+    )
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + head + rows, out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
+
+
+def triton_attention(q, k, v, causal, out=None):
+    b, h, n, d = q.shape
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    out = torch.empty_like(q) if out is None else out
+    qk_scale = (1 / math.sqrt(d)) * 1.4426950408889634  # fold log2(e) in: exp2 is the native MUFU op
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]), b * h)
+    # Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; fp32 operands
+    # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
+    upcast = os.environ.get("TRITON_INTERPRET") == "1"
+    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, D=d, CAUSAL=bool(causal), UPCAST=upcast)
+    return out
+
+
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_variant(case):
+    """FlashAttention-2 style: online softmax in fp32, causal tiles skipped, autotuned tiles"""
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    out = torch.empty_like(q)
+
+    def run():
+        result = triton_attention(q, k, v, causal, out)
+        run.note = f"autotuned: {_attn_fwd_kernel.best_config}"  # the config of this call's key
+        return result
+
+    return run
+
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+def cuda_variant(case):
+    """mma.sync m16n8k16 tiles (128 queries x 64 keys), cp.async double buffer, online softmax"""
+    if torch.cuda.get_device_capability() < (8, 0):
+        raise VariantSkipped("the CUDA attention needs sm_80 or newer (bf16 mma.sync, cp.async)")
+    library = cuda_build.load(cuda_build.family_source(__file__))
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    b, h, n, d = q.shape
+    out = torch.empty_like(q)
+
+    def run():
+        library.launch(
+            "rooflint_attention", q, k, v, out, b * h, n, d, int(causal), cuda_dtype(q.dtype), 1 / math.sqrt(d)
+        )
+        return out
+
+    return run

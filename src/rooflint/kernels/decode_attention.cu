@@ -1,0 +1,264 @@
+// Flash-decoding for one query token against a [B, H_kv, C, D] KV cache, grouped-query heads.
+//
+// Decode does ~G FLOPs per cached byte, so it is a streaming problem: the kernel's job is to keep
+// enough 16-byte loads of K and V in flight to cover HBM latency, and to read each cache line once.
+//   * block = (kv head, chunk of the cache); it serves all G query heads of that kv head, so K and
+//     V are read once, not G times;
+//   * D/8 threads share one cache row, each holding 8 dims (one 16-byte load of K, one of V); a
+//     128-thread block covers 128/(D/8) rows per pass and each thread unrolls kUnroll rows, so a
+//     block keeps 128 * kUnroll * 32 bytes of K and V in flight;
+//   * q.k is a per-thread 8-term dot product finished by a shuffle butterfly over the row's
+//     threads; each thread then keeps its own online softmax (m, l, acc[8]) per query head, in the
+//     log2 domain (the scale folds in log2(e), so exp is one ex2 instruction);
+//   * the block merges its threads' states (shuffles, then shared memory across warps) into one
+//     fp32 partial per (query head, chunk); a second kernel merges the chunks' partials.
+// The dot products run as CUDA-core FMAs: at 1-8 FLOP per byte that is far below the fp32 peak.
+#include "rooflint/common.cuh"
+
+namespace decode_detail {
+
+inline constexpr int kThreads = 128;
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kUnroll = 4;  // cache rows per thread per iteration: 128 bytes in flight per thread
+
+// exp2(m - M) that is 0, not NaN, when this part saw no token (m = -inf), even if M is -inf too.
+__device__ __forceinline__ float rescale(float m, float M) { return m == -INFINITY ? 0.0f : exp2f(m - M); }
+
+__device__ __forceinline__ void unpack8(const uint4& raw, float* out, const __half*) {
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void unpack8(const uint4& raw, float* out, const __nv_bfloat16*) {
+  // bf16 -> fp32 is a 16-bit shift: done on the raw words, no conversion instruction needed.
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kThreads) decode_split_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                                                                  const T* __restrict__ v,
+                                                                  float* __restrict__ part_acc,
+                                                                  float* __restrict__ part_ml, int C, int chunk,
+                                                                  int splits, float qk_scale) {
+  constexpr int kRowThreads = D / 8;                // threads sharing one cache row
+  constexpr int kRowsPerPass = kThreads / kRowThreads;
+  const int split = blockIdx.x;
+  const long long bh = blockIdx.y;  // b * H_kv + kv head
+  const int sub = threadIdx.x % kRowThreads, row = threadIdx.x / kRowThreads;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  float qf[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(q + (bh * G + g) * D + sub * 8);
+    unpack8(raw, qf[g], q);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) qf[g][j] *= qk_scale;
+  }
+  float m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
+  }
+
+  const T* k_head = k + bh * C * D + sub * 8;
+  const T* v_head = v + bh * C * D + sub * 8;
+  const int start = split * chunk, end = min(start + chunk, C);
+  // The loop bound is uniform over the block so every lane reaches every shuffle.
+  for (int base = start; base < end; base += kRowsPerPass * kUnroll) {
+    uint4 kr[kUnroll], vr[kUnroll];
+    bool valid[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int t = base + u * kRowsPerPass + row;
+      valid[u] = t < end;
+      // Streaming loads (evict-first): the cache is read once, keep it from displacing anything.
+      kr[u] = valid[u] ? __ldcs(reinterpret_cast<const uint4*>(k_head + static_cast<long long>(t) * D)) : uint4{};
+      vr[u] = valid[u] ? __ldcs(reinterpret_cast<const uint4*>(v_head + static_cast<long long>(t) * D)) : uint4{};
+    }
+    // Scores of the kUnroll rows first, so the running max and the rescale of acc happen once
+    // per kUnroll rows instead of once per row.
+    float s[kUnroll][G];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float kf[8];
+      unpack8(kr[u], kf, k);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot = fmaf(qf[g][j], kf[j], dot);
+#pragma unroll
+        for (int offset = kRowThreads / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        s[u][g] = valid[u] ? dot : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) m_new = fmaxf(m_new, s[u][g]);
+      const float correction = rescale(m[g], m_new);
+      l[g] *= correction;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[g][j] *= correction;
+      m[g] = m_new;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float vf[8];
+      unpack8(vr[u], vf, v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float p = valid[u] ? exp2f(s[u][g] - m[g]) : 0.0f;  // valid: both finite
+        l[g] += p;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(p, vf[j], acc[g][j]);
+      }
+    }
+  }
+
+  // Merge the row groups of a warp: lanes `offset` apart hold the same dims of different rows.
+#pragma unroll
+  for (int offset = kRowThreads; offset < 32; offset <<= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float m_other = __shfl_xor_sync(0xffffffffu, m[g], offset);
+      const float l_other = __shfl_xor_sync(0xffffffffu, l[g], offset);
+      const float M = fmaxf(m[g], m_other);
+      const float mine = rescale(m[g], M), theirs = rescale(m_other, M);
+      l[g] = l[g] * mine + l_other * theirs;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float a_other = __shfl_xor_sync(0xffffffffu, acc[g][j], offset);
+        acc[g][j] = acc[g][j] * mine + a_other * theirs;
+      }
+      m[g] = M;
+    }
+  }
+
+  // Then the warps, through shared memory: lanes 0..D/8-1 of each warp hold all D dims.
+  __shared__ float sm_m[kWarps][G], sm_l[kWarps][G], sm_acc[kWarps][G][D];
+  if (lane < kRowThreads) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (lane == 0) {
+        sm_m[warp][g] = m[g];
+        sm_l[warp][g] = l[g];
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sm_acc[warp][g][sub * 8 + j] = acc[g][j];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
+    const int g = idx / D, dim = idx % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm_m[w][g]);
+    float L = 0.0f, A = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float c = rescale(sm_m[w][g], M);
+      L += sm_l[w][g] * c;
+      A += sm_acc[w][g][dim] * c;
+    }
+    const long long part = (bh * G + g) * splits + split;
+    part_acc[part * D + dim] = A;
+    if (dim == 0) {
+      part_ml[part * 2] = M;
+      part_ml[part * 2 + 1] = L;
+    }
+  }
+}
+
+// One block per (b, query head), one thread per dim: o = sum_i c_i acc_i / sum_i c_i l_i.
+template <typename T>
+__global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                                      T* __restrict__ out, int splits, int D) {
+  const long long row = blockIdx.x;
+  const float* ml = part_ml + row * splits * 2;
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, ml[2 * s]);
+  float L = 0.0f, A = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float c = rescale(ml[2 * s], M);
+    L += ml[2 * s + 1] * c;
+    A += part_acc[(row * splits + s) * D + threadIdx.x] * c;
+  }
+  out[row * D + threadIdx.x] = from_float<T>(A / L);
+}
+
+template <typename T, int D, int G>
+int launch(const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out, int B, int H,
+           int H_kv, int C, int chunk, int splits, float qk_scale, cudaStream_t stream) {
+  decode_split_kernel<T, D, G><<<dim3(splits, B * H_kv), kThreads, 0, stream>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part_acc, part_ml, C, chunk,
+      splits, qk_scale);
+  decode_combine_kernel<T><<<B * H, D, 0, stream>>>(part_acc, part_ml, static_cast<T*>(out), splits, D);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T, int D>
+int dispatch_group(int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out,
+                   int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale, cudaStream_t stream) {
+  switch (G) {
+    case 1: return launch<T, D, 1>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    case 2: return launch<T, D, 2>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    case 4: return launch<T, D, 4>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    case 8: return launch<T, D, 8>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+template <typename T>
+int dispatch_dim(int D, int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml,
+                 void* out, int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale,
+                 cudaStream_t stream) {
+  switch (D) {
+    case 64:
+      return dispatch_group<T, 64>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    case 128:
+      return dispatch_group<T, 128>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale,
+                                    stream);
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace decode_detail
+using namespace decode_detail;
+
+// part_acc is fp32 [B*H, splits, D], part_ml fp32 [B*H, splits, 2]; chunk * splits >= C and
+// every split holds at least one token (decode_attention.split_plan guarantees both).
+extern "C" int rooflint_decode_attention(const void* q, const void* k, const void* v, void* part_acc, void* part_ml,
+                                         void* out, long long b, long long h, long long h_kv, long long c,
+                                         long long d, long long chunk, long long splits, long long dtype,
+                                         float qk_scale, cudaStream_t stream) {
+  if (h_kv < 1 || h % h_kv != 0 || (splits - 1) * chunk >= c || splits * chunk < c) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v)) return static_cast<int>(cudaErrorMisalignedAddress);
+  const int G = static_cast<int>(h / h_kv);
+  float* acc = static_cast<float*>(part_acc);
+  float* ml = static_cast<float*>(part_ml);
+  const int B = static_cast<int>(b), H = static_cast<int>(h), Hkv = static_cast<int>(h_kv);
+  const int C = static_cast<int>(c), D = static_cast<int>(d), Ch = static_cast<int>(chunk), S = static_cast<int>(splits);
+  switch (dtype) {
+    case kFloat16: return dispatch_dim<__half>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, stream);
+    case kBFloat16:
+      return dispatch_dim<__nv_bfloat16>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, stream);
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}

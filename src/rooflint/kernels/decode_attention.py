@@ -1,0 +1,329 @@
+"""decode_attention: one new query token per sequence against its KV cache (flash-decoding).
+
+q is [B, H, 1, D]; k and v are [B, H_kv, C, D] with H_kv dividing H (grouped-query attention:
+query heads h*G .. h*G+G-1 share kv head h, G = H / H_kv). Each cached K and V byte is used for
+G multiply-adds per query head group, so the arithmetic intensity is about G FLOP/byte: decode
+sits on the bandwidth slope, and the only goal is to stream K and V once at full HBM bandwidth.
+
+With one query row there is no sequence dimension to parallelise over, so B * H_kv programs may
+not fill the GPU. Flash-decoding splits the cache into chunks: each program reduces one chunk to
+a partial (running max m, sum l, unnormalised accumulator), and a second tiny kernel combines the
+partials of a row with the usual rescaling by exp(m_i - max m).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
+from rooflint.core.triton_compat import tl, triton
+from rooflint.engine import cuda_build
+from rooflint.kernels import cuda_dtype
+
+LOG2E = 1.4426950408889634
+MIN_SPLIT_TOKENS = 128  # below this a program's fixed cost (q load, partial write) stops paying
+
+
+def make_inputs(params, dtype, device, generator):
+    b, h, h_kv, c, d = params["b"], params["h"], params["h_kv"], params["c"], params["d"]
+    if h % h_kv:
+        raise ValueError(f"h_kv={h_kv} must divide h={h}")
+    return {
+        "q": randn([b, h, 1, d], dtype, device, generator),
+        "k": randn([b, h_kv, c, d], dtype, device, generator),
+        "v": randn([b, h_kv, c, d], dtype, device, generator),
+    }
+
+
+def reference(inputs, params):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    b, h, h_kv, d = params["b"], params["h"], params["h_kv"], params["d"]
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    # One sequence at a time: the whole large cache in float64 would be 17 GB.
+    for i in range(b):
+        qg = q[i].double().reshape(h_kv, h // h_kv, d)
+        scores = qg @ k[i].double().transpose(-1, -2) / math.sqrt(d)
+        out[i] = (torch.softmax(scores, dim=-1) @ v[i].double()).reshape(h, 1, d)
+    return out
+
+
+def cost(params, dtype):
+    b, h, h_kv, c, d = params["b"], params["h"], params["h_kv"], params["c"], params["d"]
+    size = element_size(dtype)
+    # FlashAttention's convention: 2 FLOPs per multiply-add of QK^T and of PV; the softmax's few
+    # CUDA-core ops per score are not counted, so TFLOP/s compare with other attention tools.
+    return Cost(
+        tensor_flops=4 * b * h * c * d,
+        bytes=b * h * d * size  # read q
+        + 2 * b * h_kv * c * d * size  # read K and V, once per kv head, not once per query head
+        + b * h * d * size,  # write o
+    )
+
+
+def unfused_bytes(params, dtype):
+    """Each of the B*H*C scores is written by QK^T, read and written by softmax, read by PV."""
+    b, h, c = params["b"], params["h"], params["c"]
+    return cost(params, dtype).bytes + 4 * b * h * c * element_size(dtype)
+
+
+FAMILY = Family(
+    "decode_attention",
+    summary="o = softmax(q K^T / sqrt(d)) V for one query token, grouped-query KV cache",
+    sizes={
+        "small": [{"b": 2, "h": 4, "h_kv": 2, "c": 300, "d": 64}],
+        # Multi-head (the peer SDPA measurement: 4.3 GB of cache) and Llama-style GQA with 4
+        # query heads per kv head (1.1 GB): both far beyond the 50 MB L2.
+        "large": [
+            {"b": 32, "h": 32, "h_kv": 32, "c": 8192, "d": 128},
+            {"b": 32, "h": 32, "h_kv": 8, "c": 8192, "d": 128},
+        ],
+    },
+    make_inputs=make_inputs,
+    reference=reference,
+    cost=cost,
+    dtypes=("fp16", "bf16"),
+)
+
+
+@FAMILY.variant("eager")
+def eager(case):
+    """F.scaled_dot_product_attention(enable_gqa=True)"""
+    # enable_gqa lets the flash and cuDNN backends index kv head h // G directly; the math
+    # backend materialises K and V repeated G times, so its cache traffic grows G-fold.
+    q, k, v = case["q"], case["k"], case["v"]
+    gqa = q.shape[1] != k.shape[1]
+
+    def run():
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+
+    run.note = f"SDPA backend: {sdpa_backend_name(q, k, v, gqa)}"  # bench shows it in the row's message
+    return run
+
+
+def sdpa_backend_name(q, k, v, gqa: bool) -> str:
+    """The backend SDPA's dispatcher picks (cudnn_attention on the H100 for both large shapes)."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, False, enable_gqa=gqa)).name.lower()
+    except Exception as error:  # a private API: report rather than fail the variant
+        return f"unknown ({type(error).__name__})"
+
+
+def unfused(q, k, v):
+    b, h, _, d = q.shape
+    h_kv = k.shape[1]
+    # Grouping the G query heads of a kv head as G rows makes GQA a plain batched matmul over
+    # the cache as stored: no repeat of K or V.
+    qg = (q * (1.0 / math.sqrt(d))).reshape(b, h_kv, h // h_kv, d)
+    scores = torch.matmul(qg, k.transpose(-1, -2))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.matmul(probs, v).reshape(b, h, 1, d)
+
+
+@FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
+def eager_unfused(case):
+    """matmul, softmax, matmul: the scores make two round trips through HBM"""
+    q, k, v = case["q"], case["k"], case["v"]
+    return lambda: unfused(q, k, v)
+
+
+@FAMILY.variant("compile")
+def compiled(case):
+    """torch.compile(matmul, softmax, matmul)"""
+    q, k, v = case["q"], case["k"], case["v"]
+    fn = torch.compile(unfused, dynamic=False)
+    return lambda: fn(q, k, v)
+
+
+def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tuple[int, int]:
+    """(splits, chunk tokens): enough programs for 4 per SM, none shorter than MIN_SPLIT_TOKENS."""
+    want = triton.cdiv(4 * sms, batch * h_kv)
+    splits = max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS)))
+    chunk = triton.cdiv(triton.cdiv(c, splits), block) * block  # whole key blocks per program
+    return triton.cdiv(c, chunk), chunk
+
+
+def interpreting() -> bool:
+    # Triton 3.9's interpreter returns garbage from tl.dot on bf16 operands; the kernels then
+    # upcast to fp32 first (exact), so tests still check indexing, masking and the softmax.
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+
+
+@triton.jit
+def _decode_split_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    part_acc_ptr,
+    part_ml_ptr,
+    C,
+    chunk,
+    splits,
+    qk_scale,
+    H_KV: tl.constexpr,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    # One program: kv head (b, hk) x one chunk of the cache, for all G query heads of the group,
+    # so each K/V tile is loaded once and used G times.
+    bh = tl.program_id(0)
+    split = tl.program_id(1)
+    g = tl.arange(0, BLOCK_G)
+    d = tl.arange(0, D)
+    g_mask = g < G
+    q_rows = bh * G + g  # (b, hk*G + g) flattened: q is [B, H, 1, D] = [B*H_kv*G, D]
+    q = tl.load(q_ptr + q_rows[:, None] * D + d[None, :], mask=g_mask[:, None], other=0.0)
+    kv_base = bh.to(tl.int64) * C * D  # int64: B*H_kv*C*D is 2^30 elements at the large size
+
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    start = split * chunk
+    end = tl.minimum(start + chunk, C)
+    for n0 in range(start, end, BLOCK_N):
+        n = n0 + tl.arange(0, BLOCK_N)
+        n_mask = n < end
+        offs = kv_base + n[:, None] * D + d[None, :]
+        k = tl.load(k_ptr + offs, mask=n_mask[:, None], other=0.0)
+        v = tl.load(v_ptr + offs, mask=n_mask[:, None], other=0.0)
+        # The G (padded to 16) query rows make QK^T a small tensor-core matmul; the scale folds
+        # in log2(e) so the softmax uses exp2, one MUFU instruction.
+        if UPCAST:
+            s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+        else:
+            s = tl.dot(q, tl.trans(k))
+        s = tl.where(n_mask[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if UPCAST:
+            pv = tl.dot(p, v.to(tl.float32))
+        else:
+            pv = tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    # Partials are fp32 [B*H, splits, D] plus (m, l): a few KB against the MBs of cache streamed.
+    part = q_rows * splits + split
+    tl.store(part_acc_ptr + part[:, None] * D + d[None, :], acc, mask=g_mask[:, None])
+    tl.store(part_ml_ptr + part * 2, m_i, mask=g_mask)
+    tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=g_mask)
+
+
+@triton.jit
+def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, o_ptr, splits, D: tl.constexpr, BLOCK_S: tl.constexpr):
+    # o = sum_i exp2(m_i - M) acc_i / sum_i exp2(m_i - M) l_i, with M the largest partial max.
+    row = tl.program_id(0)
+    s = tl.arange(0, BLOCK_S)
+    d = tl.arange(0, D)
+    s_mask = s < splits
+    part = row * splits + s
+    m = tl.load(part_ml_ptr + part * 2, mask=s_mask, other=float("-inf"))
+    row_sum = tl.load(part_ml_ptr + part * 2 + 1, mask=s_mask, other=0.0)
+    acc = tl.load(part_acc_ptr + part[:, None] * D + d[None, :], mask=s_mask[:, None], other=0.0)
+    weight = tl.exp2(m - tl.max(m, axis=0))
+    out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(row_sum * weight, axis=0)
+    tl.store(o_ptr + row * D + d, out.to(o_ptr.dtype.element_ty))
+
+
+class DecodeWorkspace:
+    """Output and partial buffers for one problem shape, allocated once, outside the timed call."""
+
+    def __init__(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        b, h, _, d = q.shape
+        _, h_kv, c, _ = k.shape
+        if h % h_kv or d & (d - 1) or d < 16:
+            raise ValueError("decode kernels need h_kv | h and a power-of-two head_dim >= 16")
+        self.splits, self.chunk = split_plan(b, h_kv, c, _sm_count(q.device))
+        self.out = torch.empty_like(q)
+        self.part_acc = torch.empty((b * h, self.splits, d), dtype=torch.float32, device=q.device)
+        self.part_ml = torch.empty((b * h, self.splits, 2), dtype=torch.float32, device=q.device)
+
+
+def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4):
+    b, h, _, d = q.shape
+    _, h_kv, c, _ = k.shape
+    g = h // h_kv
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    _decode_split_kernel[(b * h_kv, ws.splits)](
+        q,
+        k,
+        v,
+        ws.part_acc,
+        ws.part_ml,
+        c,
+        ws.chunk,
+        ws.splits,
+        LOG2E / math.sqrt(d),
+        H_KV=h_kv,
+        G=g,
+        D=d,
+        BLOCK_G=max(16, triton.next_power_of_2(g)),  # tl.dot needs at least 16 rows
+        BLOCK_N=block_n,
+        UPCAST=interpreting(),
+        num_warps=num_warps,
+        num_stages=num_stages,  # 3 stages of 32 KB (K and V tiles) in flight hide HBM latency
+    )
+    _decode_combine_kernel[(b * h,)](
+        ws.part_acc, ws.part_ml, ws.out, ws.splits, D=d, BLOCK_S=max(2, triton.next_power_of_2(ws.splits))
+    )
+    return ws.out
+
+
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_variant(case):
+    """flash-decoding: split-cache online softmax, then a combine kernel"""
+    q, k, v = case["q"], case["k"], case["v"]
+    ws = DecodeWorkspace(q, k)
+    return lambda: triton_decode(q, k, v, ws)
+
+
+CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instantiated for
+
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+def cuda_variant(case):
+    """CUDA C++ flash-decoding: 16-byte K/V loads, per-thread online softmax, combine kernel"""
+    q, k, v = case["q"], case["k"], case["v"]
+    b, h, _, d = q.shape
+    h_kv, c = k.shape[1], k.shape[2]
+    if h // h_kv not in CUDA_GROUPS or d not in (64, 128):
+        raise VariantSkipped(f"CUDA decode is built for G in {CUDA_GROUPS} and head_dim 64 or 128")
+    library = cuda_build.load(cuda_build.family_source(__file__))
+    ws = DecodeWorkspace(q, k)
+
+    def run():
+        library.launch(
+            "rooflint_decode_attention",
+            q,
+            k,
+            v,
+            ws.part_acc,
+            ws.part_ml,
+            ws.out,
+            b,
+            h,
+            h_kv,
+            c,
+            d,
+            ws.chunk,
+            ws.splits,
+            cuda_dtype(q.dtype),
+            LOG2E / math.sqrt(d),
+        )
+        return ws.out
+
+    return run

@@ -1,0 +1,269 @@
+"""gelu_linear: Y = GELU_tanh(X W^T + b), an MLP up-projection with its activation fused.
+
+The matmul is compute-bound (2MNK tensor-core FLOPs over (MK + NK + MN) elements); the bias and
+GELU are a few CUDA-core FLOPs per output. Fusing them into the GEMM's epilogue saves the round
+trip of Y through HBM that the unfused chain pays (write Y, read it, write it again).
+
+Dtypes are fp16 and bf16 only. An fp32 GEMM either runs on CUDA cores (51 TFLOP/s on an H100,
+a different kernel entirely) or silently in TF32 (10-bit mantissas, which an fp32 tolerance would
+reject); neither says anything about the fused epilogue, so fp32 is left out rather than blurred.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
+from rooflint.core.triton_compat import tl, triton
+from rooflint.engine import cuda_build
+from rooflint.kernels import cuda_dtype
+
+# CUDA-core FLOPs of one tanh-GELU: x^2, x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5.
+GELU_FLOPS = 9
+
+
+def make_inputs(params, dtype, device, generator):
+    m, k, n = params["m"], params["k"], params["n"]
+    # W scaled by 1/sqrt(K), as nn.Linear initialises it, keeps X W^T near unit variance, where
+    # GELU is curved; unscaled, |XW^T| ~ sqrt(K) = 90 and GELU degenerates into a ReLU.
+    w = randn([n, k], torch.float32, device, generator) * k**-0.5
+    return {
+        "x": randn([m, k], dtype, device, generator),
+        "w": w.to(dtype),
+        "b": randn([n], dtype, device, generator),
+    }
+
+
+def reference(inputs, params):
+    x, w, b = inputs["x"].double(), inputs["w"].double(), inputs["b"].double()
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+def cost(params, dtype):
+    m, k, n, size = params["m"], params["k"], params["n"], element_size(dtype)
+    return Cost(
+        tensor_flops=2 * m * n * k,  # one multiply-add per (row, column, k) on the tensor cores
+        cuda_flops=m * n * (1 + GELU_FLOPS),  # the epilogue: bias add, then GELU, per output
+        bytes=m * k * size  # read X
+        + n * k * size  # read W
+        + n * size  # read b
+        + m * n * size,  # write Y
+    )
+
+
+def unfused_bytes(params, dtype):
+    """F.linear writes Y (bias fused by cuBLAS); F.gelu reads Y and writes it again."""
+    return cost(params, dtype).bytes + 2 * params["m"] * params["n"] * element_size(dtype)
+
+
+FAMILY = Family(
+    "gelu_linear",
+    summary="Y = gelu_tanh(X @ W^T + b)",
+    sizes={
+        "small": [{"m": 256, "k": 384, "n": 512}],
+        # GPT-2's MLP up-projection (1024 tokens, 768 -> 3072): 12.6 MB, L2-sized, so the timer's
+        # L2 flush is what keeps it honest; and the square 8192^3 GEMM, 384 MiB, compute-bound.
+        "large": [{"m": 1024, "k": 768, "n": 3072}, {"m": 8192, "k": 8192, "n": 8192}],
+    },
+    make_inputs=make_inputs,
+    reference=reference,
+    cost=cost,
+    dtypes=("fp16", "bf16"),
+    # Defaults hold with room to spare: with fp32 accumulation the K=8192 dot products carry an
+    # error near sqrt(K) * 2^-24 relative, far below the one rounding of Y to the output dtype
+    # (2^-9 bf16, 2^-12 fp16); docs/perf-notes/decode-gelu-linear.md has the measured errors.
+    tolerances={"fp16": 2e-3, "bf16": 1.6e-2},
+)
+
+
+@FAMILY.variant("eager", needs=(NEEDS_CUDA,))
+def eager(case):
+    """torch._addmm_activation(use_gelu=True): cuBLASLt's GELU+bias epilogue"""
+    # CUDA only: on CUDA the fused epilogue (and its fallback) is tanh-GELU, but the CPU kernel
+    # applies the exact erf GELU, a different function.
+    x, w, b = case["x"], case["w"], case["b"]
+    return lambda: torch._addmm_activation(b, x, w.t(), use_gelu=True)
+
+
+def unfused(x, w, b):
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+@FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
+def eager_unfused(case):
+    """F.linear, then F.gelu: Y makes an extra round trip through HBM"""
+    x, w, b = case["x"], case["w"], case["b"]
+    return lambda: unfused(x, w, b)
+
+
+# Inductor's default mode hands the matmul to cuBLAS (addmm, bias fused) and generates only the
+# GELU kernel, so it moves the unfused chain's bytes; fusing into a Triton GEMM template needs
+# mode="max-autotune", which is not what "compile" means here.
+@FAMILY.variant("compile", modeled_bytes=unfused_bytes)
+def compiled(case):
+    """torch.compile(F.linear then F.gelu)"""
+    x, w, b = case["x"], case["w"], case["b"]
+    fn = torch.compile(unfused, dynamic=False)
+    return lambda: fn(x, w, b)
+
+
+def interpreting() -> bool:
+    """Under TRITON_INTERPRET (triton 3.9), tl.dot on bf16 operands returns garbage; kernels
+    then upcast their operands to fp32 first, which is exact, so the test still checks the
+    kernel's indexing, masking and epilogue with fp32 accumulation."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _set_tma_blocks(nargs):
+    # Descriptors are built before the config is chosen; each config stamps its tile shape on them.
+    # Y is stored in two half-width tiles (see the epilogue), so its block is BLOCK_N / 2 wide.
+    nargs["x_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_K"]]
+    nargs["w_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
+    nargs["y_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_N"] // 2]
+
+
+def _configs():
+    if interpreting():
+        # The interpreter runs every program in numpy: one small tile keeps tests fast.
+        tile = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "PERSISTENT": True}
+        return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
+    # The two winners of a 19-config sweep on the H100 (docs/perf-notes/decode-gelu-linear.md,
+    # "triton v3"), autotuned on (M, N, K):
+    # - 128x256x64, 4 stages, 8 warps, persistent, GROUP_M 16: 8192^3 (754 TFLOP/s). 168 registers,
+    #   224.5 KiB smem (4 x 48 KB of stages + a 32 KB half-tile for the store): one block per SM.
+    # - 128x128x64, 3 stages, 8 warps, one program per tile: GPT-2's 1024x768x3072 (272 TFLOP/s).
+    #   170 registers keep it at one block per SM, so its 192 tiles run as 1.45 waves.
+    winners = [(128, 256, 64, 4, 8, 16, True), (128, 128, 64, 3, 8, 8, False)]
+    return [
+        triton.Config(
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group, "PERSISTENT": persistent},
+            num_warps=w,
+            num_stages=s,
+            pre_hook=_set_tma_blocks,
+        )
+        for bm, bn, bk, s, w, group, persistent in winners
+    ]
+
+
+# log2(e) folded into the GELU constants: sigmoid(2u) = 1 / (1 + 2^(-2 u log2 e)), and ex2 is one
+# MUFU instruction where exp is ex2 plus a multiply.
+GELU_C1 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)
+GELU_C3 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634 * 0.044715)
+
+
+@triton.jit
+def _tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    # Grouped order: consecutive tiles sweep GROUP_M tile rows per W panel, so the panel is
+    # re-read from L2 rather than HBM.
+    width = GROUP_M * tiles_n
+    first_m = (tile // width) * GROUP_M
+    rows = tl.minimum(tiles_m - first_m, GROUP_M)
+    return (first_m + (tile % width) % rows) * BLOCK_M, ((tile % width) // rows) * BLOCK_N
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K"])
+@triton.jit
+def _gelu_linear_kernel(
+    x_desc,
+    w_desc,
+    y_desc,
+    b_ptr,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    PERSISTENT: tl.constexpr,  # read by the launcher's grid: one program per SM, or per tile
+    UPCAST: tl.constexpr,
+):
+    # Each program strides over the tiles. Persistent (one program per SM), the tile loop is
+    # flattened into the K loop, so the software pipeliner issues the next tile's TMA loads while
+    # this tile's epilogue runs, and no block pays a launch or a cold pipeline fill.
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=True):
+        off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(k_tiles):
+            # The TMA unit zero-fills reads past M, N or K, so edge tiles need no masks.
+            a = x_desc.load([off_m, kt * BLOCK_K])
+            b = w_desc.load([off_n, kt * BLOCK_K])
+            if UPCAST:
+                acc = tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
+            else:
+                acc = tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
+
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+        # 0.5 z (1 + tanh(u)) = z * sigmoid(2u), with an approximate divide: ex2 + rcp, no Newton steps.
+        out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False)
+        # Two half-width TMA stores (clipped at M and N): the staging tile in shared memory halves
+        # (32 KB for 128x256 bf16), which is what leaves room for a 4th pipeline stage.
+        left, right = out.to(y_desc.dtype).reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+        y_desc.store([off_m, off_n], left)
+        y_desc.store([off_m, off_n + BLOCK_N // 2], right)
+
+
+def num_sms(device: torch.device) -> int:
+    # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 3
+
+
+def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, k = x.shape
+    n = w.shape[0]
+    # TMA descriptors need 16-byte aligned row strides.
+    assert k % 8 == 0 and n % 8 == 0, "gelu_linear's Triton kernel needs K and N multiples of 8"
+    x, w, b = x.contiguous(), w.contiguous(), b.contiguous()
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    # Placeholder tile shapes: the chosen config's pre_hook overwrites them before each launch.
+    x_desc = TensorDescriptor.from_tensor(x, [16, 16])
+    w_desc = TensorDescriptor.from_tensor(w, [16, 16])
+    y_desc = TensorDescriptor.from_tensor(out, [16, 16])
+    sms = num_sms(x.device)
+
+    def grid(meta):
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+        return (min(tiles, sms) if meta["PERSISTENT"] else tiles,)
+
+    _gelu_linear_kernel[grid](x_desc, w_desc, y_desc, b, m, n, k, UPCAST=interpreting())
+    return out
+
+
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_variant(case):
+    """TMA-fed GEMM over a flattened tile loop, bias + GELU epilogue stored by TMA, autotuned"""
+    x, w, b = case["x"], case["w"], case["b"]
+    if x.shape[1] % 8 or w.shape[0] % 8:
+        raise VariantSkipped("TMA needs 16-byte row strides: K and N multiples of 8")
+    out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+    return lambda: triton_gelu_linear(x, w, b, out)
+
+
+def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
+    """config -1 lets the launcher choose; 0 forces mma.sync 128x128, 1 wgmma 128x256 (Hopper)."""
+    m, k = x.shape
+    library.launch("rooflint_gelu_linear", x, w, b, out, m, w.shape[0], k, cuda_dtype(x.dtype), config)
+    return out
+
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+def cuda_variant(case):
+    """CUDA C++: cp.async ring into wgmma m64n256k16 (Hopper) or mma.sync m16n8k16; fused bias/GELU"""
+    if torch.cuda.get_device_capability(case.device)[0] < 8:
+        raise VariantSkipped("needs sm_80 or newer (bf16 mma.sync, cp.async)")
+    x, w, b = case["x"], case["w"], case["b"]
+    if x.shape[1] % 8:
+        raise VariantSkipped("the CUDA kernel copies K in 16-byte chunks: K must be a multiple of 8")
+    library = cuda_build.load(cuda_build.family_source(__file__))
+    out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+    return lambda: cuda_gelu_linear(library, x, w, b, out)

@@ -1,0 +1,50 @@
+"""JUnit XML of bench's correctness checks, so CI shows a failing variant as a failing test."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rooflint.core.errors import UserError
+from rooflint.outputs.results import FAILED, OK, SKIPPED, ResultRow
+
+
+def write_junit(rows: list[ResultRow], path: Path) -> None:
+    """One test case per row, in a suite per family: failed correctness is a <failure>, a crash,
+    error or out-of-memory an <error>, a variant that cannot run here <skipped>."""
+    root = ET.Element("testsuites", name="rooflint")
+    suites: dict[str, ET.Element] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        suite = suites.get(row.family)
+        if suite is None:
+            suite = suites[row.family] = ET.SubElement(root, "testsuite", name=f"rooflint.{row.family}")
+            counts[row.family] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        tally = counts[row.family]
+        tally["tests"] += 1
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"rooflint.{row.family}",
+            name=f"{row.variant}[{row.dtype},{row.shape}]",
+            time=f"{(row.median_ms or 0) / 1e3:.6f}" if row.status == OK else "0",
+        )
+        if row.status == FAILED:
+            tally["failures"] += 1
+            ET.SubElement(
+                case, "failure", message=row.message
+            ).text = f"relative error {row.rel_error:.3g} > tolerance {row.tolerance:.3g} against the float64 reference"
+        elif row.status == SKIPPED:
+            tally["skipped"] += 1
+            ET.SubElement(case, "skipped", message=row.message)
+        elif row.status != OK:
+            tally["errors"] += 1
+            ET.SubElement(case, "error", message=f"{row.status}: {row.message}")
+    for family, suite in suites.items():
+        for key, value in counts[family].items():
+            suite.set(key, str(value))
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as error:
+        raise UserError(f"cannot write JUnit file {path}: {error.strerror or error}") from None

@@ -1,0 +1,261 @@
+"""Reports for people and for CI: Markdown, one self-contained HTML file, and versioned JSON.
+
+All three formats render one model (build_report), so they never disagree. Per GPU there is one
+roofline (PNG/SVG/CSV through rooflint.outputs.plot) and, per family, a table of its variants. Results
+merged from several GPUs also get a table across GPUs.
+
+GitHub strips data: URIs from Markdown, so a job summary or a pull-request comment cannot show an
+embedded PNG. The Markdown report therefore links the PNG (it renders where the file sits beside
+the report: an artifact, a repository) and also carries a text roofline in a code block, which
+renders everywhere. The HTML report embeds the images as base64 and needs no other file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflint.core.errors import UserError
+from rooflint.core.paths import write_text
+from rooflint.core.specs import GpuSpec, get_spec, measured_spec
+from rooflint.outputs.results import OK
+
+REPORT_SCHEMA = "rooflint.report/1"
+FORMATS = ("md", "html", "json")
+
+# Per-variant fields a report row carries, in table order (JSON keeps the same names).
+ROW_FIELDS = (
+    "variant",
+    "kind",
+    "dtype",
+    "shape",
+    "status",
+    "message",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "achieved_tflops",
+    "achieved_gbps",
+    "ai_flop_per_byte",
+    "pct_of_roof",
+    "bound",
+    "speedup_vs_eager",
+    "lint",
+)
+NUMBER_FIELDS = {name for name in ROW_FIELDS if name.endswith(("_ms", "tflops", "gbps", "byte", "roof", "eager"))}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _text(value: Any) -> str:
+    """A text cell as written; read_results gives NaN for empty ones."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN becomes null, numpy scalars become Python ones."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class GpuSection:
+    gpu: str
+    name: str
+    spec: GpuSpec | None
+    ceiling_source: str
+    environment: dict[str, str]
+    families: dict[str, list[dict[str, Any]]]
+    images: dict[str, str] = field(default_factory=dict)  # png/svg/csv -> path
+    roofs: dict[str, float] = field(default_factory=dict)  # "cuda fp32" -> peak TFLOP/s the rows are bound by
+    points: pd.DataFrame | None = None
+
+
+def _spec_for(gpu: str, rows: pd.DataFrame, spec_file: Path | str | None) -> GpuSpec | None:
+    """The ceilings the rows were judged against: the datasheet entry where the rows used it,
+    otherwise (CPU runs, measured ceilings, GPUs outside the table) rebuilt from the rows."""
+    sources = set(rows["ceiling_source"].fillna("").astype(str)) - {""}
+    if sources <= {"datasheet"} and gpu not in ("", "cpu"):
+        try:
+            return get_spec(gpu, spec_file)
+        except UserError:
+            pass
+    bandwidth = pd.to_numeric(rows["bandwidth_gbps"], errors="coerce").dropna()
+    if bandwidth.empty:
+        return None
+    peaks: dict[str, float] = {}
+    for record in rows.to_dict("records"):
+        unit, precision, peak = record.get("compute_unit"), record.get("precision"), record.get("peak_tflops")
+        if unit in ("tensor", "cuda") and precision and _finite(peak):
+            name = f"{unit}_{precision}_tflops"
+            peaks[name] = max(peaks.get(name, 0.0), float(peak))
+    if not peaks:
+        return None
+    origin = "measured" if "measured" in sources else "from the results"
+    names = rows["device_name"].dropna().astype(str)
+    name = names.iloc[0] if len(names) and names.iloc[0] else gpu or "unknown"
+    return measured_spec(gpu or "unknown", name, float(bandwidth.max()), peaks, origin)
+
+
+def _speedups(frame: pd.DataFrame) -> pd.Series:
+    """speedup_vs_eager as recorded, or eager median / this median where the row lacks it."""
+    speed = pd.to_numeric(frame["speedup_vs_eager"], errors="coerce")
+    eager = frame[(frame["kind"] == "eager") & (frame["status"] == OK)]
+    lookup = {(r.family, r.dtype, r.shape, r.gpu): r.median_ms for r in eager.itertuples()}
+    for index, row in frame.iterrows():
+        if not math.isfinite(speed[index]) and row["status"] == OK:
+            base = lookup.get((row["family"], row["dtype"], row["shape"], row["gpu"]))
+            if base and row["median_ms"] > 0:
+                speed[index] = base / row["median_ms"]
+    return speed
+
+
+def build_report(
+    frame: pd.DataFrame, image_dir: Path | None = None, spec_file: Path | str | None = None, sources=()
+) -> dict[str, Any]:
+    """The report model every format renders. With image_dir, draws one roofline per GPU there."""
+    frame = frame.reset_index(drop=True).copy()
+    frame["gpu"] = frame["gpu"].fillna("").astype(str)
+    frame["speedup_vs_eager"] = _speedups(frame)
+    sections = []
+    for gpu, rows in frame.groupby("gpu", sort=True):
+        first = rows.iloc[0]
+        spec = _spec_for(gpu, rows, spec_file)
+        families = {
+            family: [
+                {name: _clean(r[name]) if name in NUMBER_FIELDS else _text(r[name]) for name in ROW_FIELDS}
+                for r in group.to_dict("records")
+            ]
+            for family, group in rows.groupby("family", sort=False)
+        }
+        environment = {
+            name: _text(first.get(name))
+            for name in ("device_name", "torch_version", "triton_version", "cuda_version", "git_commit", "timestamp")
+        }
+        ceiling = ", ".join(sorted(set(rows["ceiling_source"].fillna("").astype(str)) - {""})) or "unknown"
+        section = GpuSection(gpu, spec.name if spec else gpu, spec, ceiling, environment, families)
+        section.points = roofline_points(rows)
+        if spec is not None:
+            for unit, precision in set(zip(rows["compute_unit"].astype(str), rows["precision"].astype(str))):
+                peak = spec.get(f"{unit}_{precision}_tflops")
+                if peak:
+                    section.roofs[f"{unit} {precision}"] = peak
+        if image_dir is not None and spec is not None:
+            section.images = _draw(section.points, spec, Path(image_dir))
+        sections.append(section)
+    return {
+        "schema": REPORT_SCHEMA,
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sources": [str(s) for s in sources],
+        "summary": {
+            "rows": int(len(frame)),
+            "ok": int((frame["status"] == OK).sum()),
+            "not_ok": int((frame["status"] != OK).sum()),
+            "gpus": [s.gpu for s in sections],
+        },
+        "gpus": [_section_json(s) for s in sections],
+        "across_gpus": _across_gpus(frame) if len(sections) > 1 else [],
+        "_sections": sections,  # for the renderers; dropped from JSON
+    }
+
+
+def _section_json(section: GpuSection) -> dict[str, Any]:
+    spec = section.spec
+    ceilings = {name: value.value for name, value in spec.values.items()} if spec else {}
+    return {
+        "gpu": section.gpu,
+        "name": section.name,
+        "ceiling_source": section.ceiling_source,
+        "ceilings": ceilings,
+        "environment": section.environment,
+        "roofline": section.images,
+        "roofs_tflops": section.roofs,
+        "families": [{"family": f, "rows": rows} for f, rows in section.families.items()],
+    }
+
+
+def _across_gpus(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    gpus = sorted(set(frame["gpu"]))
+    out = []
+    for (family, variant, dtype, shape), group in frame.groupby(["family", "variant", "dtype", "shape"], sort=False):
+        by_gpu = {}
+        for record in group.to_dict("records"):
+            by_gpu[record["gpu"]] = {
+                "status": record["status"],
+                "median_ms": _clean(record["median_ms"]),
+                "pct_of_roof": _clean(record["pct_of_roof"]),
+            }
+        out.append({"family": family, "variant": variant, "dtype": dtype, "shape": shape, "by_gpu": by_gpu})
+    return [dict(item, gpus=gpus) for item in out]
+
+
+def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """The measured points to draw: ok rows (rooflint.outputs.plot labels them) with a positive AI and rate."""
+    from rooflint.outputs.plot import points_from_results
+
+    points = points_from_results(rows)
+    keep = (pd.to_numeric(points["ai_flop_per_byte"], errors="coerce") > 0) & (
+        pd.to_numeric(points["achieved_tflops"], errors="coerce") > 0
+    )
+    return points[keep].reset_index(drop=True)
+
+
+def _draw(points: pd.DataFrame, spec: GpuSpec, image_dir: Path) -> dict[str, str]:
+    from rooflint.outputs.plot import plot_roofline
+
+    if points.empty:
+        return {}
+    image_dir.mkdir(parents=True, exist_ok=True)
+    base = image_dir / f"roofline_{spec.key}"
+    written = plot_roofline(points, spec, base, f"rooflint: {spec.name}")
+    return {Path(p).suffix.lstrip("."): str(p) for p in written}
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, indent=1, default=_clean)
+
+
+def write_report(
+    paths: list[Path | str],
+    fmt: str = "md",
+    out: Path | None = None,
+    spec_file: Path | str | None = None,
+    image_dir: Path | None = None,
+) -> str:
+    """Read and merge the results files, render one report, write it to `out` (or return it)."""
+    from rooflint.outputs.merge import merge_files
+
+    if fmt not in FORMATS:
+        raise UserError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")
+    merged = merge_files(paths)
+    if merged.frame.empty:
+        raise UserError(f"no result rows in {', '.join(str(p) for p in paths)}")
+    with tempfile.TemporaryDirectory(prefix="rooflint-report-") as scratch:
+        # Images sit beside the report; HTML embeds them, so a report on stdout draws into scratch.
+        if image_dir is None:
+            image_dir = out.parent if out is not None else (Path(scratch) if fmt == "html" else None)
+        report = build_report(merged.frame, image_dir, spec_file, merged.sources)
+        if merged.duplicates:
+            report["summary"]["duplicates_dropped"] = len(merged.duplicates)
+        if fmt == "json":
+            text = to_json(report)
+        else:
+            from rooflint.outputs.report_render import render_html, render_markdown
+
+            base = out.parent if out is not None else None
+            text = render_markdown(report, base) if fmt == "md" else render_html(report)
+    if out is not None:
+        write_text(out, text, "report")
+    return text

@@ -1,0 +1,179 @@
+"""The results schema and the writer that puts each row on disk as soon as it is measured.
+
+Long format: one row per family x variant x dtype x shape, with the GPU, versions and timestamp
+on every row, so files from different machines concatenate (Liger-Kernel's convention). The
+dataclass field order is the CSV column order; units are in the column names.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflint.core.errors import UserError
+
+SCHEMA_VERSION = 1
+
+# status values
+OK, FAILED, SKIPPED, OOM, ERROR, CRASHED = "ok", "failed", "skipped", "oom", "error", "crashed"
+STATUSES = (OK, FAILED, SKIPPED, OOM, ERROR, CRASHED)
+# Rows that make a bench exit 1: a wrong answer or a variant that could not be measured. Skipped rows
+# (no GPU, no nvcc here) are not failures of the run.
+FAILING_STATUSES = (FAILED, OOM, ERROR, CRASHED)
+
+
+@dataclass
+class ResultRow:
+    # what was run
+    family: str
+    variant: str
+    kind: str  # eager | eager_unfused | compile | triton | cuda
+    dtype: str
+    size: str  # preset name or "custom"
+    shape: str  # "n=268435456" or "B=4,H=32,N=4096,D=128,causal=1"
+    status: str  # ok | failed | skipped | oom | error | crashed
+    message: str = ""  # why a row is not ok (or backend notes for ok rows)
+    # correctness gate
+    rel_error: float = math.nan
+    tolerance: float = math.nan
+    # timing
+    timing_mode: str = ""  # cuda_events | cuda_graph | cpu_wall
+    l2_flushed: bool = False
+    n_samples: int = 0
+    median_ms: float = math.nan
+    p20_ms: float = math.nan
+    p80_ms: float = math.nan
+    launch_overhead_ms: float = math.nan  # call time minus CUDA-graph time, where both were measured
+    # analytic cost model
+    tensor_flops: float = 0.0
+    cuda_flops: float = 0.0
+    ideal_bytes: float = 0.0  # each input read once, each output written once
+    modeled_bytes: float = math.nan  # what this implementation moves, where it declares it
+    peak_extra_memory_bytes: float = math.nan  # allocated beyond inputs and outputs
+    # roofline
+    compute_unit: str = ""  # tensor | cuda: the unit whose time dominates the compute floor
+    precision: str = ""  # the precision that unit runs in (bf16, tf32, fp32, ...)
+    achieved_tflops: float = math.nan
+    achieved_gbps: float = math.nan
+    ai_flop_per_byte: float = math.nan
+    peak_tflops: float = math.nan  # the compute roof for this row's mix of units
+    bandwidth_gbps: float = math.nan
+    attainable_tflops: float = math.nan  # min(peak, AI x bandwidth)
+    pct_of_roof: float = math.nan  # floor time / measured time, in percent
+    bound: str = ""  # memory | compute
+    ceiling_source: str = ""  # datasheet | measured
+    speedup_vs_eager: float = math.nan
+    lint: str = ""  # "severity:rule; ..." from rooflint.analysis.lint
+    # where and when
+    gpu: str = ""  # spec key, e.g. h100_sxm, or "cpu"
+    device_name: str = ""
+    device_index: int = -1  # the GPU's nvidia-smi index (which GPU of a --devices run); -1 on CPU
+    sm_count: int = 0
+    l2_bytes: int = 0
+    sm_clock_mhz: float = math.nan
+    mem_clock_mhz: float = math.nan
+    torch_version: str = ""
+    triton_version: str = ""
+    cuda_version: str = ""
+    rooflint_version: str = ""
+    git_commit: str = ""
+    timestamp: str = ""
+
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.family, self.variant, self.dtype, self.shape, self.gpu)
+
+
+COLUMNS = [f.name for f in fields(ResultRow)]
+_TYPES = {f.name: f.type for f in fields(ResultRow)}
+_DEFAULTS = {f.name: f.default for f in fields(ResultRow)}
+
+
+class ResultWriter:
+    """Appends rows to results.csv and flushes each one, so an interrupted run loses nothing."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = Path(out_dir)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.csv_path = self.out_dir / "results.csv"
+            self._file = self.csv_path.open("w", newline="")
+        except OSError as error:
+            raise UserError(f"cannot write to output directory {self.out_dir}: {error.strerror}") from None
+        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+        self._writer.writeheader()
+        self._file.flush()
+        self.rows: list[ResultRow] = []
+
+    def append(self, row: ResultRow) -> None:
+        self.rows.append(row)
+        self._writer.writerow(dataclasses.asdict(row))
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        write_json(self.rows, self.out_dir / "results.json")
+
+
+def write_json(rows: Iterable[ResultRow], path: Path) -> None:
+    payload = {"schema_version": SCHEMA_VERSION, "rows": [json_safe(dataclasses.asdict(r)) for r in rows]}
+    Path(path).write_text(json.dumps(payload, indent=1))
+
+
+def json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """NaN and infinity become null: JSON has no spelling for them."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+
+
+def read_results(path: Path | str) -> pd.DataFrame:
+    """Read a results.csv or results.json written by rooflint, with one clear error if it is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"results file {path} does not exist")
+    try:
+        if path.suffix == ".json":
+            payload = json.loads(path.read_text())
+            frame = pd.DataFrame(payload["rows"])
+        else:
+            frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, pd.errors.ParserError) as error:
+        raise UserError(f"{path} is not a rooflint results file: {str(error).splitlines()[0]}") from None
+    missing = [c for c in ("family", "variant", "dtype", "shape", "status", "median_ms") if c not in frame.columns]
+    if missing:
+        raise UserError(f"{path} is not a rooflint results file: missing columns {', '.join(missing)}")
+    for column in frame.columns:
+        if column in _TYPES and _TYPES[column] in ("float", "int"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = math.nan if _TYPES[column] in ("float", "int") else ""
+    return frame
+
+
+def row_from_record(record: dict[str, Any]) -> ResultRow:
+    """A ResultRow from a CSV/JSON record: missing or NaN values take the field's default."""
+    values = {}
+    for name in COLUMNS:
+        value = record.get(name)
+        missing = value is None or (isinstance(value, float) and math.isnan(value))
+        kind = _TYPES[name]
+        if kind == "str":
+            values[name] = "" if missing else str(value)
+        elif kind == "bool":
+            values[name] = str(value).lower() in ("true", "1")
+        elif kind == "int":
+            values[name] = _DEFAULTS[name] if missing else int(value)
+        else:
+            values[name] = math.nan if missing else float(value)
+    return ResultRow(**values)
+
+
+def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
+    return [row_from_record(record) for record in frame.to_dict("records")]
