@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rooflint.cli.app import app
 from rooflint.outputs.merge import merge_files
-from rooflint.outputs.results import COLUMNS, read_results
+from rooflint.outputs.results import COLUMNS, SCHEMA_VERSION, read_results
 
 runner = CliRunner()
 
@@ -63,7 +63,7 @@ def test_merge_command_writes_a_results_file(tmp_path):
     as_json = tmp_path / "all.json"
     assert runner.invoke(app, ["merge", str(h100), str(a100), "--out", str(as_json)]).exit_code == 0
     payload = json.loads(as_json.read_text())
-    assert payload["schema_version"] == 1 and len(payload["rows"]) == 8
+    assert payload["schema_version"] == SCHEMA_VERSION and len(payload["rows"]) == 8
 
 
 def test_merge_rejects_bad_input(tmp_path):

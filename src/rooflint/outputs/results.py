@@ -20,7 +20,7 @@ import pandas as pd
 
 from rooflint.core.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # status values
 OK, FAILED, SKIPPED, OOM, ERROR, CRASHED = "ok", "failed", "skipped", "oom", "error", "crashed"
@@ -86,6 +86,21 @@ class ResultRow:
     rooflint_version: str = ""
     git_commit: str = ""
     timestamp: str = ""
+    # Columns added in schema 2 sit after the schema-1 ones, so schema-1 readers by position still work.
+    # how the time was taken, and what the GPU did meanwhile (NVML, sampled while the row was timed)
+    regime: str = ""  # burst (spin-separated calls, clocks near boost) | sustained (back-to-back, settled)
+    sm_clock_min_mhz: float = math.nan  # sm_clock_mhz above is the median over the timed samples
+    power_median_w: float = math.nan
+    energy_per_call_j: float = math.nan  # NVML total-energy counter over the timed samples / calls
+    flop_per_j: float = math.nan
+    bytes_per_j: float = math.nan
+    clock_event_reasons: str = ""  # NVML clock-event reasons seen while timing, e.g. "sw_power_cap;hw_thermal"
+    throttled: bool = False  # median SM clock under 90% of the run's loaded clock, or a thermal/hw slowdown
+    throttle_retries: int = 0  # times the row was re-timed after waiting for the GPU to recover
+    # the compute roofs, kept apart: the floor is max(bytes/bandwidth, tensor/tensor peak, cuda/cuda peak)
+    tensor_peak_tflops: float = math.nan
+    cuda_peak_tflops: float = math.nan
+    host: str = ""  # the machine that measured the row (fleets run one plan on many hosts)
 
     def key(self) -> tuple[str, str, str, str, str]:
         return (self.family, self.variant, self.dtype, self.shape, self.gpu)
