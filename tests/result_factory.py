@@ -38,9 +38,11 @@ def row(
     timestamp: str = "2026-11-20T10:00:00+00:00",
     lint: str = "",
     spec: GpuSpec | None = None,
+    **columns,
 ) -> ResultRow:
     """One result; spread is the relative half-width of [p20, p80] around the median. `spec` gives
-    the ceilings for a GPU outside the table (a CPU run's measured ones)."""
+    the ceilings for a GPU outside the table (a CPU run's measured ones); `columns` sets any other
+    ResultRow field (sm_clock_mhz=..., throttled=True, device_index=1), after the maths."""
     spec = spec or get_spec(gpu)
     result = ResultRow(
         family=family,
@@ -61,13 +63,17 @@ def row(
         torch_version="2.11.0",
         git_commit="0123456789abcdef",
     )
-    if status != OK:
-        return result
-    point = analyse(cost, median_ms / 1e3, spec, dtype)
-    result.timing_mode, result.l2_flushed, result.n_samples = "cuda_events", True, 100
-    result.median_ms, result.p20_ms, result.p80_ms = median_ms, median_ms * (1 - spread), median_ms * (1 + spread)
-    copy_to_row(point, result)
-    result.ceiling_source = "datasheet" if spec.origin == "datasheet" else "measured"
+    if status == OK:
+        point = analyse(cost, median_ms / 1e3, spec, dtype)
+        result.timing_mode, result.l2_flushed, result.n_samples = "cuda_events", True, 100
+        result.median_ms, result.p20_ms = median_ms, median_ms * (1 - spread)
+        result.p80_ms = median_ms * (1 + spread)
+        copy_to_row(point, result)
+        result.ceiling_source = "datasheet" if spec.origin == "datasheet" else "measured"
+    for name, value in columns.items():
+        if not hasattr(result, name):
+            raise TypeError(f"ResultRow has no column {name!r}")
+        setattr(result, name, value)
     return result
 
 

@@ -35,6 +35,37 @@ def test_pytorch_variants_match_reference(variant, causal, dtype):
     assert_variant_matches_reference("attention", variant, {"B": 2, "H": 2, "N": 70, "D": 64, "causal": causal}, dtype)
 
 
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_builtin", "sdpa_math"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_and_math_backend_rows_match_reference(variant, causal):
+    assert_variant_matches_reference("attention", variant, {"B": 1, "H": 2, "N": 70, "D": 64, "causal": causal}, "bf16")
+
+
+def test_every_sdpa_backend_is_its_own_eager_row_after_the_baseline():
+    family = get_family("attention")
+    order = [v.name for v in family.ordered_variants()]
+    assert order[0] == "eager" and family.baseline is family.variants["eager"]
+    assert {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math"} <= {
+        v.name for v in family.variants.values() if v.kind == "eager"
+    }
+    assert family.variants["sdpa_math"].needs == ()  # the math path runs anywhere
+    assert {v.name for v in family.variants.values() if v.kind == "compile"} == {"compile_unfused", "compile_builtin"}
+
+
+def test_a_backend_that_cannot_take_the_inputs_is_skipped_with_the_reason():
+    # On CPU SDPA has no cuDNN backend: pinned to it, the variant must skip, not error.
+    from rooflint.core.errors import VariantSkipped
+    from rooflint.kernels import _sdpa
+
+    family = get_family("attention")
+    params = {"B": 1, "H": 1, "N": 16, "D": 64, "causal": False}
+    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match="cudnn_attention backend does not take these inputs"):
+        _sdpa.pinned("CUDNN_ATTENTION", attention._sdpa_call)(case)
+    run = _sdpa.pinned("MATH", attention._sdpa_call)(case)
+    assert run.note == "SDPA backend: math (pinned)"
+
+
 def test_causal_mask_changes_the_output():
     family = get_family("attention")
     params = {"B": 1, "H": 1, "N": 40, "D": 64, "causal": False}

@@ -1,10 +1,11 @@
-"""The CLI: help, version, list, specs, roofline, and one clear line for every kind of bad input."""
+"""The CLI: help for every command, version, list, specs, roofline, and one clear line for every bad input."""
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from rooflint import __version__
-from rooflint.cli.app import app
+from rooflint.cli.app import COMMANDS, app
 
 runner = CliRunner()
 
@@ -27,11 +28,32 @@ def test_version_is_eager():
     assert result.exit_code == 0 and __version__ in result.output
 
 
-@pytest.mark.parametrize("command", ["list", "specs", "bench", "roofline"])
-def test_every_command_has_help_with_examples(command):
-    result = invoke(command, "--help")
-    assert result.exit_code == 0
-    assert "rooflint" in result.output and "Example" in result.output
+def _flat(text):
+    """Help text without rich's box drawing and line wrapping, so a sentence reads as one line."""
+    return " ".join(text.replace("│", " ").split())
+
+
+@pytest.mark.parametrize("name, function", COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_every_command_has_help_with_its_summary_options_and_examples(name, function):
+    result = invoke(name, "--help")
+    assert result.exit_code == 0, result.output
+    shown = _flat(result.output)
+    assert f"Usage: rooflint {name} " in shown
+    summary = function.__doc__.strip().splitlines()[0]
+    assert _flat(summary) in shown  # the command's own first docstring line, not another's
+    assert "Example" in shown
+    command = typer.main.get_command(app).commands[name]
+    options = [opt for param in command.params for opt in param.opts if opt.startswith("-")]
+    for option in options:
+        assert option in shown, f"rooflint {name} --help does not show {option}"
+
+
+def test_help_lists_every_registered_command_once():
+    shown = _flat(invoke("--help").output)
+    names = [name for name, _ in COMMANDS]
+    for name in names:
+        assert f" {name} " in shown, name
+    assert len(set(names)) == len(names) and len({function for _, function in COMMANDS}) == len(COMMANDS)
 
 
 def test_list_reports_what_runs_here():

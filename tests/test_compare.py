@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from result_factory import run, write
+from result_factory import row, run, write
 from typer.testing import CliRunner
 
 from rooflint.analysis.compare import (
@@ -18,7 +18,8 @@ from rooflint.analysis.compare import (
     SAME,
     SLOWER,
     STILL_FAILING,
-    Timing,
+    UNTRUSTED,
+    Measured,
     classify,
     compare_frames,
     parse_threshold,
@@ -30,8 +31,8 @@ from rooflint.outputs.results import read_results
 runner = CliRunner()
 
 
-def timing(median: float, spread: float = 0.01, status: str = "ok") -> Timing:
-    return Timing(status, median, median * (1 - spread), median * (1 + spread))
+def timing(median: float, spread: float = 0.01, status: str = "ok", throttled: str = "") -> Measured:
+    return Measured(status, median, median * (1 - spread), median * (1 + spread), throttled=throttled)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,7 @@ def timing(median: float, spread: float = 0.01, status: str = "ok") -> Timing:
         (timing(1.0, 0.15), timing(1.20, 0.15), NOISY, 0.20),
         (timing(1.0, 0.15), timing(0.80, 0.15), NOISY, -0.20),
         # Without a spread (one sample) the threshold alone decides.
-        (Timing("ok", 1.0, math.nan, math.nan), Timing("ok", 1.06, math.nan, math.nan), SLOWER, 0.06),
+        (Measured("ok", 1.0, math.nan, math.nan), Measured("ok", 1.06, math.nan, math.nan), SLOWER, 0.06),
     ],
 )
 def test_classify_uses_threshold_and_both_spreads(base, new, verdict, change):
@@ -54,10 +55,20 @@ def test_classify_uses_threshold_and_both_spreads(base, new, verdict, change):
     assert got_change == pytest.approx(change)
 
 
+def test_classify_never_calls_a_throttled_pair_faster_or_slower():
+    for base, new in ((timing(1.0), timing(1.5, throttled="hot")), (timing(1.0, throttled="hot"), timing(0.5))):
+        verdict, change = classify(base, new, 0.05)
+        assert verdict == UNTRUSTED and math.isfinite(change)
+    # A status change is no timing: a throttled row that now fails is still a regression.
+    assert classify(timing(1.0, throttled="hot"), Measured("failed", math.nan, math.nan, math.nan), 0.05)[0] == (
+        NOW_FAILING
+    )
+
+
 def test_classify_status_changes():
-    ok, failed = timing(1.0), Timing("failed", math.nan, math.nan, math.nan)
+    ok, failed = timing(1.0), Measured("failed", math.nan, math.nan, math.nan)
     assert classify(ok, failed, 0.05)[0] == NOW_FAILING
-    assert classify(ok, Timing("skipped", math.nan, math.nan, math.nan), 0.05)[0] == NOW_FAILING
+    assert classify(ok, Measured("skipped", math.nan, math.nan, math.nan), 0.05)[0] == NOW_FAILING
     assert classify(failed, ok, 0.05)[0] == FIXED
     assert classify(failed, failed, 0.05)[0] == STILL_FAILING
 
@@ -189,3 +200,42 @@ def test_console_entry_point_exits_1_on_the_planted_regression(tmp_path):
     assert "FAIL, 2 regressions past 5%" in done.stdout
     same = subprocess.run([sys.executable, "-c", script, str(base), str(base)], capture_output=True, text=True)
     assert same.returncode == 0, same.stderr
+
+
+def test_throttled_rows_are_untrusted_not_slower(tmp_path):
+    base = write(run(), tmp_path / "base")
+    new_rows = run(scale=1.5)  # both triton rows 50% slower, but measured on a throttled GPU:
+    new_rows[1].throttled, new_rows[1].sm_clock_mhz = True, 700.0  # bench's verdict (schema 2)
+    new_rows[1].clock_event_reasons = "sw_power_cap;hw_slowdown"
+    new_rows[3].sm_clock_mhz = 990.0  # today's schema: one clock, half the H100's 1980 MHz boost
+    result = runner.invoke(app, ["compare", str(base), str(write(new_rows, tmp_path / "new"))])
+    assert result.exit_code == 0, result.output  # untrusted is counted and shown, never failed
+    assert "2 untrusted" in result.output and "pass, no regression" in result.output
+    untrusted = [line for line in result.output.splitlines() if "untrusted, throttled" in line]
+    assert len(untrusted) == 2 and all("+50.0%" in line for line in untrusted)
+    assert any("hw_slowdown" in line for line in untrusted)
+    assert any("50% of the 1980 MHz boost clock" in line for line in untrusted)
+    # The same slowdown at healthy clocks is a regression.
+    healthy = run(scale=1.5)
+    for item in healthy:
+        item.sm_clock_mhz = 1980.0
+    failing = runner.invoke(app, ["compare", str(base), str(write(healthy, tmp_path / "healthy"))])
+    assert failing.exit_code == 1 and "FAIL, 2 regressions" in failing.output
+
+
+def test_rows_match_per_gpu_type_not_device_or_host(tmp_path):
+    # BASE from GPU 0 of one host, NEW from GPU 1 of another, written with an alias of the same GPU.
+    base = [row("vector_add", "eager", 0.60, device_index=0, host="node-a")]
+    new = [row("vector_add", "eager", 0.60, gpu="h100_sxm", device_index=1, host="node-b")]
+    new[0].gpu = "H100"
+    result = compare_frames(read_results(write(base, tmp_path / "a")), read_results(write(new, tmp_path / "b")))
+    assert [(e.verdict, e.gpu) for e in result.entries] == [(SAME, "h100_sxm")]
+
+
+def test_no_rows_in_common_is_bad_input(tmp_path):
+    base = write(run()[:2], tmp_path / "base")  # vector_add only
+    new = write(run()[2:], tmp_path / "new")  # softmax only: nothing to compare, nothing may pass
+    with pytest.raises(UserError, match=r"share no \(family, variant, dtype, shape, gpu\) row"):
+        compare_frames(read_results(base), read_results(new))
+    result = runner.invoke(app, ["compare", str(base), str(new)])
+    assert result.exit_code == 2 and "share no" in result.output

@@ -17,7 +17,8 @@ ARCHS = ("sm_75", "sm_80", "sm_90", "sm_90a")
 
 
 @pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed on this machine")
-@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
-def test_compiles_with_warnings_as_errors(source, arch, tmp_path):
-    compile_source(source, tmp_path / f"{source.stem}_{arch}.so", arch)
+def test_compiles_with_warnings_as_errors(source, tmp_path):
+    # One nvcc call builds every target: the host side compiles once, so CI's 2 cores spend their
+    # time in the device passes (an error still names the arch that failed).
+    compile_source(source, tmp_path / f"{source.stem}.o", ARCHS, shared=False)

@@ -27,6 +27,20 @@ def test_eager_variants_match_reference(variant, dtype):
     assert_variant_matches_reference("decode_attention", variant, params_of(2, 8, 2, 50, 32), dtype)
 
 
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_builtin", "sdpa_math"])
+@pytest.mark.parametrize("h_kv", [8, 2])  # multi-head and GQA
+def test_compiled_and_math_backend_rows_match_reference(variant, h_kv):
+    assert_variant_matches_reference("decode_attention", variant, params_of(2, 8, h_kv, 50, 32), "bf16")
+
+
+def test_every_sdpa_backend_is_its_own_eager_row_after_the_baseline():
+    family = get_family("decode_attention")
+    assert family.ordered_variants()[0] is family.baseline is family.variants["eager"]
+    eager_rows = {v.name for v in family.variants.values() if v.kind == "eager"}
+    assert eager_rows == {"eager", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math"}
+    assert {v.name for v in family.variants.values() if v.kind == "compile"} == {"compile_unfused", "compile_builtin"}
+
+
 def test_fp32_is_not_offered():
     assert get_family("decode_attention").dtypes == ("fp16", "bf16")
 

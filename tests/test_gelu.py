@@ -40,6 +40,13 @@ def test_eager_variants_match_reference(variant, dtype):
     assert_variant_matches_reference("gelu", variant, {"rows": 5, "cols": 333}, dtype)
 
 
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_builtin"])
+def test_compile_forms_match_reference(variant):
+    assert_variant_matches_reference("gelu", variant, {"rows": 5, "cols": 333}, "fp32")
+    compiled = {v.name for v in get_family("gelu").variants.values() if v.kind == "compile"}
+    assert compiled == {"compile_unfused", "compile_builtin"}
+
+
 def test_reference_is_the_tanh_formula():
     x = torch.tensor([[-3.0, -0.5, 0.0, 0.5, 3.0]])
     bias = torch.tensor([1.0, 0.0, -1.0, 0.25, 0.0])

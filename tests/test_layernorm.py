@@ -56,8 +56,17 @@ def test_torch_variants_match_reference(family, variant, dtype):
     assert_variant_matches_reference(family, variant, {"rows": 33, "hidden": 1000}, dtype)
 
 
-def test_compile_matches_reference():
-    assert_variant_matches_reference("layernorm_gelu", "compile", {"rows": 4, "hidden": 8}, "fp32")
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_builtin"])
+def test_compile_forms_match_reference(family, variant):
+    assert_variant_matches_reference(family, variant, {"rows": 4, "hidden": 8}, "fp32")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compile_rows_cover_the_unfused_and_the_builtin_form(family):
+    variants = get_family(family).variants.values()
+    assert {v.name for v in variants if v.kind == "compile"} == {"compile_unfused", "compile_builtin"}
+    assert get_family(family).baseline.name == "eager"
 
 
 def test_tolerance_catches_unbiased_variance_in_bf16_stats():

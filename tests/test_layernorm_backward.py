@@ -58,8 +58,9 @@ def test_torch_variants_match_autograd(variant, dtype):
     assert_variant_matches_reference("layernorm_backward", variant, {"rows": 70, "hidden": 1000}, dtype)
 
 
-def test_compile_matches_autograd():
-    assert_variant_matches_reference("layernorm_backward", "compile", {"rows": 4, "hidden": 8}, "fp32")
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_builtin"])
+def test_compile_forms_match_autograd(variant):
+    assert_variant_matches_reference("layernorm_backward", variant, {"rows": 4, "hidden": 8}, "fp32")
 
 
 def test_tolerance_catches_a_dropped_partial_row():

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from rooflint.analysis.lint import Finding, format_findings, lint_file, lint_row, lint_text
+from rooflint.analysis.lint import Finding, Severity, format_findings, lint_file, lint_row, lint_text
 from rooflint.cli.app import app
+from rooflint.core import roofs
 from rooflint.core.specs import get_spec
 from rooflint.outputs.results import ResultRow
 
@@ -79,12 +80,21 @@ def test_good_row_is_clean():
             "fits_in_cache",
             "warning",
         ),
-        # 8 us: under three 5 us launches.
+        # 8 us of calls launched back to back from Python: under three 5 us launches.
         (
-            dict(ideal_bytes=200 * 2**20, cuda_flops=1e3, median_ms=0.008, p20_ms=0.0079, p80_ms=0.0081),
+            dict(
+                ideal_bytes=200 * 2**20,
+                cuda_flops=1e3,
+                median_ms=0.008,
+                p20_ms=0.0079,
+                p80_ms=0.0081,
+                timing_mode="cuda_events_stream",
+            ),
             "launch_bound",
             "warning",
         ),
+        # bench marked it throttled: NVML saw a thermal slowdown.
+        (dict(throttled=True, sm_clock_mhz=990.0, clock_event_reasons="sw_power_cap;hw_thermal"), "throttled", "error"),
         # p20..p80 = 0.10 ms around 0.6 ms: 17% spread.
         (dict(p20_ms=0.55, p80_ms=0.65), "noisy", "warning"),
         (dict(status="failed", rel_error=0.5, message="relative error 0.5 > 0.016"), "correctness_failed", "error"),
@@ -120,6 +130,72 @@ def test_tensor_flops_on_cuda_cores_are_above_roof():
     scalar = good_row(cuda_flops=2 * 8192**3, **{k: v for k, v in matmul.items() if k != "cuda_flops"})
     finding = next(f for f in lint_row(scalar, H100) if f.rule == "above_roof")
     assert "wrong unit or precision" in finding.message
+
+
+def test_above_roof_judges_against_the_max_floor_not_the_sum():
+    # Attention-like: 989.5 TFLOP of bf16 matmul (1 s at peak) and 33.5 TFLOP of fp32 softmax (0.5 s)
+    # overlapped. The sum model would call anything under 1.5 s impossible; the hardware bound is 1 s.
+    mixed = good_row(
+        tensor_flops=989.5e12, cuda_flops=33.5e12, ideal_bytes=1e9, compute_unit="tensor", precision="bf16"
+    )
+    overlapped = dataclasses.replace(mixed, median_ms=1100.0, p20_ms=1099.0, p80_ms=1101.0)
+    assert "above_roof" not in rules(lint_row(overlapped, H100))
+    impossible = dataclasses.replace(mixed, median_ms=900.0, p20_ms=899.0, p80_ms=901.0)
+    finding = next(f for f in lint_row(impossible, H100) if f.rule == "above_roof")
+    assert finding.message.startswith("111%")  # 1 s floor over 0.9 s
+
+
+def test_above_roof_against_measured_ceilings_uses_the_higher_bound(tmp_path):
+    # rooflint's copy kernel reached 2959 GB/s; a better kernel at 3150 GB/s beats that by 6%, which
+    # is no proof of an error while the datasheet says 3350. Far below roof still uses the measured roof.
+    roofs.save_ceilings("h100_sxm", "H100", {"memory_bandwidth_gbps": 2959.0, "cuda_fp32_tflops": 60.0}, tmp_path)
+    measured = roofs.roof_spec(H100, "measured", tmp_path)
+    fast = 1.5 * GiB / 3150e9 * 1e3
+    assert "above_roof" not in rules(lint_row(good_row(median_ms=fast, p20_ms=fast, p80_ms=fast), measured))
+    faster = 1.5 * GiB / 3600e9 * 1e3  # past the datasheet too
+    findings = lint_row(good_row(median_ms=faster, p20_ms=faster, p80_ms=faster), measured)
+    assert "higher of its datasheet and measured" in next(f for f in findings if f.rule == "above_roof").message
+
+
+def test_launch_bound_is_keyed_on_what_the_timing_mode_includes():
+    short = dict(ideal_bytes=200 * 2**20, cuda_flops=1e3, median_ms=0.008, p20_ms=0.0079, p80_ms=0.0081)
+    # Spin-separated events time the GPU alone: a short median says nothing about launches.
+    assert "launch_bound" not in rules(lint_row(good_row(**short), H100))
+    # Host launches are in a CPU wall-clock time and in an unstated (plain table) one.
+    cpu = next(f for f in lint_row(good_row(timing_mode="cpu_wall", **short), H100) if f.rule == "launch_bound")
+    assert "larger size" in cpu.message
+    assert "launch_bound" in rules(lint_row(good_row(timing_mode="", **short), H100))
+    # Where the overhead was measured it decides, whatever the mode.
+    measured = good_row(launch_overhead_ms=0.02, **short)
+    assert "launch_bound" in rules(lint_row(measured, H100))
+    assert "launch_bound" not in rules(lint_row(dataclasses.replace(measured, launch_overhead_ms=0.001), H100))
+
+
+def test_throttled_rule():
+    # bench's verdict: the message names the clock and NVML's clock-event reasons.
+    marked = good_row(throttled=True, throttle_retries=3, sm_clock_mhz=990.0, clock_event_reasons="hw_thermal")
+    finding = next(f for f in lint_row(marked, H100) if f.rule == "throttled")
+    assert finding.severity == Severity.ERROR
+    assert "990 MHz" in finding.message and "hw_thermal" in finding.message and "3 re-timings" in finding.message
+    # Today's schema: one sm_clock_mhz, judged against the H100's 1980 MHz boost clock.
+    slow = next(f for f in lint_row(good_row(sm_clock_mhz=1000.0), H100) if f.rule == "throttled")
+    assert "51% of the 1980 MHz boost clock" in slow.message and "no clock_event_reasons" in slow.message
+    assert "throttled" not in rules(lint_row(good_row(sm_clock_mhz=1800.0), H100))  # 91%: healthy
+    assert "throttled" not in rules(lint_row(good_row(sm_clock_mhz=math.nan), H100))  # not recorded
+    # NVML sampled it: bench judged it against the clock this GPU held under load; that verdict stands.
+    sampled = good_row(sm_clock_mhz=1500.0, sm_clock_min_mhz=1480.0, regime="burst")
+    assert "throttled" not in rules(lint_row(sampled, H100))
+    # Sustained rows run at the power cap by design.
+    assert "throttled" not in rules(lint_row(good_row(sm_clock_mhz=1300.0, regime="sustained"), H100))
+
+
+def test_throttled_rule_needs_a_boost_clock(tmp_path):
+    spec_file = tmp_path / "mygpu.toml"
+    spec_file.write_text('[mygpu]\nname = "My GPU"\nmemory_bandwidth_gbps = 3350\ncuda_fp32_tflops = 67\n')
+    mine = get_spec("mygpu", spec_file)
+    row = good_row(gpu="mygpu", device_name="My GPU", sm_clock_mhz=300.0)
+    assert "throttled" not in rules(lint_row(row, mine, spec_by_key={"mygpu": mine}))
+    assert "throttled" in rules(lint_row(dataclasses.replace(row, throttled=True), mine, spec_by_key={"mygpu": mine}))
 
 
 def test_launch_bound_uses_measured_overhead_in_graph_mode():
@@ -205,6 +281,27 @@ def test_plain_csv_achieved_rates_only(tmp_path):
     assert "above_roof" in by_kernel["copy"] and by_kernel["mm"] == set() and "above_roof" in by_kernel["mm_fp8"]
 
 
+def test_plain_csv_compute_unit_aliases(tmp_path):
+    # A published table names the column `unit` (or engine, pipe) and its values as it likes.
+    path = tmp_path / "foreign.csv"
+    path.write_text(
+        "kernel,gpu,time_ms,flops,bytes,precision,unit\n"
+        "gemm,h100,1.8,1.1e12,4e8,bf16,tensor_core\n"
+        "sparse_gemm,h100,0.5,1.1e12,4e8,bf16,Tensor-Core\n"
+        "scalar,h100,1.0,5e11,1e9,fp32,cuda_core\n"
+        "simt_ok,h100,1.0,5e9,1e9,fp32,SIMT\n"
+    )
+    by_kernel = {row.family: (row.compute_unit, rules(findings)) for row, findings in lint_file(path)}
+    assert by_kernel["gemm"] == ("tensor", set())
+    assert by_kernel["sparse_gemm"][0] == "tensor" and "above_roof" in by_kernel["sparse_gemm"][1]
+    assert by_kernel["scalar"][0] == "cuda" and "above_roof" in by_kernel["scalar"][1]
+    assert by_kernel["simt_ok"] == ("cuda", set())
+    engine = tmp_path / "engine.csv"
+    engine.write_text("kernel,gpu,time_ms,flops,precision,engine\nmm,h100,1.8,1.1e12,bf16,mma\n")
+    [(row, _)] = lint_file(engine)
+    assert row.compute_unit == "tensor"
+
+
 def test_plain_csv_wrong_gpu_via_option(tmp_path):
     path = tmp_path / "published.csv"
     path.write_text(PLAIN)
@@ -241,6 +338,32 @@ def test_cli_bad_input(tmp_path):
     assert result.exit_code == 2 and "compute_unit" in result.output
     unknown = runner.invoke(app, ["lint", str(write_rows(tmp_path, [good_row()])), "--gpu", "z80"])
     assert unknown.exit_code == 2 and "unknown GPU" in unknown.output
+
+
+@pytest.mark.parametrize("unit", ["matrix", "fp32", ""])
+def test_cli_wrong_compute_unit_lists_the_valid_ones_and_aliases(tmp_path, unit):
+    # fp32 is a precision, not a unit: it does not say which cores did the work.
+    wrong = tmp_path / "plain.csv"
+    wrong.write_text(f"kernel,gpu,time_ms,flops,precision,unit\nk,h100,1.0,1e9,fp32,{unit}\n")
+    result = runner.invoke(app, ["lint", str(wrong)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"unit {unit!r}" in result.output
+    assert "valid: tensor (or tensor_core" in result.output and "cuda (or cuda_core" in result.output
+
+
+def test_cli_negative_and_zero_plain_times(tmp_path):
+    for text, column in (("-1.0", "time_ms"), ("0", "time")):
+        bad = tmp_path / "plain.csv"
+        bad.write_text(f"kernel,gpu,time_ms,bytes\nk,h100,{text},1e9\n")
+        result = runner.invoke(app, ["lint", str(bad)])
+        assert result.exit_code == 2 and column in result.output and "valid:" in result.output
+
+
+def test_cli_bad_roof_is_refused_even_without_a_gpu_to_judge(tmp_path):
+    cpu = good_row(gpu="cpu", device_name="cpu", status="skipped", median_ms=math.nan)
+    result = runner.invoke(app, ["lint", str(write_rows(tmp_path, [cpu])), "--roof", "bogus"])
+    assert result.exit_code == 2 and "valid: datasheet, measured" in result.output
 
 
 def test_untimed_cpu_rows_need_no_ceilings(tmp_path):

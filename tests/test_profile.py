@@ -19,7 +19,8 @@ from rooflint.core.specs import get_spec
 from rooflint.engine.profile import kernel_shares, ncu_row, plot_ncu, read_ncu_csv
 
 # Recorded on the H100 with `ncu --nvtx --nvtx-include calib/ ...` then
-# `ncu --import calib.ncu-rep --csv --page raw --print-units base` (scripts/dev/measurement.py):
+# `ncu --import calib.ncu-rep --csv --page raw --print-units base` (scripts/dev/measurement.py, removed;
+# see git show bf7de4a:scripts/dev/measurement.py):
 # a 4096^3 bf16 torch.mm and a torch.addcmul over 2^24 fp32 values, inside one NVTX range.
 RECORDED = Path(__file__).parent / "data" / "ncu_h100_calib.csv"
 runner = CliRunner()
@@ -139,6 +140,7 @@ def test_profile_command_on_cpu(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "aten::softmax" in (tmp_path / "kernels.csv").read_text()
+    assert "softmax bf16 rows=4,cols=32: kernels per call on cpu" in " ".join(result.output.split())
 
 
 def test_profile_bad_input(tmp_path):
@@ -148,3 +150,8 @@ def test_profile_bad_input(tmp_path):
     assert unknown.exit_code == 2 and "unknown family" in unknown.output
     variant = runner.invoke(app, ["profile", "softmax", "-V", "fused9", "--device", "cpu", "--out", str(tmp_path)])
     assert variant.exit_code == 2 and "unknown variant" in variant.output
+    gpu_only = runner.invoke(app, ["profile", "softmax", "-V", "cuda", "--device", "cpu", "--out", str(tmp_path)])
+    assert gpu_only.exit_code == 2 and "no variant of softmax can run on cpu" in gpu_only.output
+    dtype = runner.invoke(app, ["profile", "softmax", "--dtype", "fp64", "--device", "cpu", "--out", str(tmp_path)])
+    assert dtype.exit_code == 2 and "softmax has no dtype 'fp64'" in dtype.output
+    assert not (tmp_path / "kernels.csv").exists()  # bad input is found before anything runs or is written

@@ -56,6 +56,23 @@ def test_eager_variants_match_reference(variant, dtype):
     assert_variant_matches_reference("softmax", variant, {"rows": 5, "cols": 333}, dtype)
 
 
+@pytest.mark.parametrize("variant", ["compile_unfused", "compile_max", "compile_builtin"])
+def test_compile_forms_match_reference(variant):
+    assert_variant_matches_reference("softmax", variant, {"rows": 5, "cols": 333}, "fp32")
+
+
+def test_compile_max_form_matches_reference_in_bf16():
+    assert_variant_matches_reference("softmax", "compile_max", {"rows": 5, "cols": 333}, "bf16")
+
+
+def test_compile_rows_cover_each_natural_spelling():
+    # amax and max().values compile to kernels 1.5x apart on an H100; the builtin is a third form.
+    family = get_family("softmax")
+    compiled = {v.name for v in family.variants.values() if v.kind == "compile"}
+    assert compiled == {"compile_unfused", "compile_max", "compile_builtin"}
+    assert family.baseline is family.variants["eager"]
+
+
 def test_cost_counts_five_flops_one_read_one_write():
     assert get_family("softmax").cost({"rows": 3, "cols": 1000}, "bf16") == Cost(cuda_flops=15000, bytes=12000)
     assert get_family("softmax").cost({"rows": 1, "cols": 10}, "fp32").bytes == 80

@@ -73,10 +73,14 @@ def test_compute_bound_point_uses_the_tensor_peak_of_its_precision():
     assert point.pct_of_roof == pytest.approx(100 * (2 * 8192**3 / 989.5e12) / 1.6187e-3)
 
 
-def test_units_add_their_times():
+def test_units_overlap_so_the_slower_one_sets_the_floor():
+    # Tensor cores and CUDA cores run at once (core/roofline.py): 1 s of matmul beside 2 s of CUDA-core
+    # work can finish in 2 s, not 3; the floor is the slower unit's time, and that unit is named.
     spec = get_spec("h100_sxm")
-    seconds, bound = floor_seconds(Cost(tensor_flops=989.5e12, cuda_flops=67e12, bytes=1.0), spec, "bf16")
+    cost = Cost(tensor_flops=989.5e12, cuda_flops=2 * 67e12, bytes=1.0)
+    seconds, bound = floor_seconds(cost, spec, "bf16")
     assert bound == "compute" and seconds == pytest.approx(2.0)
+    assert analyse(cost, 4.0, spec, "bf16").compute_unit == "cuda"
 
 
 def test_zero_flop_kernels_still_get_a_percentage():

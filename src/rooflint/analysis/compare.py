@@ -14,6 +14,16 @@ A shared CI runner's clocks, neighbours and thermals move single calls by severa
 change that the two runs' p20-p80 intervals cannot tell apart from that jitter is reported, not
 failed. Where either row lacks a spread (one sample, or an old file), the threshold alone decides.
 
+Throttled rows are never called faster or slower: where either side of an ok pair is throttled
+(its `throttled` column, or lint's throttled rule: an SM clock under 90% of the GPU's boost clock
+on a row whose clocks bench did not sample), the verdict is "untrusted" with the reason. The
+clock, not the code, may explain the change; untrusted rows are counted and shown, never failed.
+
+Rows are matched per GPU type: the gpu column read as a spec key ("h100" and "h100_sxm" are one
+GPU), never the device index or the host, so a run on GPU 1 of another machine compares with a
+run on GPU 0 of this one. Two files that share no row at all are bad input (exit 2): a CI gate
+must not pass on nothing.
+
 Rows that are not ok on one side: ok -> not ok (failed, skipped, oom, error, crashed) is a
 regression ("now failed"), because a variant that stops passing its correctness gate or stops
 building is worse than a slow one; not ok -> ok is "fixed"; not ok on both sides is "still
@@ -30,11 +40,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from rooflint.analysis.lint import boost_clock_mhz, gpu_key, throttle_reason
 from rooflint.core.errors import UserError
+from rooflint.core.fmt import number, text
 from rooflint.outputs.merge import KEY, dedupe
-from rooflint.outputs.results import OK
+from rooflint.outputs.results import OK, row_from_record
 
-SAME, SLOWER, FASTER, NOISY = "same", "slower", "faster", "noisy"
+SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
 NOW_FAILING, FIXED, STILL_FAILING = "now failing", "fixed", "still failing"
 BASE_ONLY, NEW_ONLY = "only in base", "only in new"
 REGRESSIONS = (SLOWER, NOW_FAILING)
@@ -42,13 +54,14 @@ REGRESSIONS = (SLOWER, NOW_FAILING)
 _ORDER = {
     SLOWER: 0,
     NOW_FAILING: 1,
-    NOISY: 2,
-    FASTER: 3,
-    FIXED: 4,
-    STILL_FAILING: 5,
-    SAME: 6,
-    BASE_ONLY: 7,
-    NEW_ONLY: 8,
+    UNTRUSTED: 2,
+    NOISY: 3,
+    FASTER: 4,
+    FIXED: 5,
+    STILL_FAILING: 6,
+    SAME: 7,
+    BASE_ONLY: 8,
+    NEW_ONLY: 9,
 }
 
 
@@ -62,25 +75,26 @@ def parse_threshold(text: str | float) -> float:
 
 
 @dataclass
-class Timing:
+class Measured:
+    """One side of a compared row: its status, its time and spread, and why its clock is not trusted."""
+
     status: str
     median_ms: float
     p20_ms: float
     p80_ms: float
     message: str = ""
+    throttled: str = ""  # lint's throttle reason, "" when the clock is trusted
 
     @classmethod
-    def of(cls, record: dict) -> Timing:
-        def number(name: str) -> float:
-            value = record.get(name)
-            return float(value) if value is not None and value == value else math.nan
-
+    def of(cls, record: dict) -> Measured:
+        row = row_from_record(record)
         return cls(
-            str(record.get("status", "")),
-            number("median_ms"),
-            number("p20_ms"),
-            number("p80_ms"),
-            str(record.get("message", "") or ""),
+            text(record.get("status")),
+            number(record.get("median_ms")),
+            number(record.get("p20_ms")),
+            number(record.get("p80_ms")),
+            text(record.get("message")),
+            throttle_reason(row, boost_clock_mhz(row)) if row.status == OK else "",
         )
 
     @property
@@ -98,7 +112,7 @@ class Timing:
         return f"{self.median_ms:.4g}{spread}"
 
 
-def classify(base: Timing, new: Timing, threshold: float) -> tuple[str, float]:
+def classify(base: Measured, new: Measured, threshold: float) -> tuple[str, float]:
     """The verdict for one joined pair and the relative change of the median (NaN if not both ok)."""
     if not base.ok and not new.ok:
         return STILL_FAILING, math.nan
@@ -107,6 +121,8 @@ def classify(base: Timing, new: Timing, threshold: float) -> tuple[str, float]:
     if not base.ok:
         return FIXED, math.nan
     change = new.median_ms / base.median_ms - 1.0
+    if base.throttled or new.throttled:
+        return UNTRUSTED, change  # the clock moved, so the change says nothing about the code
     if abs(change) <= threshold:
         return SAME, change
     if base.has_spread and new.has_spread:
@@ -125,8 +141,8 @@ class Entry:
     gpu: str
     verdict: str
     change: float = math.nan
-    base: Timing | None = None
-    new: Timing | None = None
+    base: Measured | None = None
+    new: Measured | None = None
 
     @property
     def regression(self) -> bool:
@@ -152,6 +168,13 @@ class Comparison:
         return render_markdown(self)
 
 
+def _by_gpu_type(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its gpu column as spec keys, the GPU type rows are matched by."""
+    names = frame["gpu"].map(text)
+    keys = {name: gpu_key(name) for name in set(names)}
+    return frame.assign(gpu=names.map(keys))
+
+
 def _gpus(frame: pd.DataFrame) -> list[str]:
     return sorted(set(frame["gpu"].fillna("").astype(str)))
 
@@ -165,6 +188,7 @@ def compare_frames(
     new_name: str = "NEW",
 ) -> Comparison:
     notes = []
+    base, new = _by_gpu_type(base), _by_gpu_type(new)
     base, base_dups = dedupe(base)
     new, new_dups = dedupe(new)
     for name, dups in ((base_name, base_dups), (new_name, new_dups)):
@@ -195,6 +219,11 @@ def compare_frames(
         return {tuple(str(r[k]) for k in key): r for r in frame.to_dict("records")}
 
     base_rows, new_rows = index(base), index(new)
+    if not set(base_rows) & set(new_rows):
+        raise UserError(
+            f"{base_name} ({len(base_rows)} rows) and {new_name} ({len(new_rows)} rows) share no "
+            f"({', '.join(key)}) row: nothing to compare; compare results of the same families, shapes and GPU"
+        )
     entries = []
     for k in list(base_rows) + [k for k in new_rows if k not in base_rows]:
         b, n = base_rows.get(k), new_rows.get(k)
@@ -203,8 +232,8 @@ def compare_frames(
         if "gpu" not in key and b is not None and n is not None:
             gpu = f"{b['gpu']} -> {n['gpu']}"
         entry = Entry(record["family"], record["variant"], record["dtype"], record["shape"], gpu, "")
-        entry.base = Timing.of(b) if b is not None else None
-        entry.new = Timing.of(n) if n is not None else None
+        entry.base = Measured.of(b) if b is not None else None
+        entry.new = Measured.of(n) if n is not None else None
         if b is None:
             entry.verdict = NEW_ONLY
         elif n is None:
@@ -226,6 +255,9 @@ def _verdict_cell(entry: Entry) -> str:
         return f"**now {entry.new.status}**" + (f": {why}" if why else "")
     if entry.verdict == STILL_FAILING:
         return f"still {entry.new.status}"
+    if entry.verdict == UNTRUSTED:
+        sides = [(name, m.throttled) for name, m in (("base", entry.base), ("new", entry.new)) if m and m.throttled]
+        return "untrusted, throttled: " + "; ".join(f"{name}: {why}" for name, why in sides)
     return f"**{entry.verdict}**" if entry.regression else entry.verdict
 
 
@@ -249,11 +281,7 @@ def render_markdown(result: Comparison) -> str:
         head = f"## rooflint compare: FAIL, {len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}"
     else:
         head = f"## rooflint compare: pass, no regression past {pct}"
-    counts = ", ".join(
-        f"{result.count(v)} {v}"
-        for v in (SLOWER, NOW_FAILING, NOISY, FASTER, FIXED, STILL_FAILING, SAME, BASE_ONLY, NEW_ONLY)
-        if result.count(v)
-    )
+    counts = ", ".join(f"{result.count(v)} {v}" for v in _ORDER if result.count(v))
     lines = [
         head,
         "",
@@ -261,7 +289,8 @@ def render_markdown(result: Comparison) -> str:
         "",
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
-        "(reported, not failed). A variant that was ok and now fails, skips or crashes is a regression.",
+        "(reported, not failed). A variant that was ok and now fails, skips or crashes is a regression. "
+        "A pair where either side ran throttled is untrusted: its clock, not its code, may explain the change.",
     ]
     lines += [f"\n> {note}" for note in result.notes]
     compared = [e for e in result.entries if e.verdict not in (BASE_ONLY, NEW_ONLY, SAME)]

@@ -8,14 +8,23 @@ lint` checks a results file, rooflint's own or a plain CSV described in docs/lin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from rooflint.core.fmt import finite
 from rooflint.core.roofline import CUDA_CORE_PRECISION
-from rooflint.core.specs import GpuSpec, detect
+from rooflint.core.specs import GpuSpec, builtin_specs, detect, spec_from_rows, unit_precisions
 from rooflint.outputs.results import FAILED, OK, ResultRow
 
-ERROR, WARNING, INFO = "error", "warning", "info"
-SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+class Severity:
+    """How bad a finding is (a result row's status is another thing: rooflint.outputs.results)."""
+
+    ERROR = "error"  # the number cannot be true, or is not what it claims: `rooflint lint` exits 1
+    WARNING = "warning"  # the number may not mean what it seems
+    INFO = "info"
+
+
+SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 # Tolerances, with the reason for each value.
 ABOVE_ROOF = 1.05  # 5% over the roof: timer jitter and boost clocks above the datasheet's stay below this
@@ -24,11 +33,19 @@ CACHE_FACTOR = 2.0  # a working set under 2x L2 may be partly served from L2 eve
 NOISY_SPREAD = 0.10  # p20..p80 wider than 10% of the median: the median is not a stable number
 BYTES_DISAGREE = 0.25  # counters vs model: >25% means the model misses traffic (or invents it)
 # A PyTorch op costs about 5 us of host time (Python dispatch + cudaLaunchKernel) and a bare
-# cudaLaunchKernel about 2-4 us. Event timing of a call shorter than three such launches may be
-# mostly host time: the GPU idles between kernels and the events time the gaps.
+# cudaLaunchKernel about 2-4 us. A time that includes the host's launches and is shorter than
+# three such launches may be mostly host time: the GPU idles between kernels and the timer counts it.
 LAUNCH_OVERHEAD_MS = 0.005
 LAUNCH_BOUND_CALLS = 3
 LAUNCH_SHARE = 0.25  # measured overhead (call - graph time) over a quarter of the call time
+# Timing modes whose time is the GPU's alone. cuda_events: every call waits queued behind a spin
+# kernel until its start event fires, so host launch gaps never reach the timer; cuda_graph: a
+# replay launches once for many calls. Other modes (cpu_wall, cuda_events_stream: calls launched
+# back to back from Python) and a plain table's unstated timing include the host's launches.
+DEVICE_TIME_MODES = ("cuda_events", "cuda_graph")
+# A clock under 90% of the boost clock makes every SM-bound time 10%+ slower than the GPU's own
+# speed: more than the noise compare forgives. The same share as bench's throttle check.
+THROTTLED_CLOCK = 0.90
 
 
 @dataclass(frozen=True)
@@ -61,29 +78,19 @@ def lint_text(row: ResultRow, spec: GpuSpec | None = None) -> str:
     return format_findings(lint_row(row, spec) if spec else _correctness(row))
 
 
-def _finite(value: float) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def recorded_spec(row: ResultRow) -> GpuSpec | None:
+    """The ceilings a rooflint row was judged against when measured (CPU rows: measured at start)."""
+    return spec_from_rows(row.gpu, [row])
 
 
 def _peak(spec: GpuSpec, unit: str, precision: str) -> float | None:
     return spec.tensor_peak_tflops(precision) if unit == "tensor" else spec.cuda_peak_tflops(precision)
 
 
-def _precisions(row: ResultRow) -> tuple[str, str]:
-    """(tensor precision, CUDA-core precision) the row's FLOPs run in.
-
-    The row declares the precision of its dominant unit; the other unit takes rooflint's
-    convention (CUDA-core math in fp32, tensor cores in the storage dtype).
-    """
-    tensor = row.precision if row.compute_unit == "tensor" and row.precision else row.dtype
-    cuda = row.precision if row.compute_unit == "cuda" and row.precision else CUDA_CORE_PRECISION
-    return tensor, cuda
-
-
 @dataclass(frozen=True)
 class _Roof:
-    pct: float  # % of the attainable ceiling the row reaches
-    compute_pct: float  # achieved FLOP/s over the unit's peak
+    pct: float  # % of the attainable ceiling the row reaches: floor time over measured time
+    compute_pct: float  # compute floor (the slower unit) over the measured time
     memory_pct: float  # achieved bytes/s over the bandwidth
     missing: str  # a peak the spec lacks ("tensor fp8"), or ""
 
@@ -91,16 +98,17 @@ class _Roof:
 def roof_position(row: ResultRow, spec: GpuSpec) -> _Roof:
     """Where the row sits under spec's roof, from its time and cost, or from its achieved rates.
 
-    Recomputed here rather than read from pct_of_roof, so a file can be judged against any spec
-    and a plain CSV (no pct column) gets the same maths.
+    The floor is rooflint.core.roofline's: max(bytes / bandwidth, tensor FLOPs / tensor peak,
+    CUDA-core FLOPs / CUDA-core peak). Recomputed here rather than read from pct_of_roof, so a file
+    can be judged against any spec and a plain CSV (no pct column) gets the same maths.
     """
-    tensor_precision, cuda_precision = _precisions(row)
-    seconds = row.median_ms / 1e3 if _finite(row.median_ms) and row.median_ms > 0 else math.nan
+    tensor_precision, cuda_precision = unit_precisions(row.compute_unit, row.precision, row.dtype)
+    seconds = row.median_ms / 1e3 if finite(row.median_ms) and row.median_ms > 0 else math.nan
     flops = (row.tensor_flops or 0.0) + (row.cuda_flops or 0.0)
-    nbytes = row.ideal_bytes if _finite(row.ideal_bytes) else 0.0
-    if not _finite(seconds) and flops and _finite(row.achieved_tflops) and row.achieved_tflops > 0:
+    nbytes = row.ideal_bytes if finite(row.ideal_bytes) else 0.0
+    if not finite(seconds) and flops and finite(row.achieved_tflops) and row.achieved_tflops > 0:
         seconds = flops / (row.achieved_tflops * 1e12)
-    if not _finite(seconds) and nbytes and _finite(row.achieved_gbps) and row.achieved_gbps > 0:
+    if not finite(seconds) and nbytes and finite(row.achieved_gbps) and row.achieved_gbps > 0:
         seconds = nbytes / (row.achieved_gbps * 1e9)
     missing = ""
     compute_s = 0.0
@@ -114,11 +122,12 @@ def roof_position(row: ResultRow, spec: GpuSpec) -> _Roof:
         if not peak:
             missing = f"{unit} {precision}"
             continue
-        compute_s += amount / (peak * 1e12)
+        # The units run side by side: the slower one bounds the call, their sum would not.
+        compute_s = max(compute_s, amount / (peak * 1e12))
     compute_pct = memory_pct = math.nan
-    if compute_s and _finite(seconds):
+    if compute_s and finite(seconds):
         compute_pct = 100 * compute_s / seconds
-    elif not flops and _finite(row.achieved_tflops) and row.achieved_tflops > 0:
+    elif not flops and finite(row.achieved_tflops) and row.achieved_tflops > 0:
         # Only a claimed rate: compare it with the peak of the unit it claims to run on. A kernel
         # that claims no FLOPs (a gather, a copy) has no compute roof to miss.
         unit, precision = row.compute_unit or "cuda", row.precision or CUDA_CORE_PRECISION
@@ -127,21 +136,43 @@ def roof_position(row: ResultRow, spec: GpuSpec) -> _Roof:
             compute_pct = 100 * row.achieved_tflops / peak
         else:
             missing = f"{unit} {precision}"
-    if nbytes and _finite(seconds):
+    if nbytes and finite(seconds):
         memory_pct = 100 * nbytes / (spec.bandwidth_gbps * 1e9) / seconds
-    elif _finite(row.achieved_gbps):
+    elif finite(row.achieved_gbps):
         memory_pct = 100 * row.achieved_gbps / spec.bandwidth_gbps
-    known = [p for p in (compute_pct, memory_pct) if _finite(p)]
+    known = [p for p in (compute_pct, memory_pct) if finite(p)]
     return _Roof(max(known) if known else math.nan, compute_pct, memory_pct, missing)
 
 
-def _gpu_key(name: str, spec_by_key: dict[str, GpuSpec] | None) -> str:
-    """The spec key a row's gpu column refers to (key, alias or device name), else the lowered name."""
+def upper_bound_spec(spec: GpuSpec, spec_by_key: dict[str, GpuSpec] | None = None) -> GpuSpec:
+    """The ceilings no kernel can beat: the spec itself, except that measured ceilings of a GPU the
+    table knows are raised to the datasheet's where it is higher.
+
+    A measured ceiling is what rooflint's own copy and matmul kernels reached, not a physical limit:
+    a better kernel may pass it by more than the 5% tolerance, so above_roof judges against the
+    higher of the two. A CPU's measured ceilings have no datasheet and stand as they are.
+    """
+    if spec.origin != "measured":
+        return spec
+    table = (spec_by_key or builtin_specs()).get(spec.key)
+    if table is None or table.origin == "measured":
+        return spec
+    values = dict(spec.values)
+    for name, item in table.values.items():
+        is_ceiling = name == "memory_bandwidth_gbps" or name.endswith("_tflops")
+        if is_ceiling and (name not in values or item.value > values[name].value):
+            values[name] = item
+    return replace(spec, values=values)
+
+
+def gpu_key(name: str, spec_by_key: dict[str, GpuSpec] | None = None) -> str:
+    """The GPU type a gpu column names, as a spec key ("H100", "h100" and "h100_sxm" are one GPU;
+    so is a device name the table matches), else the name lowered; "" for no name."""
     from rooflint.core.errors import UserError
     from rooflint.core.specs import get_spec
 
     lowered = name.strip().lower().replace("-", "_").replace(" ", "_")
-    if spec_by_key and lowered in spec_by_key:
+    if not lowered or (spec_by_key and lowered in spec_by_key):
         return lowered
     try:
         return get_spec(name).key
@@ -155,7 +186,7 @@ def check_gpu(row: ResultRow, spec: GpuSpec, spec_by_key: dict[str, GpuSpec] | N
     Evidence is the row's gpu column and, where rooflint's table recognises it, its device name
     (a device name the table does not know, e.g. a CPU model, is no evidence either way).
     """
-    claimed = [_gpu_key(row.gpu, spec_by_key)] if row.gpu else []
+    claimed = [gpu_key(row.gpu, spec_by_key)] if row.gpu else []
     known = detect(row.device_name, spec_by_key) if row.device_name and spec.key != "cpu" else None
     if known:
         claimed.append(known.key)
@@ -164,12 +195,56 @@ def check_gpu(row: ResultRow, spec: GpuSpec, spec_by_key: dict[str, GpuSpec] | N
         return None
     measured_on = row.device_name or row.gpu
     return Finding(
-        ERROR,
+        Severity.ERROR,
         "wrong_gpu",
         f"measured on {measured_on} but judged against {spec.name} ({spec.key}): its ceilings do not apply; "
         f"lint with --gpu {wrong[0]}",
         row_label(row),
     )
+
+
+def boost_clock_mhz(
+    row: ResultRow, spec: GpuSpec | None = None, spec_by_key: dict[str, GpuSpec] | None = None
+) -> float | None:
+    """The boost clock of the GPU that measured the row: the spec its gpu column names, else (a GPU
+    no spec knows, a plain CSV judged with --gpu) the judging ``spec``; None where it has none."""
+    specs = spec_by_key or builtin_specs()
+    own = specs.get(gpu_key(row.gpu, spec_by_key)) if row.gpu else None
+    source = own or spec
+    return source.get("boost_clock_mhz") if source is not None else None
+
+
+def throttle_reason(row: ResultRow, boost_mhz: float | None) -> str:
+    """Why the row's time is not what this GPU does when healthy, or "" when nothing says so.
+
+    - bench marked the row throttled (schema 2: NVML clocks under 90% of the clock the GPU held
+      under load at the start of the run, or a thermal/hardware slowdown, after its re-timings);
+    - or, for a row whose clocks bench did not sample through NVML (today's schema-1 files record
+      one nvidia-smi read of sm_clock_mhz; other tools' tables), its SM clock is under 90% of the
+      GPU's boost clock. Rows NVML sampled keep bench's verdict: its reference is the clock this
+      GPU really holds under load, which on power-limited parts is below boost when healthy.
+      Sustained rows run at the power cap by design, so the boost clock does not judge them either.
+    """
+    reasons = (
+        f"clock events: {row.clock_event_reasons.replace(';', ', ')}"
+        if row.clock_event_reasons
+        else "no clock_event_reasons recorded"
+    )
+    clock = f"SM clock {row.sm_clock_mhz:.0f} MHz" if finite(row.sm_clock_mhz) else "SM clock not recorded"
+    if finite(row.sm_clock_min_mhz):
+        clock += f" (min {row.sm_clock_min_mhz:.0f})"
+    if row.throttled:
+        retries = f" after {row.throttle_retries} re-timings" if row.throttle_retries else ""
+        return f"bench marked it throttled{retries}: {clock}; {reasons}"
+    if finite(row.sm_clock_min_mhz) or row.regime == "sustained":
+        return ""
+    if finite(row.sm_clock_mhz) and boost_mhz and row.sm_clock_mhz < THROTTLED_CLOCK * boost_mhz:
+        return (
+            f"{clock} is {100 * row.sm_clock_mhz / boost_mhz:.0f}% of the {boost_mhz:.0f} MHz boost clock "
+            f"(< {100 * THROTTLED_CLOCK:.0f}%), {reasons}: its power cap (dense tensor-core work reaches it), "
+            "heat or another process slowed the GPU"
+        )
+    return ""
 
 
 def lint_row(
@@ -195,12 +270,23 @@ def lint_row(
     if row.status and row.status != OK:
         return findings  # skipped, oom, error, crashed: nothing was timed
 
+    throttled = throttle_reason(row, boost_clock_mhz(row, spec, spec_by_key))
+    if throttled:
+        findings.append(
+            Finding(
+                Severity.ERROR,
+                "throttled",
+                f"{throttled}; the time reflects the clock, not the kernel: rerun on an idle, cool GPU",
+                label,
+            )
+        )
+
     l2 = row.l2_bytes if row.l2_bytes else spec.l2_bytes
-    fits = bool(l2 and _finite(row.ideal_bytes) and 0 < row.ideal_bytes < CACHE_FACTOR * l2)
+    fits = bool(l2 and finite(row.ideal_bytes) and 0 < row.ideal_bytes < CACHE_FACTOR * l2)
     if fits:
         findings.append(
             Finding(
-                WARNING,
+                Severity.WARNING,
                 "fits_in_cache",
                 f"working set {row.ideal_bytes / 2**20:.3g} MiB is under {CACHE_FACTOR:g}x the "
                 f"{l2 / 2**20:.3g} MiB cache: the DRAM roof does not apply; use a size several times the cache",
@@ -209,30 +295,34 @@ def lint_row(
         )
 
     roof = roof_position(row, spec)
+    bound_spec = upper_bound_spec(spec, spec_by_key)
+    bound = roof if bound_spec is spec else roof_position(row, bound_spec)
     if roof.missing:
         findings.append(
-            Finding(WARNING, "no_ceiling", f"{spec.name} has no {roof.missing} peak to judge against", label)
+            Finding(Severity.WARNING, "no_ceiling", f"{spec.name} has no {roof.missing} peak to judge against", label)
         )
-    if _finite(roof.pct) and roof.pct > 100 * ABOVE_ROOF:
+    if finite(bound.pct) and bound.pct > 100 * ABOVE_ROOF:
         causes = []
-        if fits or (_finite(roof.memory_pct) and roof.memory_pct > 100 * ABOVE_ROOF):
+        if fits or (finite(bound.memory_pct) and bound.memory_pct > 100 * ABOVE_ROOF):
             causes.append("a cache-resident working set" + (" (it fits in cache)" if fits else ""))
-        if _finite(roof.compute_pct) and roof.compute_pct > 100 * ABOVE_ROOF:
+        if finite(bound.compute_pct) and bound.compute_pct > 100 * ABOVE_ROOF:
             causes.append(f"a wrong unit or precision ({row.compute_unit or 'cuda'} {row.precision or '?'} declared)")
             causes.append("a peak quoted with sparsity")
         causes.append("a wrong FLOP or byte count")
+        ceilings = "" if bound_spec is spec else " (the higher of its datasheet and measured ceilings)"
         findings.append(
             Finding(
-                ERROR,
+                Severity.ERROR,
                 "above_roof",
-                f"{roof.pct:.0f}% of the attainable ceiling on {spec.name}: impossible; likely " + ", ".join(causes),
+                f"{bound.pct:.0f}% of the attainable ceiling on {spec.name}{ceilings}: impossible; likely "
+                + ", ".join(causes),
                 label,
             )
         )
-    elif _finite(roof.pct) and roof.pct < 100 * FAR_BELOW_ROOF:
+    elif finite(roof.pct) and roof.pct < 100 * FAR_BELOW_ROOF:
         findings.append(
             Finding(
-                INFO,
+                Severity.INFO,
                 "far_below_roof",
                 f"{roof.pct:.1f}% of attainable: bound by latency, occupancy or launches, not by the roof",
                 label,
@@ -241,26 +331,26 @@ def lint_row(
 
     launch = _launch_bound(row)
     if launch:
-        findings.append(Finding(WARNING, "launch_bound", launch, label))
-    if _finite(row.p20_ms) and _finite(row.p80_ms) and _finite(row.median_ms) and row.median_ms > 0:
+        findings.append(Finding(Severity.WARNING, "launch_bound", launch, label))
+    if finite(row.p20_ms) and finite(row.p80_ms) and finite(row.median_ms) and row.median_ms > 0:
         spread = (row.p80_ms - row.p20_ms) / row.median_ms
         if spread > NOISY_SPREAD:
             findings.append(
                 Finding(
-                    WARNING,
+                    Severity.WARNING,
                     "noisy",
                     f"p20-p80 spread is {100 * spread:.0f}% of the median (> {100 * NOISY_SPREAD:.0f}%): "
                     "rerun on an idle machine or with more samples",
                     label,
                 )
             )
-    analytic = row.modeled_bytes if _finite(row.modeled_bytes) and row.modeled_bytes > 0 else row.ideal_bytes
-    if _finite(measured_dram_bytes) and measured_dram_bytes > 0 and _finite(analytic) and analytic > 0:
+    analytic = row.modeled_bytes if finite(row.modeled_bytes) and row.modeled_bytes > 0 else row.ideal_bytes
+    if finite(measured_dram_bytes) and measured_dram_bytes > 0 and finite(analytic) and analytic > 0:
         ratio = measured_dram_bytes / analytic
         if abs(ratio - 1) > BYTES_DISAGREE:
             findings.append(
                 Finding(
-                    WARNING,
+                    Severity.WARNING,
                     "bytes_disagree",
                     f"counters measured {measured_dram_bytes / 2**20:.4g} MiB of DRAM traffic, the model says "
                     f"{analytic / 2**20:.4g} MiB ({ratio:.2f}x): the model misses traffic, or the data hit in L2",
@@ -271,58 +361,47 @@ def lint_row(
 
 
 def _correctness(row: ResultRow) -> list[Finding]:
-    if row.status == FAILED or (_finite(row.rel_error) and _finite(row.tolerance) and row.rel_error > row.tolerance):
+    if row.status == FAILED or (finite(row.rel_error) and finite(row.tolerance) and row.rel_error > row.tolerance):
         detail = (
             f"relative error {row.rel_error:.3g} > tolerance {row.tolerance:.3g}"
-            if _finite(row.rel_error)
+            if finite(row.rel_error)
             else (row.message or "marked failed")
         )
-        return [Finding(ERROR, "correctness_failed", f"{detail}: its times and rates mean nothing", row_label(row))]
+        return [
+            Finding(Severity.ERROR, "correctness_failed", f"{detail}: its times and rates mean nothing", row_label(row))
+        ]
     return []
 
 
 def _launch_bound(row: ResultRow) -> str:
-    if row.timing_mode == "cuda_graph":
-        if _finite(row.launch_overhead_ms) and _finite(row.median_ms) and row.median_ms > 0:
-            call_ms = row.median_ms + row.launch_overhead_ms
-            if row.launch_overhead_ms > LAUNCH_SHARE * call_ms:
-                return (
-                    f"launch overhead is {100 * row.launch_overhead_ms / call_ms:.0f}% of a call "
-                    f"({1e3 * row.launch_overhead_ms:.1f} us): without graphs this kernel is launch-bound"
-                )
-        return ""  # graph timing already excludes launch gaps
-    if not _finite(row.median_ms) or row.median_ms <= 0:
+    """Launch-bound, judged on what the row's time includes.
+
+    Where the launch overhead was measured (bench --cuda-graphs: back-to-back calls from Python
+    minus CUDA-graph replay, per call), it decides. A device-time row without that measurement says
+    nothing about launches, however short it is. A time that includes the host's launches (CPU wall
+    clock, calls launched back to back, a table that does not say) may be mostly launch when it is
+    under three launch overheads.
+    """
+    median, overhead = row.median_ms, row.launch_overhead_ms
+    if finite(overhead) and finite(median) and median > 0:
+        call_ms = median + overhead
+        if overhead > LAUNCH_SHARE * call_ms:
+            return (
+                f"launch overhead is {100 * overhead / call_ms:.0f}% of a call launched from Python "
+                f"({1e3 * overhead:.1f} us): without CUDA graphs this kernel is launch-bound"
+            )
+        return ""
+    if row.timing_mode in DEVICE_TIME_MODES or not finite(median) or median <= 0:
         return ""
     limit = LAUNCH_BOUND_CALLS * LAUNCH_OVERHEAD_MS
-    if row.median_ms < limit:
-        advice = "time it with bench --cuda-graphs" if row.timing_mode != "cpu_wall" else "use a larger size"
+    if median < limit:
+        advice = "use a larger size" if row.timing_mode == "cpu_wall" else "measure it with bench --cuda-graphs"
+        what = f"{row.timing_mode} time" if row.timing_mode else "time (which includes launches, unless stated)"
         return (
-            f"median {1e3 * row.median_ms:.1f} us is under {LAUNCH_BOUND_CALLS} launch overheads "
+            f"median {1e3 * median:.1f} us {what} is under {LAUNCH_BOUND_CALLS} launch overheads "
             f"({1e3 * limit:.0f} us): the time may be mostly launch; {advice}"
         )
     return ""
-
-
-def recorded_spec(row: ResultRow) -> GpuSpec | None:
-    """The ceilings a rooflint row was judged against when measured (CPU rows: measured at start)."""
-    from rooflint.core.specs import measured_spec
-
-    if not _finite(row.bandwidth_gbps) or row.bandwidth_gbps <= 0:
-        return None
-    peaks: dict[str, float] = {}
-    if _finite(row.peak_tflops) and row.peak_tflops > 0:
-        tensor, cuda = _precisions(row)
-        peaks = {f"tensor_{tensor}_tflops": row.peak_tflops, f"cuda_{cuda}_tflops": row.peak_tflops}
-    if row.l2_bytes:
-        peaks["l2_mib"] = row.l2_bytes / 2**20
-    spec = measured_spec(
-        row.gpu or "recorded",
-        f"{row.gpu or 'recorded'} (ceilings recorded in the file)",
-        row.bandwidth_gbps,
-        peaks,
-        "recorded in the results file",
-    )
-    return spec
 
 
 def lint_file(
@@ -340,9 +419,12 @@ def lint_file(
     """
     from rooflint.analysis.lint_input import read_counters, read_lint_input
     from rooflint.core.errors import UserError
-    from rooflint.core.roofs import roof_spec
+    from rooflint.core.roofs import ROOF_CHOICES, roof_spec
     from rooflint.core.specs import all_specs, get_spec
 
+    if roof not in ROOF_CHOICES:  # checked up front: a file of CPU rows would never ask for a roof
+        raise UserError(f"unknown roof {roof!r}; valid: {', '.join(ROOF_CHOICES)}")
+    fixed = roof_spec(get_spec(gpu, spec_file), roof) if gpu else None
     data = read_lint_input(path)
     measured = list(data.measured_dram_bytes)
     if counters:
@@ -352,7 +434,6 @@ def lint_file(
             if found is not None:
                 measured[i] = found
     specs = all_specs(spec_file)
-    fixed = roof_spec(get_spec(gpu, spec_file), roof) if gpu else None
     cache: dict[str, GpuSpec | None] = {}
     out = []
     for row, dram in zip(data.rows, measured):

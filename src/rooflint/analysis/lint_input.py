@@ -3,7 +3,8 @@
 The plain format (docs/lint.md) is the least a benchmark table needs to be checkable: a kernel
 name, the GPU, a time or an achieved rate, the work (FLOPs and/or bytes), and the unit and
 precision the FLOPs claim to run on. Each plain row becomes a ResultRow, so both formats go
-through the same rules.
+through the same rules. Other tables' names for the compute-unit column and its values (`unit`,
+`tensor_core`, `simt` ...) are read as aliases, listed in docs/lint.md.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from rooflint.core.errors import UserError
+from rooflint.core.fmt import number, text
+from rooflint.core.paths import existing_file
 from rooflint.core.specs import CUDA_PRECISIONS, TENSOR_PRECISIONS
 from rooflint.outputs.results import FAILED, OK, ResultRow, read_results, rows_from_frame
 
@@ -22,7 +25,17 @@ PLAIN_REQUIRED = ("kernel",)
 PLAIN_MEASURES = ("time_ms", "time_us", "achieved_tflops", "achieved_gbps")
 PLAIN_NUMBERS = PLAIN_MEASURES + ("flops", "bytes", "p20_ms", "p80_ms", "measured_dram_bytes", "l2_bytes")
 PLAIN_COLUMNS = PLAIN_REQUIRED + ("gpu", "precision", "compute_unit", "dtype", "correct") + PLAIN_NUMBERS
-UNITS = ("tensor", "cuda")
+# The compute units a FLOP count runs on, and the names other tables give them (compared after
+# lower-casing, with '-' and ' ' read as '_'). Precisions (fp32, bf16) are not units: a column
+# saying fp32 does not say whether tensor or CUDA cores did the work, so it is not an alias.
+COMPUTE_UNITS = ("tensor", "cuda")
+COMPUTE_UNIT_ALIASES = {
+    "tensor": ("tensor_core", "tensor_cores", "tensorcore", "tensorcores", "tc", "mma", "wgmma"),
+    "cuda": ("cuda_core", "cuda_cores", "cudacore", "cudacores", "simt", "fma", "ffma"),
+}
+# Headers other tables use for the compute-unit column, in the order one is chosen when several exist.
+COMPUTE_UNIT_COLUMNS = ("compute_unit", "unit", "engine", "pipe")
+_UNIT_OF = {name: unit for unit in COMPUTE_UNITS for name in (unit,) + COMPUTE_UNIT_ALIASES[unit]}
 
 
 @dataclass
@@ -33,11 +46,7 @@ class LintInput:
 
 
 def read_lint_input(path: Path | str) -> LintInput:
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"results file {path} does not exist")
-    if path.is_dir():
-        raise UserError(f"{path} is a directory; pass its results.csv")
+    path = existing_file(path, "results file", "results.csv")
     try:
         head = pd.read_csv(path, nrows=0) if path.suffix != ".json" else None
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
@@ -60,6 +69,7 @@ def _read_plain(path: Path) -> LintInput:
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
     frame.columns = [str(c).strip().lower() for c in frame.columns]
+    unit_column = next((c for c in COMPUTE_UNIT_COLUMNS if c in frame.columns), "compute_unit")
     if not any(c in frame.columns for c in PLAIN_MEASURES):
         raise UserError(
             f"{path}: a plain lint CSV needs one of the columns {', '.join(PLAIN_MEASURES)} (see docs/lint.md)"
@@ -75,66 +85,78 @@ def _read_plain(path: Path) -> LintInput:
             if bad.any():
                 line = int(bad.idxmax()) + 2  # header is line 1
                 raise UserError(f"{path} line {line}: {column} {frame[column][bad.idxmax()]!r} is not a number")
+            negative = numbers < 0
+            if negative.any():
+                where = negative.idxmax()
+                valid = "a time above 0" if column.startswith("time_") else "a number >= 0"
+                line = int(where) + 2  # the header is line 1
+                raise UserError(f"{path} line {line}: {column} {numbers[where]:g} is negative; valid: {valid}")
             frame[column] = numbers
-    rows = [_plain_row(path, i + 2, record) for i, record in enumerate(frame.to_dict("records"))]
+    rows = [_plain_row(path, i + 2, record, unit_column) for i, record in enumerate(frame.to_dict("records"))]
     return LintInput(rows, _numbers(frame, "measured_dram_bytes"), plain=True)
 
 
-def _text(record: dict, name: str) -> str:
-    value = record.get(name)
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value).strip()
+def compute_unit(value: str) -> str:
+    """The compute unit a table's value names ("Tensor Core", "cuda-core", "simt" ...), or "" if none."""
+    return _UNIT_OF.get(value.strip().lower().replace("-", "_").replace(" ", "_"), "")
 
 
-def _num(record: dict, name: str) -> float:
-    value = record.get(name)
-    return math.nan if value is None else float(value)
+def _valid_units() -> str:
+    return "; ".join(f"{unit} (or {', '.join(COMPUTE_UNIT_ALIASES[unit])})" for unit in COMPUTE_UNITS)
 
 
-def _plain_row(path: Path, line: int, record: dict) -> ResultRow:
-    unit = _text(record, "compute_unit").lower()
-    precision = _text(record, "precision").lower()
-    flops, nbytes = _num(record, "flops"), _num(record, "bytes")
-    claims_flops = math.isfinite(flops) or math.isfinite(_num(record, "achieved_tflops"))
-    if claims_flops and unit not in UNITS:
-        raise UserError(f"{path} line {line}: compute_unit {unit!r} must be one of {', '.join(UNITS)} for a FLOP count")
+def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_unit") -> ResultRow:
+    def num(name: str) -> float:
+        return number(record.get(name))
+
+    given = text(record.get(unit_column))
+    unit = compute_unit(given)
+    precision = text(record.get("precision")).lower()
+    flops, nbytes = num("flops"), num("bytes")
+    claims_flops = math.isfinite(flops) or math.isfinite(num("achieved_tflops"))
+    if claims_flops and not unit:
+        raise UserError(
+            f"{path} line {line}: {unit_column} {given!r} is not a compute unit for a FLOP count; "
+            f"valid: {_valid_units()}"
+        )
     valid = TENSOR_PRECISIONS if unit == "tensor" else CUDA_PRECISIONS
     if claims_flops and precision not in valid:
         raise UserError(f"{path} line {line}: precision {precision!r} for {unit} must be one of {', '.join(valid)}")
-    time_ms = _num(record, "time_ms")
-    if not math.isfinite(time_ms) and math.isfinite(_num(record, "time_us")):
-        time_ms = _num(record, "time_us") / 1e3
-    correct = _text(record, "correct").lower()
+    time_ms = num("time_ms")
+    if not math.isfinite(time_ms) and math.isfinite(num("time_us")):
+        time_ms = num("time_us") / 1e3
+    if time_ms == 0:
+        raise UserError(f"{path} line {line}: time 0 is not a measured time; valid: a time above 0")
+    correct = text(record.get("correct")).lower()
     failed = correct in ("false", "0", "no", "failed")
     flops = flops if math.isfinite(flops) else 0.0
     return ResultRow(
-        family=_text(record, "kernel"),
+        family=text(record.get("kernel")),
         variant="",
         kind="",
-        dtype=_text(record, "dtype") or precision,
+        dtype=text(record.get("dtype")) or precision,
         size="",
         shape="",
         status=FAILED if failed else OK,
         message="marked correct=false in the file" if failed else "",
         median_ms=time_ms,
-        p20_ms=_num(record, "p20_ms"),
-        p80_ms=_num(record, "p80_ms"),
+        p20_ms=num("p20_ms"),
+        p80_ms=num("p80_ms"),
         tensor_flops=flops if unit == "tensor" else 0.0,
         cuda_flops=flops if unit != "tensor" else 0.0,
         ideal_bytes=nbytes if math.isfinite(nbytes) else math.nan,
         compute_unit=unit,
         precision=precision,
-        achieved_tflops=_num(record, "achieved_tflops"),
-        achieved_gbps=_num(record, "achieved_gbps"),
-        gpu=_text(record, "gpu"),
-        l2_bytes=int(_num(record, "l2_bytes")) if math.isfinite(_num(record, "l2_bytes")) else 0,
+        achieved_tflops=num("achieved_tflops"),
+        achieved_gbps=num("achieved_gbps"),
+        gpu=text(record.get("gpu")),
+        l2_bytes=int(num("l2_bytes")) if math.isfinite(num("l2_bytes")) else 0,
     )
 
 
 def read_counters(path: Path | str) -> dict[tuple[str, str, str, str], float]:
     """measured_dram_bytes per (family, variant, dtype, shape) from a `rooflint profile --ncu` CSV."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"counters file {path} does not exist")
+    path = existing_file(path, "counters file")
     try:
         frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:

@@ -7,6 +7,7 @@ pandas and matplotlib load inside the command that needs them, so `rooflint --ve
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -17,9 +18,12 @@ from rooflint.cli.commands import (
     bench,
     ceilings,
     compare,
+    doctor,
     lint,
     listing,
     merge,
+    model,
+    new_family,
     profile,
     report,
     roofline,
@@ -50,6 +54,9 @@ COMMANDS = (
     ("report", report.report_command),
     ("ceilings", ceilings.ceilings_command),
     ("profile", profile.profile_command),
+    ("model", model.model_command),
+    ("doctor", doctor.doctor_command),
+    ("new-family", new_family.new_family_command),
 )
 for _name, _function in COMMANDS:
     app.command(_name)(_function)
@@ -85,10 +92,20 @@ def main() -> None:
         sys.exit(done.exit_code)
     except typer.Abort:
         sys.exit(1)
-    except typer.TyperException as error:  # usage errors (typer >= 0.29 bundles click): short, exit 2
-        show = getattr(error, "show", None)
-        if show is not None:
+    except Exception as error:  # noqa: BLE001 - the last line of defence: never a traceback for the user
+        # Usage errors come from the click that typer uses (its own bundled copy since typer 0.29, the
+        # click package before): recognise them by shape, so rooflint imports no click of its own.
+        show, code = getattr(error, "show", None), getattr(error, "exit_code", None)
+        if isinstance(code, int) and callable(show):
             show()
-        else:
-            err_console.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
-        sys.exit(getattr(error, "exit_code", 2))
+            sys.exit(code)
+        if isinstance(code, int):
+            sys.exit(code)
+        if os.environ.get("ROOFLINT_DEBUG"):
+            raise
+        err_console.print(
+            f"[bold red]error:[/] {type(error).__name__}: {error} (set ROOFLINT_DEBUG=1 for the traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(1)

@@ -17,8 +17,8 @@ import torch
 
 from rooflint.core.errors import UserError
 
-# The five implementation kinds, in the order bench runs them. eager runs first so every
-# later row can carry its speedup over eager when it is written.
+# The five implementation kinds, in the order bench runs them (after the family's baseline,
+# which always runs first so every later row can carry its speedup when it is written).
 VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda")
 
 DTYPES: dict[str, torch.dtype] = {
@@ -112,6 +112,7 @@ class Variant:
     modeled_bytes: Callable[[dict[str, Any], str], float] | None = None
     dtypes: tuple[str, ...] | None = None  # None: every dtype of the family
     description: str = ""
+    baseline: bool = False  # declared with @FAMILY.variant(..., baseline=True); see Family.baseline
 
 
 def shape_label(params: Mapping[str, Any]) -> str:
@@ -159,18 +160,27 @@ class Family:
         needs: Sequence[str] = (),
         modeled_bytes: Callable[[dict[str, Any], str], float] | None = None,
         dtypes: Sequence[str] | None = None,
+        baseline: bool = False,
     ) -> Callable[[Builder], Builder]:
         """Register a variant builder: ``builder(case) -> zero-argument callable``.
 
         ``kind`` defaults to ``name``; a family with several forms of one kind names them
         ``triton_table``/``triton_fused`` with ``kind="triton"``. ``modeled_bytes(params, dtype)``
         is the HBM traffic this implementation really moves, where it is more than the ideal.
+        ``baseline=True`` makes this the variant every row's ``speedup_vs_eager`` divides by
+        (at most one per family; see ``Family.baseline``).
         """
         kind = kind or name
         if kind not in VARIANT_KINDS:
             raise ValueError(f"variant kind {kind!r} is not one of {VARIANT_KINDS}")
         if name in self.variants:
             raise ValueError(f"variant {name!r} registered twice in family {self.name}")
+        declared = next((v.name for v in self.variants.values() if v.baseline), None)
+        if baseline and declared is not None:
+            raise ValueError(
+                f"family {self.name} declares two baselines, {declared!r} and {name!r}; "
+                "speedups need exactly one: drop baseline=True from one of them"
+            )
 
         def register(build: Builder) -> Builder:
             self.variants[name] = Variant(
@@ -181,13 +191,31 @@ class Family:
                 modeled_bytes=modeled_bytes,
                 dtypes=tuple(dtypes) if dtypes else None,
                 description=(build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else "",
+                baseline=baseline,
             )
             return build
 
         return register
 
+    @property
+    def baseline(self) -> Variant | None:
+        """The variant speedups are stated against (the ``speedup_vs_eager`` column).
+
+        The one registered with ``baseline=True``. A family that declares none (one written before
+        baselines were declared) falls back to its variant named ``eager``; without that either,
+        rows carry no speedup. Never "whichever eager variant ran first": that changed with
+        ``--variants`` and with registration order.
+        """
+        declared = [v for v in self.variants.values() if v.baseline]
+        return declared[0] if declared else self.variants.get("eager")
+
     def ordered_variants(self) -> list[Variant]:
-        return sorted(self.variants.values(), key=lambda v: (VARIANT_KINDS.index(v.kind), v.name))
+        """Run order: the baseline first (later rows divide by its time), then by kind and name."""
+        baseline = self.baseline
+        return sorted(
+            self.variants.values(),
+            key=lambda v: (v is not baseline, VARIANT_KINDS.index(v.kind), v.name),
+        )
 
     def cases(self, size: str) -> list[tuple[str, dict[str, Any]]]:
         """The parameter sets for a preset name or a custom ``key=value,...`` string."""

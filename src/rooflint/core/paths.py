@@ -19,6 +19,18 @@ def cache_dir(kind: str) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rooflint" / kind
 
 
+def existing_file(path: Path | str, what: str = "file", example: str = "") -> Path:
+    """``path`` as a Path if it names a file, else one line saying what it is instead (``example``:
+    the file a folder given by mistake usually holds, e.g. results.csv)."""
+    path = Path(path)
+    if path.is_dir():
+        hint = f" (e.g. {path / example})" if example else ""
+        raise UserError(f"{what} {path} is a directory; give a file in it{hint}")
+    if not path.exists():
+        raise UserError(f"{what} {path} does not exist")
+    return path
+
+
 def output_dir(path: Path) -> Path:
     """Create an output directory and prove it is writable, or fail with one line."""
     try:

@@ -2,7 +2,8 @@
 
 Three sources, in this order:
 - built-ins: every public module of ``rooflint.kernels`` (a module ``softmax.py`` defines the family
-  ``softmax``), found by listing the package, so adding a file is all a new built-in needs;
+  ``softmax``; subpackages are not families), found by listing the package, so adding a file is all a
+  new built-in needs;
 - installed plugins: the entry-point group ``rooflint.families``, where an entry's name is the
   family name and its value the module defining ``FAMILY`` (``fused_rmsnorm = "mykernels.rmsnorm"``);
 - quick experiments: ``ROOFLINT_FAMILY_MODULES=mykernels.rmsnorm,...``, modules that define FAMILY.
@@ -41,7 +42,9 @@ class FamilySource:
 
 def _builtins() -> list[FamilySource]:
     package = importlib.import_module(BUILTIN_PACKAGE)
-    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    # Modules only: private helpers (_sdpa) and subpackages (templates/, new-family's source) are not families.
+    modules = pkgutil.iter_modules(package.__path__)
+    names = sorted(m.name for m in modules if not m.name.startswith("_") and not m.ispkg)
     return [FamilySource(name, f"{BUILTIN_PACKAGE}.{name}", "built-in") for name in names]
 
 
@@ -81,6 +84,10 @@ def _import_family(source: FamilySource) -> Family:
         module = importlib.import_module(source.module)
     except ImportError as error:
         raise UserError(f"family module {source.describe()} cannot be imported: {error}") from None
+    except Exception as error:  # a plugin's own bug (two baselines, say): name the module it is in
+        raise UserError(
+            f"family module {source.describe()} failed to import: {type(error).__name__}: {error}"
+        ) from error
     family = getattr(module, "FAMILY", None)
     if not isinstance(family, Family):
         raise UserError(f"family module {source.describe()} defines no FAMILY (a rooflint.core.family.Family)")

@@ -1,14 +1,30 @@
-"""GPU specifications: the datasheet table, detection of the running GPU, and user spec files."""
+"""GPU specifications: the datasheet table, user spec files, and the one API that hands out a spec.
+
+Where a spec comes from, one function each (nothing else builds one):
+
+- ``get_spec(name, spec_file)``: a GPU by key, alias or device name, from the table or a user's TOML.
+- ``current_gpu_spec(spec_file, gpu, roof)``: the GPU this process runs on, with the device's own SM
+  count and L2 size and the chosen roof applied. It reads the device through torch, imported only
+  when called, so this module stays importable without torch; bench's worker calls it, once.
+- ``rooflint.core.roofs.roof_spec(spec, roof)``: the datasheet, or measured ceilings laid over it.
+- ``spec_from_rows(gpu, rows, spec_file)``: the ceilings a set of result rows was judged against
+  when it was measured (report per GPU, lint per row, plots of results).
+
+``measured_spec`` is the constructor the measuring code (CPU ceilings) uses; ``spec_to_dict`` and
+``spec_from_dict`` carry a spec to a worker process.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from rooflint.core.errors import UserError
+from rooflint.core.fmt import number, text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -173,9 +189,12 @@ def detect(device_name: str, specs: dict[str, GpuSpec] | None = None) -> GpuSpec
     return best[1] if best else None
 
 
-def current_gpu_spec(spec_file: Path | str | None = None, gpu: str | None = None) -> GpuSpec:
-    """The running GPU's spec with the device's SM count and L2 size applied."""
+def current_gpu_spec(spec_file: Path | str | None = None, gpu: str | None = None, roof: str | None = None) -> GpuSpec:
+    """The running GPU's spec: detected from its name (or named with ``gpu``), with the device's SM
+    count and L2 size applied, and ``roof`` ("datasheet", the default, or "measured") laid over it."""
     import torch
+
+    from rooflint.core.roofs import DEFAULT_ROOF, roof_spec
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     specs = all_specs(spec_file)
@@ -185,7 +204,91 @@ def current_gpu_spec(spec_file: Path | str | None = None, gpu: str | None = None
             f"GPU {props.name!r} is not in rooflint's table; describe it in a TOML file "
             f"(see hardware_specs/gpus.toml for the format) and pass --spec-file, or name one with --gpu"
         )
-    return spec.with_device_properties(props.multi_processor_count, getattr(props, "L2_cache_size", 0))
+    spec = spec.with_device_properties(props.multi_processor_count, getattr(props, "L2_cache_size", 0))
+    return roof_spec(spec, roof or DEFAULT_ROOF)
+
+
+def unit_precisions(compute_unit: str, precision: str, dtype: str) -> tuple[str, str]:
+    """(tensor-core precision, CUDA-core precision) a result row's FLOPs ran in.
+
+    A row records the precision of its dominant unit only; the other unit takes rooflint's
+    convention: tensor cores in the storage dtype, CUDA-core math in fp32.
+    """
+    from rooflint.core.roofline import CUDA_CORE_PRECISION
+
+    tensor = precision if compute_unit == "tensor" and precision else dtype
+    cuda = precision if compute_unit == "cuda" and precision else CUDA_CORE_PRECISION
+    return tensor, cuda
+
+
+def _positive(value: Any) -> float | None:
+    value = number(value)
+    return value if value > 0 else None  # NaN compares false: missing
+
+
+def spec_from_rows(gpu: str, rows: Iterable[Any], spec_file: Path | str | None = None) -> GpuSpec | None:
+    """The ceilings a set of result rows, all measured on ``gpu``, was judged against when measured.
+
+    The one way to rebuild a spec from results: the report uses it per GPU, lint per row. ``rows``
+    are ``ResultRow`` objects or records (dicts, e.g. ``DataFrame.to_dict("records")``).
+
+    - Rows judged on the datasheet (``ceiling_source`` "datasheet", or none recorded) of a GPU the
+      table knows, or on the entry of ``spec_file`` ("user"): that entry, every number with its source.
+    - Otherwise (a CPU run's ceilings measured at its start, ``--roof measured``, a GPU outside the
+      table): the ceilings the rows recorded. Bandwidth is the largest ``bandwidth_gbps``; each
+      unit's peak is the largest ``tensor_peak_tflops``/``cuda_peak_tflops`` where the file has
+      them, else ``peak_tflops`` of rows whose FLOPs ran on that unit alone. Files from before the
+      split columns recorded one blended peak for a row that mixes both units; it stands in for
+      either unit only where no row gives that unit's own peak (an approximation: without it such
+      a row would have no roof at all). ``l2_mib`` comes from ``l2_bytes``. The spec's origin is
+      the rows' ``ceiling_source`` ("measured", say), or "recorded" where they differ.
+    - None when no row recorded a bandwidth: nothing was timed, so nothing was judged.
+    """
+    records = [row if isinstance(row, Mapping) else vars(row) for row in rows]
+    sources = {text(r.get("ceiling_source")) for r in records} - {""}
+    if sources <= {"datasheet", "user"} and gpu not in ("", "cpu"):
+        try:
+            table = get_spec(gpu, spec_file)
+        except UserError:
+            table = None  # a GPU outside the table: its rows still carry the ceilings they were judged on
+        if table is not None and sources <= {table.origin}:
+            return table
+    bandwidths = [b for b in (_positive(r.get("bandwidth_gbps")) for r in records) if b]
+    if not bandwidths:
+        return None
+    exact: dict[str, float] = {}
+    stand_in: dict[str, float] = {}
+
+    def keep(into: dict[str, float], field: str, value: float) -> None:
+        into[field] = max(into.get(field, 0.0), value)
+
+    for record in records:
+        unit = text(record.get("compute_unit"))
+        tensor, cuda = unit_precisions(unit, text(record.get("precision")), text(record.get("dtype")))
+        fields = {"tensor": f"tensor_{tensor}_tflops", "cuda": f"cuda_{cuda}_tflops"}
+        split = {name: _positive(record.get(f"{name}_peak_tflops")) for name in ("tensor", "cuda")}
+        for name, value in split.items():
+            if value:
+                keep(exact, fields[name], value)
+        peak = _positive(record.get("peak_tflops"))
+        if any(split.values()) or not peak:
+            continue
+        used = [name for name in ("tensor", "cuda") if _positive(record.get(f"{name}_flops"))]
+        if len(used) == 2:
+            for name in used:
+                keep(stand_in, fields[name], peak)
+        elif used or unit in fields:
+            keep(exact, fields[used[0] if used else unit], peak)
+    peaks = {**stand_in, **exact}
+    l2_bytes = [b for b in (_positive(r.get("l2_bytes")) for r in records) if b]
+    if l2_bytes:
+        peaks["l2_mib"] = max(l2_bytes) / 2**20
+    origin = sources.pop() if len(sources) == 1 else "recorded"
+    how = f"recorded in the results ({origin})"
+    values = {"memory_bandwidth_gbps": SpecValue(max(bandwidths), how)}
+    values.update({field: SpecValue(value, how) for field, value in peaks.items()})
+    names = [text(r.get("device_name")) for r in records if text(r.get("device_name"))]
+    return GpuSpec(gpu or "unknown", names[0] if names else gpu or "unknown", values, (), origin)
 
 
 def measured_spec(key: str, name: str, bandwidth_gbps: float, peaks: dict[str, float], how: str) -> GpuSpec:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -17,11 +18,13 @@ import torch
 
 from rooflint.analysis.lint import lint_text
 from rooflint.core.errors import UserError
-from rooflint.core.family import DTYPES, VARIANT_KINDS
+from rooflint.core.family import DTYPES
 from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
 from rooflint.core.roofs import DEFAULT_ROOF, ROOF_CHOICES
+from rooflint.core.selection import check_variant_names, select_variants
 from rooflint.core.specs import GpuSpec, get_spec, spec_to_dict
+from rooflint.engine import fleet
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import CRASHED, ERROR, FAILING_STATUSES, OK, ResultRow, ResultWriter, row_from_record
 
@@ -41,12 +44,30 @@ class BenchRequest:
     size: str | None = None  # None: large on a GPU, small on a CPU
     device: str | None = None  # None: cuda when a GPU is visible
     devices: list[int] = field(default_factory=list)  # GPU indices to shard families over
+    scheduler: str | None = None  # a Dask scheduler address, or "local": run as a fleet (engine/fleet)
+    gpu_types: list[str] = field(default_factory=list)  # fleet GPU types that each run the whole plan
     spec_file: str | None = None
     gpu: str | None = None
     cuda_graphs: bool = False
     roof: str = DEFAULT_ROOF  # or "measured": the ceilings `rooflint ceilings` stored for this GPU
     out: Path = DEFAULT_OUT
     junit: Path | None = None
+    regime: str = "burst"  # or "sustained": back to back after a heat-up (docs/timing.md)
+    throttle_threshold: float = 0.90  # median SM clock under this share of the loaded clock: throttled
+    throttle_retries: int = 3  # re-timings of a throttled row before it is kept and marked
+    recovery_delay_s: float = 2.0  # wait before each re-timing
+
+    def __post_init__(self) -> None:
+        from rooflint.engine.timing import REGIMES
+
+        if self.regime not in REGIMES:
+            raise UserError(f"unknown regime {self.regime!r}; valid: {', '.join(REGIMES)}")
+        if not 0 < self.throttle_threshold <= 1:
+            raise UserError(f"--throttle-threshold {self.throttle_threshold} must be in (0, 1], e.g. 0.9")
+        if self.throttle_retries < 0:
+            raise UserError(f"--throttle-retries {self.throttle_retries} must be 0 or more")
+        if not self.recovery_delay_s >= 0:
+            raise UserError(f"--recovery-delay {self.recovery_delay_s} must be 0 or more seconds")
 
 
 @dataclass
@@ -74,7 +95,8 @@ def prepare(request: BenchRequest) -> BenchPlan:
     """Fill the defaults and validate everything (device, GPU indices, roof, GPU name, families,
     variants, dtypes, sizes) before anything runs or any file is written."""
     filled = dataclasses.replace(request)
-    filled.device = resolve_device(request.device)
+    # On a remote Dask cluster the workers hold the GPUs: this machine may have none.
+    filled.device = fleet.remote_device(request) or resolve_device(request.device)
     if filled.dtypes in ([], None):
         filled.dtypes = list(DEFAULT_DTYPES)
     elif filled.dtypes == ["all"]:
@@ -84,6 +106,7 @@ def prepare(request: BenchRequest) -> BenchPlan:
         raise UserError(f"unknown roof {filled.roof!r}; valid: {', '.join(ROOF_CHOICES)}")
     if filled.gpu is not None:
         get_spec(filled.gpu, filled.spec_file)  # an unknown --gpu is bad input on any device
+    fleet.settle(filled)  # --scheduler, --gpu-types; several --devices run as a local fleet
     if filled.devices:
         if filled.device != "cuda":
             raise UserError("--devices picks GPUs; it needs --device cuda and a visible GPU")
@@ -154,13 +177,8 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
     for dtype in request.dtypes:
         if dtype not in DTYPES:
             raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-    known_variants = set(VARIANT_KINDS)
     loaded = [get_family(name) for name in families]
-    for family in loaded:
-        known_variants.update(family.variants)
-    for name in request.variants:
-        if name not in known_variants:
-            raise UserError(f"unknown variant {name!r}; valid: {', '.join(sorted(known_variants))}")
+    check_variant_names(request.variants, loaded)
     tasks = []
     for family in loaded:
         cases = family.cases(request.size)
@@ -168,15 +186,7 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
             if dtype not in family.dtypes:
                 continue
             for size, params in cases:
-                for variant in family.ordered_variants():
-                    if (
-                        request.variants
-                        and variant.name not in request.variants
-                        and variant.kind not in request.variants
-                    ):
-                        continue
-                    if variant.dtypes and dtype not in variant.dtypes:
-                        continue
+                for variant in select_variants(family, request.variants, dtype):
                     tasks.append(Task(family.name, variant.name, dtype, size, params))
     if not tasks:
         raise UserError("nothing to run: no family supports the requested variants and dtypes")
@@ -216,6 +226,7 @@ def run_worker(
     on_row: Callable[[ResultRow], None],
 ) -> None:
     """Run tasks in child processes, restarting after a crash, until every task has a row."""
+    host = socket.gethostname()  # on the rows made here, for a crash or a broken worker
     kinds = {}
     for task in tasks:
         kinds[task.key] = get_family(task.family).variants[task.variant].kind
@@ -228,6 +239,10 @@ def run_worker(
             "gpu": request.gpu,
             "cuda_graphs": request.cuda_graphs,
             "roof": request.roof,
+            "regime": request.regime,
+            "throttle_threshold": request.throttle_threshold,
+            "throttle_retries": request.throttle_retries,
+            "recovery_delay_s": request.recovery_delay_s,
             "tasks": [dataclasses.asdict(t) for t in remaining],
         }
         with log_path.open("a") as log:
@@ -263,11 +278,18 @@ def run_worker(
         if started is None:
             # The worker died before any task started: its environment is broken, not one variant.
             for task in remaining:
-                on_row(base_row(task, kinds[task.key], ERROR, f"worker failed to start (exit {code}): {tail}"))
+                on_row(_host_row(task, kinds[task.key], ERROR, f"worker failed to start (exit {code}): {tail}", host))
             return
         crashed = next(t for t in remaining if t.key == started)
-        on_row(base_row(crashed, kinds[crashed.key], CRASHED, f"process died (exit {code}): {tail}"))
+        on_row(_host_row(crashed, kinds[crashed.key], CRASHED, f"process died (exit {code}): {tail}", host))
         remaining = [t for t in remaining if t.key != started]
+
+
+def _host_row(task: Task, kind: str, status: str, message: str, host: str) -> ResultRow:
+    """A row the parent writes for a task its worker never finished (no GPU was read for it)."""
+    row = base_row(task, kind, status, message)
+    row.host = host
+    return row
 
 
 def _log_tail(path: Path) -> str:
@@ -300,6 +322,10 @@ def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Ca
         writer.append(row)
         on_row(row)
 
+    if request.scheduler:  # a Dask cluster, local or remote: docs/fleet.md
+        fleet.run_fleet(bench, record, spec, writer.out_dir)
+        return
+    # Without Dask, several --devices keep this pool: one worker process per GPU, whole families each.
     if len(request.devices) > 1:  # the CLI admits device lists only for CUDA; tests shard CPU workers
         lock = threading.Lock()
 

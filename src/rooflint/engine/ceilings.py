@@ -7,7 +7,7 @@ and read/write turnaround keep HBM below its pin rate. A measured ceiling is the
 
 CPU: a large copy and a large matmul, measured at the start of a CPU bench (issue 2).
 GPU: DRAM copy, an L2-resident copy, a large matmul per tensor-core dtype and an FMA-bound
-kernel for the CUDA-core FP32 peak (rooflint/ceiling_kernels.py). Results are stored per GPU as
+kernel for the CUDA-core FP32 peak (rooflint.engine.ceiling_kernels). Results are stored per GPU as
 TOML in the user cache (~/.cache/rooflint/ceilings/<gpu>.toml, or $ROOFLINT_CACHE/ceilings) in
 the format of hardware_specs/gpus.toml plus l2_bandwidth_gbps, which the datasheets do not give.
 """
@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -168,3 +169,41 @@ def measure_gpu_ceilings(matmul_n: int = 8192, copy_gib: float = 2.0) -> dict[st
     values["l2_mib"] = l2 / 2**20
     values["sm_count"] = float(props.multi_processor_count)
     return values
+
+
+# ------------------------------------------------------------------------------ the ceilings command
+
+
+@dataclass
+class StoredCeilings:
+    key: str  # the spec key the file is named after (h100_sxm, cpu)
+    name: str  # the device's own name
+    values: dict[str, float]  # spec field -> measured value
+    datasheet: GpuSpec | None  # what the table promises, to compare with (None on a CPU)
+    path: Path
+
+
+def measure_and_store(
+    device: str | None = None,
+    out: Path | None = None,
+    spec_file: Path | str | None = None,
+    gpu: str | None = None,
+    on_note: Callable[[str], None] = lambda message: None,
+) -> StoredCeilings:
+    """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
+    (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
+    from rooflint.core.roofs import save_ceilings
+    from rooflint.core.specs import current_gpu_spec
+    from rooflint.engine.bench import resolve_device
+
+    if resolve_device(device) == "cpu":
+        spec = measure_cpu_ceilings()
+        values = {name: item.value for name, item in spec.values.items()}
+        key, name, datasheet, how = "cpu", "CPU", None, ""
+    else:
+        datasheet = current_gpu_spec(spec_file, gpu)
+        key, name = datasheet.key, torch.cuda.get_device_name()
+        on_note(f"measuring ceilings of {name} (about a minute) ...")
+        values = measure_gpu_ceilings()
+        how = f", torch {torch.__version__}"
+    return StoredCeilings(key, name, values, datasheet, save_ceilings(key, name, values, out, how))

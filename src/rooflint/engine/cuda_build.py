@@ -42,13 +42,14 @@ def include_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "kernels" / "include"
 
 
-def gencode(arch: str) -> list[str]:
-    """nvcc target flags. 'sm_90a' (wgmma, setmaxnreg) needs the -gencode form on nvcc 13.0."""
-    number = arch.removeprefix("sm_")
-    return [f"-gencode=arch=compute_{number},code=sm_{number}"]
+def gencode(arch: str | tuple[str, ...]) -> list[str]:
+    """nvcc target flags for one arch or several. 'sm_90a' (wgmma, setmaxnreg) needs the -gencode form on nvcc 13.0."""
+    archs = (arch,) if isinstance(arch, str) else arch
+    numbers = [a.removeprefix("sm_") for a in archs]
+    return [f"-gencode=arch=compute_{n},code=sm_{n}" for n in numbers]
 
 
-def compile_command(source: Path, output: Path, arch: str, *, shared: bool = True) -> list[str]:
+def compile_command(source: Path, output: Path, arch: str | tuple[str, ...], *, shared: bool = True) -> list[str]:
     nvcc = nvcc_path()
     if nvcc is None:
         raise VariantSkipped("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
@@ -57,7 +58,7 @@ def compile_command(source: Path, output: Path, arch: str, *, shared: bool = Tru
     return [nvcc, *NVCC_FLAGS, *gencode(arch), *kind, *includes, str(source), "-o", str(output)]
 
 
-def compile_source(source: Path, output: Path, arch: str, *, shared: bool = True) -> None:
+def compile_source(source: Path, output: Path, arch: str | tuple[str, ...], *, shared: bool = True) -> None:
     """Compile or raise VariantSkipped carrying nvcc's first error lines."""
     command = compile_command(source, output, arch, shared=shared)
     result = subprocess.run(command, capture_output=True, text=True)

@@ -84,21 +84,5 @@ def physical_gpu_index() -> int:
     return index
 
 
-def gpu_clocks_mhz() -> tuple[float, float]:
-    """Current SM and memory clocks from nvidia-smi, NaN where they cannot be read."""
-    index = physical_gpu_index()
-    try:
-        result = subprocess.run(
-            ["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        sm, mem = (float(v) for v in result.stdout.strip().split(","))
-        return sm, mem
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return float("nan"), float("nan")
-
-
 def timestamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -8,17 +8,22 @@ The same N calls launched back to back from Python, minus the graph's time, is t
 overhead bench reports (bench's default event timing keeps the GPU busy while the host enqueues,
 so it measures device time and leaves launch overhead to this comparison).
 
-L2: the flush buffer is written before each replay, not between the N calls inside it (a flush
-inside the graph would be timed too, and subtracting its time back out adds more noise than a
-short kernel takes). Calls 2..N of a replay may find the previous call's lines in L2, so these
-rows say l2_flushed=False; for a working set several times the L2, as at the large sizes, each
-call streams through more than the L2 holds and little survives. `rooflint lint` warns on rows
+L2: the flush (timing.L2Flush: write, then read back, so no dirty lines remain) runs before each
+replay, not between the N calls inside it (a flush inside the graph would be timed too, and
+subtracting its time back out adds more noise than a short kernel takes). Calls 2..N of a
+replay may find the previous call's lines in L2, so these rows say l2_flushed=False; for a
+working set several times the L2, as at the large sizes, each call streams through more than
+the L2 holds and little survives. `rooflint lint` warns on rows
 whose working set fits in cache.
+
+Regimes: in burst a spin precedes each replay (as in timing.time_cuda); in sustained the replays
+run back to back after timing.heat_up, and the sampler reads clocks and energy over the replays.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +31,7 @@ from typing import Any
 import torch
 
 from rooflint.engine import timing
+from rooflint.engine.nvml import NullSampler, Sampler
 
 TARGET_REPLAY_MS = 2.0  # one replay long enough that the event resolution (~0.5 us) is negligible
 MAX_CALLS = 1000  # caps the graph's size (and capture time) for the shortest kernels
@@ -70,6 +76,8 @@ def time_cuda_graph(
     nvtx_name: str = "",
     n_calls: int | None = None,
     rep_ms: float = timing.REP_MS,
+    sampler: Sampler | None = None,
+    regime: str = "burst",
 ) -> timing.Timing:
     """Capture n_calls calls of fn in one CUDA graph; time replays with events; report per call.
 
@@ -91,13 +99,19 @@ def time_cuda_graph(
             fn()  # outputs are dropped at once, so the graph's pool reuses their memory
     graph.replay()  # the first replay uploads the graph; do not time it
     torch.cuda.synchronize()
-    result = _time_batches(graph.replay, n, l2_bytes, nvtx_name, rep_ms, "cuda_graph")
+    result = _time_batches(graph.replay, n, l2_bytes, nvtx_name, rep_ms, "cuda_graph", sampler, regime)
     del graph
     return result
 
 
 def time_stream(
-    fn: Callable[[], Any], *, n_calls: int, l2_bytes: int, nvtx_name: str = "", rep_ms: float = timing.REP_MS
+    fn: Callable[[], Any],
+    *,
+    n_calls: int,
+    l2_bytes: int,
+    nvtx_name: str = "",
+    rep_ms: float = timing.REP_MS,
+    regime: str = "burst",
 ) -> timing.Timing:
     """The same n_calls launched one after another from Python, as an eager program would: where
     the host enqueues slower than the GPU runs, the GPU idles and these events time the gaps."""
@@ -106,32 +120,66 @@ def time_stream(
         for _ in range(n_calls):
             fn()
 
-    return _time_batches(batch, n_calls, l2_bytes, nvtx_name, rep_ms, "cuda_events_stream")
+    return _time_batches(batch, n_calls, l2_bytes, nvtx_name, rep_ms, "cuda_events_stream", None, regime)
 
 
 def launch_overhead(
-    fn: Callable[[], Any], *, l2_bytes: int, nvtx_name: str = "", rep_ms: float = timing.REP_MS
+    fn: Callable[[], Any],
+    *,
+    l2_bytes: int,
+    nvtx_name: str = "",
+    rep_ms: float = timing.REP_MS,
+    sampler: Sampler | None = None,
+    regime: str = "burst",
 ) -> tuple[timing.Timing, float]:
-    """Graph time per call, and launch overhead: back-to-back call time minus graph time, per call."""
+    """Graph time per call, and launch overhead: back-to-back call time minus graph time, per call.
+    The sampler reads the graph replays, whose time the row keeps."""
     n = calls_per_graph(_estimate_ms(fn))
-    graphed = time_cuda_graph(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, n_calls=n, rep_ms=rep_ms)
-    streamed = time_stream(fn, n_calls=n, l2_bytes=l2_bytes, nvtx_name=nvtx_name + "/stream", rep_ms=rep_ms)
+    graphed = time_cuda_graph(
+        fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, n_calls=n, rep_ms=rep_ms, sampler=sampler, regime=regime
+    )
+    streamed = time_stream(
+        fn, n_calls=n, l2_bytes=l2_bytes, nvtx_name=nvtx_name + "/stream", rep_ms=rep_ms, regime=regime
+    )
     return graphed, streamed.median_ms - graphed.median_ms
 
 
 def _time_batches(
-    run_batch: Callable[[], Any], n: int, l2_bytes: int, nvtx_name: str, rep_ms: float, mode: str
+    run_batch: Callable[[], Any],
+    n: int,
+    l2_bytes: int,
+    nvtx_name: str,
+    rep_ms: float,
+    mode: str,
+    sampler: Sampler | None,
+    regime: str,
 ) -> timing.Timing:
-    flush = timing.flush_buffer(l2_bytes)
+    sampler = sampler or NullSampler()
+    flush = timing.l2_flush(l2_bytes)
     replays = replays_for(_estimate_ms(run_batch, calls=2), rep_ms)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    with timing.nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext():
+    sustained = regime == "sustained"
+    if sustained:
+
+        def chunk() -> None:
+            flush()
+            run_batch()
+            torch.cuda.synchronize()
+
+        timing.heat_up(chunk, sampler)
+    torch.cuda.synchronize()
+    with timing.nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
         for i in range(replays):
-            flush.fill_(i)
-            _spin()
+            flush(i)
+            if not sustained:
+                _spin()
             starts[i].record()
             run_batch()
             ends[i].record()
-    torch.cuda.synchronize()
-    return timing.summarize([s.elapsed_time(e) / n for s, e in zip(starts, ends)], mode, False)
+        torch.cuda.synchronize()
+    batch_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    measured = timing.summarize([ms / n for ms in batch_ms], mode, False)
+    return dataclasses.replace(
+        measured, calls=replays * n, busy_ms=sum(batch_ms), regime=regime, telemetry=recording.telemetry
+    )

@@ -8,12 +8,13 @@ witness for the roofline: measured DRAM bytes and FLOPs beside the analytic mode
 
 from __future__ import annotations
 
-import dataclasses
+import gc
 import json
 import math
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,16 @@ from rooflint.analysis import ncu as ncu_tools
 from rooflint.core.errors import UserError
 from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
+from rooflint.core.selection import check_variant_names, select_variants
 from rooflint.engine.timing import nvtx_range
+from rooflint.outputs.results import read_typed_csv, write_typed_csv
 
 PROFILED_CALLS = 5  # calls under torch.profiler: enough to average, few enough to stay fast
+# What a profile looks at when the user says nothing: bf16 and the first shape of the small preset
+# (ncu replays every kernel dozens of times, so the large size costs minutes per variant).
+DEFAULT_DTYPE = "bf16"
+DEFAULT_SIZE = "small"
+DEFAULT_OUT = Path("rooflint-out/profile")
 
 
 @dataclass
@@ -35,18 +43,6 @@ class KernelShare:
     calls_per_call: float  # launches of this kernel per variant call
     device_us_per_call: float
     share_pct: float
-
-
-def _runnable(family: Family, variants: list[str] | None, device: str) -> list[Variant]:
-    from rooflint.engine.worker import missing_requirement
-
-    chosen = family.ordered_variants()
-    if variants:
-        unknown = [v for v in variants if v not in family.variants and v not in {x.kind for x in chosen}]
-        if unknown:
-            raise UserError(f"unknown variant {unknown[0]!r} for {family.name}; valid: {', '.join(family.variants)}")
-        chosen = [v for v in chosen if v.name in variants or v.kind in variants]
-    return [v for v in chosen if missing_requirement(v, device) is None]
 
 
 def build(family: Family, variant: Variant, size: str, dtype: str, device: str) -> tuple[Case, Any]:
@@ -208,36 +204,9 @@ def available_metrics() -> list[str]:
     return ncu_tools.parse_query_metrics(done.stdout)
 
 
-def row_dict(row: NcuRow) -> dict[str, Any]:
-    return asdict(row)
-
-
-if __name__ == "__main__":
-    child_main()
-
-
 def read_ncu_csv(path: Path | str) -> list[NcuRow]:
     """Rows of an ncu.csv written by `rooflint profile --ncu`, to re-plot or combine families."""
-    import pandas as pd
-
-    frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
-    names = {f.name: f.type for f in dataclasses.fields(NcuRow)}
-    missing = [n for n in names if n not in frame.columns]
-    if missing:
-        raise UserError(f"{path} is not a rooflint ncu CSV: missing columns {', '.join(missing)}")
-    rows = []
-    for record in frame.to_dict("records"):
-        values = {}
-        for name, kind in names.items():
-            value = record[name]
-            if kind == "str":
-                values[name] = "" if isinstance(value, float) and math.isnan(value) else str(value)
-            elif kind == "int":
-                values[name] = int(value)
-            else:
-                values[name] = float(value)
-        rows.append(NcuRow(**values))
-    return rows
+    return read_typed_csv(path, NcuRow, "rooflint ncu CSV")
 
 
 def plot_ncu(rows: list[NcuRow], spec, out_base: Path, extra_ceilings=None) -> list[Path]:
@@ -274,3 +243,93 @@ def plot_ncu(rows: list[NcuRow], spec, out_base: Path, extra_ceilings=None) -> l
         )
     title = f"analytic vs Nsight Compute: {spec.name}"
     return plot_roofline(pd.DataFrame(points), spec, out_base, title, extra_ceilings)
+
+
+# ---------------------------------------------------------------------------- the profile command
+
+
+@dataclass
+class ProfileOutcome:
+    family: str
+    dtype: str
+    size: str
+    device: str
+    shares: list[KernelShare]
+    ncu_rows: list[NcuRow] = field(default_factory=list)  # empty without ncu
+    skipped: list[str] = field(default_factory=list)  # "variant: why" for variants ncu could not profile
+    written: list[Path] = field(default_factory=list)
+
+
+def run_profile(
+    family: str,
+    variants: list[str] | None = None,
+    dtype: str | None = None,
+    size: str | None = None,
+    device: str | None = None,
+    ncu: bool = False,
+    out: Path | None = None,
+    spec_file: Path | str | None = None,
+    gpu: str | None = None,
+    on_note: Callable[[str], None] = lambda message: None,
+) -> ProfileOutcome:
+    """`rooflint profile`: kernels per call of each runnable variant (kernels.csv), then with ``ncu``
+    each variant's counters beside its analytic model (ncu.csv, roofline_ncu.*). Everything is
+    checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
+    from rooflint.core.paths import output_dir
+    from rooflint.core.specs import current_gpu_spec
+    from rooflint.engine.bench import resolve_device
+    from rooflint.engine.worker import missing_requirement
+
+    fam = get_family(family)
+    dtype, size, out = dtype or DEFAULT_DTYPE, size or DEFAULT_SIZE, Path(out or DEFAULT_OUT)
+    device = resolve_device(device)
+    if ncu and device != "cuda":
+        raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
+    if dtype not in fam.dtypes:
+        raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
+    fam.cases(size)  # an unknown size is bad input before anything runs
+    check_variant_names(variants or [], [fam])
+    chosen = [v for v in select_variants(fam, variants or [], dtype) if missing_requirement(v, device) is None]
+    if not chosen:
+        raise UserError(f"no variant of {family} can run on {device}")
+    spec = current_gpu_spec(spec_file, gpu) if ncu else None  # ncu's roofline: this GPU's datasheet
+    output_dir(out)
+    shares = []
+    for variant in chosen:
+        _, fn = build(fam, variant, size, dtype, device)
+        shares += kernel_shares(fn, device, variant.name)
+        del fn
+        gc.collect()
+    outcome = ProfileOutcome(fam.name, dtype, size, device, shares)
+    outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
+    if spec is not None:
+        _profile_counters(fam, chosen, outcome, out, spec, on_note)
+    return outcome
+
+
+def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_note) -> None:
+    from rooflint.core.roofs import measured_overlay
+    from rooflint.engine import timing
+
+    metrics = ncu_tools.BASE_METRICS + ncu_tools.tensor_metrics(available_metrics())
+    for variant in chosen:
+        on_note(f"profiling {variant.name} under ncu ...")
+        _, fn = build(fam, variant, outcome.size, outcome.dtype, "cuda")
+        time_ms = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms  # ncu's replays distort time
+        del fn
+        gc.collect()
+        torch.cuda.empty_cache()  # the ncu child needs the memory
+        try:
+            counters = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics)
+        except RuntimeError as error:
+            outcome.skipped.append(f"{variant.name}: {error}")
+            on_note(f"skipped {variant.name}: {error}")
+            continue
+        outcome.ncu_rows.append(ncu_row(fam, variant, outcome.dtype, outcome.size, counters, time_ms))
+    if outcome.ncu_rows:
+        outcome.written.append(write_typed_csv(outcome.ncu_rows, out / "ncu.csv", NcuRow))
+        outcome.written += plot_ncu(outcome.ncu_rows, spec, out / "roofline_ncu", measured_overlay(spec))
+
+
+if __name__ == "__main__":
+    child_main()

@@ -1,13 +1,23 @@
 """Honest timing: warm up, flush L2 before every call, time each call with CUDA events.
 
-Each sample is one call bracketed by its own pair of events, with a write of a buffer twice the
-size of L2 just before it, so no input is still cache-resident from the previous call and the
-kernel is measured against DRAM, which is what the roofline's bandwidth ceiling describes.
+Each sample is one call bracketed by its own pair of events, after a flush that leaves the L2
+holding only clean lines of a buffer twice its size, so no input is still cache-resident from the
+previous call and the kernel is measured against DRAM, which is what the roofline's bandwidth
+ceiling describes.
+
+Two regimes (docs/timing.md):
+- burst (default): a spin kernel before each call, so the GPU never waits on the host and runs
+  near its boost clock; what one kernel does on a healthy GPU, reproducible across machines.
+- sustained: the calls run back to back after a heat-up that lasts until power and SM clock
+  settle; what a training loop sees once the GPU sits at its power cap.
+While the timed samples run, a Sampler (rooflint.engine.nvml) reads clocks, power and energy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -16,11 +26,18 @@ from typing import Any
 
 import torch
 
+from rooflint.engine.nvml import NullSampler, Sampler, Telemetry, settled
+
 WARMUP_MS = 25.0  # long enough for module load, autotuning replays and clock ramp-up
 REP_MS = 200.0  # timed budget per variant
+SUSTAINED_REP_MS = 1000.0  # longer in sustained: the energy counter ticks every few tens of ms
 MIN_SAMPLES = 10
 MAX_SAMPLES = 2000
 MIN_FLUSH_BYTES = 256 * 2**20
+REGIMES = ("burst", "sustained")
+HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to compare
+HEAT_MAX_S = 10.0
+CHUNK_MS = 50.0  # work enqueued between two checks of the heat-up's settle test
 
 
 @dataclass(frozen=True)
@@ -31,6 +48,11 @@ class Timing:
     n_samples: int
     mode: str  # cuda_events | cuda_graph | cpu_wall
     l2_flushed: bool
+    calls: int = 0  # calls inside the timed window (a graph replay holds several)
+    busy_ms: float = math.nan  # time the timed calls took, summed: the window minus flushes and spins
+    regime: str = "burst"
+    telemetry: Telemetry | None = None  # what NVML read while the timed samples ran
+    launch_overhead_ms: float = math.nan  # --cuda-graphs: back-to-back call time minus graph time
 
 
 def summarize(samples_ms: list[float], mode: str, l2_flushed: bool) -> Timing:
@@ -42,6 +64,8 @@ def summarize(samples_ms: list[float], mode: str, l2_flushed: bool) -> Timing:
         n_samples=len(ordered),
         mode=mode,
         l2_flushed=l2_flushed,
+        calls=len(ordered),
+        busy_ms=sum(ordered),
     )
 
 
@@ -82,15 +106,40 @@ def nvtx_range(name: str):
             pop()
 
 
-_flush_buffers: dict[int, torch.Tensor] = {}
+class L2Flush:
+    """Evicts the L2 and leaves no dirty lines in it: write a buffer twice the L2, then read it.
+
+    A write alone leaves the L2 full of the flush buffer's dirty lines; the timed call's misses
+    must then write them back to DRAM before reusing their slots, so the call pays for the flush's
+    writes (write-then-read made a bf16 add up to 19% faster at a 48 MiB working set on an H200).
+    The read-back pass evicts the dirty lines (their write-back happens in the flush, untimed) and
+    leaves clean ones, which the call drops for free. ``clean=False`` is the old write-only flush,
+    kept for scripts/device/flush_effect.py.
+    """
+
+    def __init__(self, l2_bytes: int, clean: bool = True, device: str = "cuda") -> None:
+        size = max(2 * l2_bytes, MIN_FLUSH_BYTES)
+        self.nbytes = size
+        self.clean = clean
+        self.buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
+        self.sink = torch.empty((), dtype=torch.int64, device=device)  # preallocated: no alloc per flush
+
+    def __call__(self, value: int = 0) -> None:
+        self.buffer.fill_(value)
+        if self.clean:
+            torch.sum(self.buffer, dim=0, out=self.sink)
 
 
-def flush_buffer(l2_bytes: int) -> torch.Tensor:
-    size = max(2 * l2_bytes, MIN_FLUSH_BYTES)
-    if size not in _flush_buffers:
-        _flush_buffers.clear()
-        _flush_buffers[size] = torch.empty(size // 4, dtype=torch.int32, device="cuda")
-    return _flush_buffers[size]
+_flushes: dict[tuple[int, bool], L2Flush] = {}
+
+
+def l2_flush(l2_bytes: int, clean: bool = True) -> L2Flush:
+    """The shared flush for this L2 size (one buffer at a time: it takes 256 MiB or more)."""
+    key = (max(2 * l2_bytes, MIN_FLUSH_BYTES), clean)
+    if key not in _flushes:
+        _flushes.clear()
+        _flushes[key] = L2Flush(l2_bytes, clean)
+    return _flushes[key]
 
 
 _cycles_per_us: float | None = None
@@ -110,6 +159,41 @@ def spin_cycles_per_us() -> float:
     return _cycles_per_us
 
 
+def _flushed_estimate_ms(fn: Callable[[], Any], flush: L2Flush, calls: int = 5) -> float:
+    """One flushed call, flush included: sizes warm-up, repetitions and heat-up chunks."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(calls):
+        flush(i)
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return max(start.elapsed_time(end) / calls, 1e-3)
+
+
+def heat_up(
+    run_chunk: Callable[[], None],
+    sampler: Sampler,
+    *,
+    min_s: float = HEAT_MIN_S,
+    max_s: float = HEAT_MAX_S,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Telemetry:
+    """Run ``run_chunk`` (a few tens of ms of work, synchronized) until the GPU settles: the
+    median power and SM clock of the last second within 2% of the second before, after at least
+    ``min_s`` and at most ``max_s``. Without NVML it runs ``min_s``."""
+    with sampler.record() as recording:
+        started = clock()
+        while True:
+            run_chunk()
+            elapsed = clock() - started
+            if elapsed >= max_s:
+                break
+            if elapsed >= min_s and (not sampler.available or settled(list(recording.readings))):
+                break
+    return recording.telemetry
+
+
 def time_cuda(
     fn: Callable[[], Any],
     *,
@@ -117,8 +201,10 @@ def time_cuda(
     nvtx_name: str = "",
     warmup_ms: float = WARMUP_MS,
     rep_ms: float = REP_MS,
+    sampler: Sampler | None = None,
+    flush: L2Flush | None = None,
 ) -> Timing:
-    """Device time of one call, flushed: median, p20, p80 over many samples.
+    """Burst regime: device time of one call, flushed: median, p20, p80 over many samples.
 
     Before each sample the GPU is given a spin kernel that lasts longer than Python takes to
     enqueue the call, so the start event fires only once the whole call is queued behind it. The
@@ -126,7 +212,8 @@ def time_cuda(
     spin, any call whose Python launch takes longer than the flush kernel runs would have the
     host's latency timed as its own. Launch overhead is measured separately (--cuda-graphs).
     """
-    flush = flush_buffer(l2_bytes)
+    sampler = sampler or NullSampler()
+    flush = flush or l2_flush(l2_bytes)
     fn()
     torch.cuda.synchronize()
     host_s = []
@@ -135,15 +222,7 @@ def time_cuda(
         fn()
         host_s.append(time.perf_counter() - began)
     torch.cuda.synchronize()
-    # Estimate one flushed call to size warm-up and repetitions.
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.fill_(1)
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
+    estimate_ms = _flushed_estimate_ms(fn, flush)
     for _ in range(max(1, int(warmup_ms / estimate_ms))):
         fn()
     # Twice the slowest host enqueue seen, plus margin for the event record itself.
@@ -151,30 +230,153 @@ def time_cuda(
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext():
+    torch.cuda.synchronize()  # the sampler's window holds the timed samples and nothing before them
+    with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
         for i in range(n):
-            flush.fill_(i)  # a write, so L2 holds the flush buffer's lines and none of the inputs
+            flush(i)
             torch.cuda._sleep(spin)
             starts[i].record()
             fn()
             ends[i].record()
+        torch.cuda.synchronize()
+    measured = summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events", True)
+    return dataclasses.replace(measured, regime="burst", telemetry=recording.telemetry)
+
+
+def time_cuda_sustained(
+    fn: Callable[[], Any],
+    *,
+    l2_bytes: int,
+    nvtx_name: str = "",
+    rep_ms: float = SUSTAINED_REP_MS,
+    sampler: Sampler | None = None,
+    flush: L2Flush | None = None,
+    heat_min_s: float = HEAT_MIN_S,
+    heat_max_s: float = HEAT_MAX_S,
+) -> Timing:
+    """Sustained regime: calls back to back, as a training loop runs them, after a heat-up.
+
+    The flush still runs before each call (a training step's other ops evict the L2 too), but no
+    spin: the GPU goes straight from one call to the next. The flush (0.1 ms or more of GPU work)
+    gives the host time to enqueue the next call, so launch gaps stay out of the samples.
+    """
+    sampler = sampler or NullSampler()
+    flush = flush or l2_flush(l2_bytes)
+    fn()
     torch.cuda.synchronize()
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events", True)
+    estimate_ms = _flushed_estimate_ms(fn, flush)
+    per_chunk = max(1, int(CHUNK_MS / estimate_ms))
+
+    def chunk() -> None:
+        for i in range(per_chunk):
+            flush(i)
+            fn()
+        torch.cuda.synchronize()
+
+    n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    heat_up(chunk, sampler, min_s=heat_min_s, max_s=heat_max_s)
+    with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
+        for i in range(n):
+            flush(i)
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+    measured = summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events", True)
+    return dataclasses.replace(measured, regime="sustained", telemetry=recording.telemetry)
 
 
-def time_cpu(fn: Callable[[], Any], *, warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS) -> Timing:
-    """Wall-clock timing with the same statistics; CPU caches are not flushed (recorded as such)."""
+def time_cpu(
+    fn: Callable[[], Any],
+    *,
+    warmup_ms: float = WARMUP_MS,
+    rep_ms: float = REP_MS,
+    sampler: Sampler | None = None,
+    regime: str = "burst",
+) -> Timing:
+    """Wall-clock timing with the same statistics; CPU caches are not flushed (recorded as such).
+    Sustained runs the calls for HEAT_MIN_S first, so the CPU's turbo has settled too."""
+    sampler = sampler or NullSampler()
     fn()
     started = time.perf_counter()
     fn()
     estimate_ms = max((time.perf_counter() - started) * 1e3, 1e-3)
+    if regime == "sustained":
+        per_chunk = max(1, int(CHUNK_MS / estimate_ms))
+        heat_up(lambda: [fn() for _ in range(per_chunk)], sampler, max_s=HEAT_MIN_S)
     deadline = time.perf_counter() + warmup_ms / 1e3
     while time.perf_counter() < deadline:
         fn()
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
     samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return summarize(samples, "cpu_wall", False)
+    with sampler.record() as recording:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    measured = summarize(samples, "cpu_wall", False)
+    return dataclasses.replace(measured, regime=regime, telemetry=recording.telemetry)
+
+
+def measure(
+    fn: Callable[[], Any],
+    *,
+    device: str,
+    regime: str = "burst",
+    sampler: Sampler | None = None,
+    l2_bytes: int = 0,
+    nvtx_name: str = "",
+    cuda_graphs: bool = False,
+) -> Timing:
+    """The worker's timer: the CPU wall clock, CUDA graphs, or CUDA events in the chosen regime."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; valid: {', '.join(REGIMES)}")
+    sampler = sampler or NullSampler()
+    if device != "cuda":
+        return time_cpu(fn, sampler=sampler, regime=regime)
+    if cuda_graphs:
+        from rooflint.engine.graph_timing import launch_overhead
+
+        graphed, overhead = launch_overhead(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler, regime=regime)
+        return dataclasses.replace(graphed, launch_overhead_ms=overhead)
+    if regime == "sustained":
+        return time_cuda_sustained(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
+    return time_cuda(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
+
+
+# ------------------------------------------------------------------- the reference clock
+
+
+def matmul_load(n: int = 4096) -> Callable[[], Any]:
+    """Dense bf16 matmuls on the tensor cores: the load that draws the most power per second."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    return lambda: torch.mm(a, b, out=c)
+
+
+def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0.2) -> Telemetry:
+    """Clocks, power and reasons under back-to-back bf16 matmuls: 0.2 s of them after a 50 ms
+    ramp from idle (burst), or after a heat-up until power and clock settle (sustained). Its SM
+    clock is the reference a run's rows are judged against for throttling."""
+    if not sampler.available or not torch.cuda.is_available():
+        return Telemetry()
+    load = matmul_load()
+
+    def chunk() -> None:
+        for _ in range(20):
+            load()
+        torch.cuda.synchronize()
+
+    ramp_until = time.perf_counter() + 0.05  # cuBLAS picks its kernel; the clock leaves idle
+    while time.perf_counter() < ramp_until:
+        chunk()
+    if regime == "sustained":
+        heat_up(chunk, sampler)
+    with sampler.record() as recording:
+        until = time.perf_counter() + burst_s
+        while time.perf_counter() < until:
+            chunk()
+    return recording.telemetry

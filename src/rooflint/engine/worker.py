@@ -8,10 +8,13 @@ only itself: the parent records it as crashed and starts a fresh worker for the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import math
+import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +27,10 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Fam
 from rooflint.core.registry import get_family
 from rooflint.core.roofline import analyse, copy_to_row
 from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
-from rooflint.engine import environment, timing
+from rooflint.engine import environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
+from rooflint.engine.throttle import ThrottlePolicy
 from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow, json_safe
 
 
@@ -80,15 +84,47 @@ def base_row(task: Task, kind: str, status: str, message: str = "") -> ResultRow
 
 
 class Worker:
-    def __init__(self, device: str, spec: GpuSpec, cuda_graphs: bool = False) -> None:
+    def __init__(
+        self,
+        device: str,
+        spec: GpuSpec,
+        cuda_graphs: bool = False,
+        *,
+        regime: str = "burst",
+        policy: ThrottlePolicy | None = None,
+        sampler: nvml.Sampler | None = None,
+        timer: Callable[..., timing.Timing] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        reference_clock_mhz: float | None = None,
+    ) -> None:
+        """``sampler``, ``timer``, ``sleep`` and ``reference_clock_mhz`` are for tests: a fake
+        sampler and timer drive the throttle retry on a CPU. ``timer(fn, nvtx_name=, sampler=)``."""
         self.device = device
         self.spec = spec
         self.cuda_graphs = cuda_graphs
+        self.regime = regime
+        self.policy = policy or ThrottlePolicy()
+        self.sampler = sampler if sampler is not None else nvml.sampler_for(device)
+        before = self.sampler.compute_processes()  # before this process makes its CUDA context
         self.env = environment.collect(device)
+        self.timer = timer or functools.partial(
+            timing.measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=cuda_graphs
+        )
+        self.sleep = sleep
+        if reference_clock_mhz is None and device == "cuda":
+            reference_clock_mhz = timing.loaded_telemetry(self.sampler, regime).sm_clock_mhz
+        self.reference = throttle.reference_clock(
+            math.nan if reference_clock_mhz is None else reference_clock_mhz,
+            self.sampler.max_sm_clock_mhz(),
+            regime,
+            self.policy.threshold,
+        )
+        self.own_pids = nvml.own_pids(before, self.sampler.compute_processes())
+        self._warned_processes: set[int] = set()
         self._case_key: tuple | None = None
         self._case: Case | None = None
         self._reference: Any = None
-        self._eager_ms: dict[tuple, float] = {}
+        self._baseline_ms: dict[tuple, float] = {}  # (family, dtype, shape) -> the family baseline's median
 
     def _stamp(self, row: ResultRow) -> ResultRow:
         row.gpu = self.spec.key
@@ -102,7 +138,8 @@ class Worker:
         row.rooflint_version = self.env.rooflint_version
         row.git_commit = self.env.git_commit
         row.timestamp = environment.timestamp()
-        row.ceiling_source = "measured" if self.spec.origin == "measured" else self.spec.origin
+        row.ceiling_source = self.spec.origin  # datasheet | measured | user (a --spec-file GPU)
+        row.host = socket.gethostname()  # a fleet measures one plan on many machines
         return row
 
     def _prepare(self, family: Family, task: Task) -> tuple[Case, Any]:
@@ -163,18 +200,15 @@ class Worker:
         if not verdict.passed:
             row.status, row.message = FAILED, verdict.message
             return row
-        if cuda:
-            if self.cuda_graphs:
-                from rooflint.engine.graph_timing import launch_overhead
-
-                measured, row.launch_overhead_ms = launch_overhead(
-                    fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name
-                )
-            else:
-                measured = timing.time_cuda(fn, l2_bytes=self.spec.l2_bytes, nvtx_name=task.nvtx_name)
-            row.sm_clock_mhz, row.mem_clock_mhz = environment.gpu_clocks_mhz()
-        else:
-            measured = timing.time_cpu(fn)
+        judged = throttle.time_until_unthrottled(
+            functools.partial(self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler),
+            self.reference,
+            self.policy,
+            self.sleep,
+        )
+        measured = judged.timing
+        throttle.fill_row(row, judged)  # clocks, power, energy, reasons, throttled, retries
+        row.launch_overhead_ms = measured.launch_overhead_ms
         row.timing_mode, row.l2_flushed = measured.mode, measured.l2_flushed
         row.n_samples, row.median_ms, row.p20_ms, row.p80_ms = (
             measured.n_samples,
@@ -184,14 +218,24 @@ class Worker:
         )
         point = analyse(cost, measured.median_ms / 1e3, self.spec, family.tensor_precision(task.dtype))
         copy_to_row(point, row)
-        message = getattr(fn, "note", "")
-        if message:
-            row.message = str(message)
+        others = nvml.other_processes(self.sampler, self.own_pids)
+        if others and not {p.pid for p in others} <= self._warned_processes:
+            self._warned_processes |= {p.pid for p in others}  # stderr (worker.log) once per process
+            print("warning: other processes on this GPU: " + ", ".join(p.describe() for p in others), file=sys.stderr)
+        notes = [
+            str(getattr(fn, "note", "") or ""),
+            judged.message,
+            ("another process was using the GPU: " + ", ".join(p.describe() for p in others)) if others else "",
+        ]
+        if any(notes):
+            row.message = "; ".join(note for note in notes if note)
+        # speedup_vs_eager is against the family's declared baseline (Family.baseline), which bench
+        # runs first in each (dtype, shape); without its row (filtered out, failed) there is none.
         baseline_key = (task.family, task.dtype, row.shape)
-        if variant.kind == "eager" and baseline_key not in self._eager_ms:
-            self._eager_ms[baseline_key] = measured.median_ms
-        if baseline_key in self._eager_ms:
-            row.speedup_vs_eager = self._eager_ms[baseline_key] / measured.median_ms
+        if variant is family.baseline:
+            self._baseline_ms[baseline_key] = measured.median_ms
+        if baseline_key in self._baseline_ms:
+            row.speedup_vs_eager = self._baseline_ms[baseline_key] / measured.median_ms
         del fn
         return row
 
@@ -228,13 +272,21 @@ def main() -> None:
     """Entry: ``python -m rooflint.engine.worker`` with a JSON job on stdin; events on stdout."""
     job = json.loads(sys.stdin.read())
     device = job["device"]
+    # The one place a bench's spec is chosen: a CPU run hands over the ceilings its parent measured
+    # once (every worker then judges against the same ones); on a GPU each worker reads its own device.
     if job.get("spec"):
         spec = spec_from_dict(job["spec"])
     else:
-        from rooflint.core.roofs import roof_spec
-
-        spec = roof_spec(current_gpu_spec(job.get("spec_file"), job.get("gpu")), job.get("roof", "datasheet"))
-    worker = Worker(device, spec, job.get("cuda_graphs", False))
+        spec = current_gpu_spec(job.get("spec_file"), job.get("gpu"), job.get("roof"))
+    worker = Worker(
+        device,
+        spec,
+        job.get("cuda_graphs", False),
+        regime=job.get("regime", "burst"),
+        policy=ThrottlePolicy(
+            job.get("throttle_threshold", 0.90), job.get("throttle_retries", 3), job.get("recovery_delay_s", 2.0)
+        ),
+    )
     for raw in job["tasks"]:
         task = Task(**raw)
         emit({"event": "start", "task": task.key})

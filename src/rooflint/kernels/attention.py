@@ -18,7 +18,7 @@ from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
 from rooflint.core.triton_compat import tl, triton
 from rooflint.engine import cuda_build
-from rooflint.kernels import cuda_dtype
+from rooflint.kernels import _sdpa, cuda_dtype
 
 HEAD_DIMS = (64, 128)
 # float64 scores the reference holds at once: 2^28 of them are 2 GiB, small beside an 80 GB GPU.
@@ -128,14 +128,28 @@ def eager_unfused(case):
     return lambda: unfused_attention(q, k, v, scale, mask)
 
 
-@FAMILY.variant("compile")
-def compiled(case):
+# torch.compile of each natural way to write attention, each its own row: the strongest one is the
+# compiler's real result, and the one a hand-written kernel has to beat.
+@FAMILY.variant("compile_unfused", kind="compile")
+def compiled_unfused(case):
     """torch.compile of the unfused chain (inductor may pattern-match it to SDPA)"""
     q, k, v = case["q"], case["k"], case["v"]
     mask = _causal_mask(q.shape[2], q.device) if case.params["causal"] else None
     scale = 1 / math.sqrt(q.shape[-1])
     fn = torch.compile(unfused_attention, dynamic=False)
     return lambda: fn(q, k, v, scale, mask)
+
+
+def sdpa(q, k, v, causal):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+@FAMILY.variant("compile_builtin", kind="compile")
+def compiled_builtin(case):
+    """torch.compile of F.scaled_dot_product_attention"""
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    fn = torch.compile(sdpa, dynamic=False)
+    return lambda: fn(q, k, v, causal)
 
 
 def sdpa_backend_name(q, k, v, causal) -> str:
@@ -148,45 +162,29 @@ def sdpa_backend_name(q, k, v, causal) -> str:
         return f"unknown ({type(error).__name__})"
 
 
-@FAMILY.variant("eager")
+@FAMILY.variant("eager", baseline=True)
 def eager(case):
     """F.scaled_dot_product_attention, PyTorch's default backend choice"""
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
 
     def run():
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return sdpa(q, k, v, causal)
 
     run.backend = sdpa_backend_name(q, k, v, causal)
     run.note = f"SDPA backend: {run.backend}"  # bench shows a variant's note in its row's message
     return run
 
 
-def _pinned_sdpa(backend_name):
-    def build(case):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
-        backend = getattr(SDPBackend, backend_name)
-
-        def run():
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-        run.backend = backend_name.lower()
-        run.note = f"SDPA backend: {run.backend} (pinned)"
-        return run
-
-    build.__doc__ = f"F.scaled_dot_product_attention pinned to {backend_name.lower()} (sdpa_kernel)"
-    return build
+def _sdpa_call(case):
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    return lambda: sdpa(q, k, v, causal)
 
 
-# SDPA's backends pinned one by one: the peers the Triton and CUDA targets are stated against.
-for _name, _backend in (
-    ("sdpa_flash", "FLASH_ATTENTION"),
-    ("sdpa_cudnn", "CUDNN_ATTENTION"),
-    ("sdpa_efficient", "EFFICIENT_ATTENTION"),
-):
-    FAMILY.variant(_name, kind="eager", needs=(NEEDS_CUDA,))(_pinned_sdpa(_backend))
+# SDPA's backends pinned one by one: the peers the Triton and CUDA targets are stated against. The
+# math backend materialises the N x N scores (in fp32), as eager_unfused does, but as one built-in op.
+for _name, _backend in _sdpa.BACKENDS.items():
+    _needs = () if _backend == "MATH" else (NEEDS_CUDA,)
+    FAMILY.variant(_name, kind="eager", needs=_needs)(_sdpa.pinned(_backend, _sdpa_call))
 
 
 def _autotune_configs():

@@ -80,13 +80,17 @@ FAMILY = Family(
 )
 
 
-@FAMILY.variant("eager", needs=(NEEDS_CUDA,))
+def fused_epilogue(x, w, b):
+    return torch._addmm_activation(b, x, w.t(), use_gelu=True)
+
+
+@FAMILY.variant("eager", needs=(NEEDS_CUDA,), baseline=True)
 def eager(case):
     """torch._addmm_activation(use_gelu=True): cuBLASLt's GELU+bias epilogue"""
     # CUDA only: on CUDA the fused epilogue (and its fallback) is tanh-GELU, but the CPU kernel
     # applies the exact erf GELU, a different function.
     x, w, b = case["x"], case["w"], case["b"]
-    return lambda: torch._addmm_activation(b, x, w.t(), use_gelu=True)
+    return lambda: fused_epilogue(x, w, b)
 
 
 def unfused(x, w, b):
@@ -100,14 +104,26 @@ def eager_unfused(case):
     return lambda: unfused(x, w, b)
 
 
-# Inductor's default mode hands the matmul to cuBLAS (addmm, bias fused) and generates only the
-# GELU kernel, so it moves the unfused chain's bytes; fusing into a Triton GEMM template needs
-# mode="max-autotune", which is not what "compile" means here.
-@FAMILY.variant("compile", modeled_bytes=unfused_bytes)
-def compiled(case):
+# torch.compile of each natural way to write the op, each its own row. Inductor's default mode hands
+# the matmul to cuBLAS (addmm, bias fused) and generates only the GELU kernel, so the unfused form
+# moves the unfused chain's bytes; fusing into a Triton GEMM template needs mode="max-autotune",
+# which is not what "compile" means here.
+@FAMILY.variant("compile_unfused", kind="compile", modeled_bytes=unfused_bytes)
+def compiled_unfused(case):
     """torch.compile(F.linear then F.gelu)"""
     x, w, b = case["x"], case["w"], case["b"]
     fn = torch.compile(unfused, dynamic=False)
+    return lambda: fn(x, w, b)
+
+
+# Inductor has no lowering for _addmm_activation and calls the aten op itself (cuBLASLt's epilogue),
+# so this row shows what compiling the fused built-in costs or saves around that one call.
+@FAMILY.variant("compile_builtin", kind="compile", needs=(NEEDS_CUDA,))
+def compiled_builtin(case):
+    """torch.compile(torch._addmm_activation(use_gelu=True))"""
+    # CUDA only, as eager: on CPU the op is the erf GELU, not this family's tanh GELU.
+    x, w, b = case["x"], case["w"], case["b"]
+    fn = torch.compile(fused_epilogue, dynamic=False)
     return lambda: fn(x, w, b)
 
 

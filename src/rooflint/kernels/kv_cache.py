@@ -133,7 +133,7 @@ def _nan_like(t, shape=None):
     return torch.full(shape or t.shape, float("nan"), dtype=t.dtype, device=t.device)
 
 
-@FAMILY.variant("eager")
+@FAMILY.variant("eager", baseline=True)
 def eager(case):
     """PyTorch indexing: index_copy_ into the pools (append), pool[block_table] (read)"""
     if case.params["op"] == "append":

@@ -148,16 +148,25 @@ FAMILY = Family(
 )
 
 
-@FAMILY.variant("eager", modeled_bytes=eager_modeled_bytes)
-def eager(case):
-    """aten.native_layer_norm_backward, PyTorch's built-in backward"""
+def builtin_arguments(case):
+    """native_layer_norm_backward's arguments, with the saved statistics in the dtype PyTorch's
+    forward saves them in on this device (fp32 on CUDA; the input dtype on CPU, whose backward
+    insists on it)."""
     x, dy, weight, bias = case["x"], case["dy"], case["weight"], case["bias"]
-    # The saved statistics in the dtype PyTorch's forward saves them in on this device (fp32 on
-    # CUDA; the input dtype on CPU, whose backward insists on it).
     saved = torch.ops.aten.native_layer_norm(x[:1], [x.shape[1]], weight, bias, EPS)[1].dtype
     mean, rstd = case["mean"][:, None].to(saved), case["rstd"][:, None].to(saved)
-    shape, mask = [x.shape[1]], [True, True, True]
-    return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, shape, mean, rstd, weight, bias, mask)
+    return dy, x, mean, rstd, weight, bias
+
+
+def builtin(dy, x, mean, rstd, weight, bias):
+    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[1]], mean, rstd, weight, bias, [True] * 3)
+
+
+@FAMILY.variant("eager", modeled_bytes=eager_modeled_bytes, baseline=True)
+def eager(case):
+    """aten.native_layer_norm_backward, PyTorch's built-in backward"""
+    args = builtin_arguments(case)
+    return lambda: builtin(*args)
 
 
 @FAMILY.variant("eager_unfused", modeled_bytes=unfused_modeled_bytes)
@@ -167,11 +176,20 @@ def eager_unfused(case):
     return lambda: unfused(*args)
 
 
-@FAMILY.variant("compile")
-def compiled(case):
+# torch.compile of each natural way to write the backward, each its own row.
+@FAMILY.variant("compile_unfused", kind="compile")
+def compiled_unfused(case):
     """torch.compile of the unfused formulas"""
     args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
     fn = torch.compile(unfused, dynamic=False)
+    return lambda: fn(*args)
+
+
+@FAMILY.variant("compile_builtin", kind="compile")
+def compiled_builtin(case):
+    """torch.compile of aten.native_layer_norm_backward (inductor decomposes it)"""
+    args = builtin_arguments(case)
+    fn = torch.compile(builtin, dynamic=False)
     return lambda: fn(*args)
 
 

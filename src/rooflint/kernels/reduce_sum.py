@@ -55,7 +55,7 @@ FAMILY = Family(
 # No eager_unfused: a sum is already one PyTorch op; there is nothing to decompose into trips.
 
 
-@FAMILY.variant("eager")
+@FAMILY.variant("eager", baseline=True)
 def eager(case):
     """torch.sum(dtype=float32) over the last dim"""
     x = case["x"]

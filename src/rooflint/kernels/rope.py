@@ -141,7 +141,7 @@ def eager_rope(q, k, cos, sin):
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
-@FAMILY.variant("eager", modeled_bytes=_eager_modeled)
+@FAMILY.variant("eager", modeled_bytes=_eager_modeled, baseline=True)
 def eager(case):
     """PyTorch ops with the table (HF apply_rotary_pos_emb): ~5 kernels per tensor"""
     q, k, cos, sin = case["q"], case["k"], case["cos"], case["sin"]

@@ -42,7 +42,7 @@ FAMILY = Family(
 )
 
 
-@FAMILY.variant("eager")
+@FAMILY.variant("eager", baseline=True)
 def eager(case):
     """torch.add"""
     a, b = case["a"], case["b"]

@@ -9,8 +9,6 @@ to one with it, and on a tie the file named later on the command line wins.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from rooflint.core.errors import UserError
-from rooflint.outputs.results import COLUMNS, read_results, rows_from_frame, write_json
+from rooflint.outputs.results import COLUMNS, ResultRow, read_results, rows_from_frame, write_json, write_typed_csv
 
-KEY = ["family", "variant", "dtype", "shape", "gpu"]
+# The columns that identify a row, read off ResultRow.key() itself (a row whose every field holds
+# its own name keys as the names), so the merge key and the row key can never disagree.
+KEY = list(ResultRow(**{name: name for name in COLUMNS}).key())
 
 
 @dataclass
@@ -73,16 +73,11 @@ def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:
     """Write results in rooflint's own schema: CSV by default, JSON when the name ends in .json."""
     path = Path(path)
     rows = rows_from_frame(frame)
+    if path.suffix != ".json":
+        return write_typed_csv(rows, path, ResultRow)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
-            write_json(rows, path)
-        else:
-            with path.open("w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-                writer.writeheader()
-                for row in rows:
-                    writer.writerow(dataclasses.asdict(row))
+        write_json(rows, path)
     except OSError as error:
         raise UserError(f"cannot write {path}: {error.strerror or error}") from None
     return path

@@ -1,4 +1,11 @@
-"""Roofline plots: log-log FLOP/s against arithmetic intensity, every point labelled.
+"""Roofline plots: log-log FLOP/s against arithmetic intensity, for papers and CI summaries.
+
+Families are told apart by colour and variant kinds by marker, so the legend stays short at any
+number of points. Each family's column of points (one shape: one arithmetic intensity) carries the
+family's name; a point whose kind does not name it (attention's sdpa_flash is an eager kind) also
+carries its variant's name. Labels are placed where they hide no point and no other label.
+Rows with no FLOPs (a cache copy) cannot sit on log axes; they are listed under the x axis, at
+the side where AI 0 would be, with their bandwidth.
 
 Every image is written with its data beside it (<name>.csv holds the points and the ceilings),
 so a number read off a plot can always be traced back to a row.
@@ -7,18 +14,36 @@ so a number read off a plot can always be traced back to a row.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: CI and GPU boxes have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from rooflint.core.roofline import CUDA_CORE_PRECISION  # noqa: E402
 from rooflint.core.specs import TENSOR_PRECISIONS, GpuSpec  # noqa: E402
 
 KIND_MARKERS = {"eager": "s", "eager_unfused": "v", "compile": "D", "triton": "o", "cuda": "^"}
+# Families by colour: tab10, then the dark shades of tab20b (dark enough for text on white), so a
+# dozen families stay apart. The interactive report uses the same mapping.
+FAMILY_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+    "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
+)  # fmt: skip
+
+
+def family_colours(families) -> dict[str, str]:
+    """Colour per family, by sorted name, so the same families get the same colours in every plot."""
+    return {family: FAMILY_PALETTE[i % len(FAMILY_PALETTE)] for i, family in enumerate(sorted(set(families)))}
+
+
 POINT_COLUMNS = [
     "label",
     "family",
@@ -51,6 +76,10 @@ def ceilings_for(spec: GpuSpec, precisions: set[str] | None = None) -> list[tupl
     return roofs
 
 
+LABEL_POINTS = 7.5  # font size of point labels: readable in a PNG shown at page width
+HOLLOW = ("predicted", "ncu")  # point kinds drawn as outlines
+
+
 def plot_roofline(
     points: pd.DataFrame,
     spec: GpuSpec,
@@ -65,114 +94,7 @@ def plot_roofline(
     """
     # Extra columns (a projection's predicted_ms and model, say) travel into the CSV untouched.
     points = points.reindex(columns=POINT_COLUMNS + [c for c in points.columns if c not in POINT_COLUMNS])
-    flops_points = points[(points["achieved_tflops"] > 0) & (points["ai_flop_per_byte"] > 0)]
-    byte_only = points[~points.index.isin(flops_points.index)]
-    precisions = set(points["dtype"].dropna().astype(str)) | {"bf16"}
-    ais = flops_points["ai_flop_per_byte"].astype(float)
-    x_low = min([0.05, *(ais / 4)]) if len(ais) else 0.05
-    x_high = max([4096.0, *(ais * 4)]) if len(ais) else 4096.0
-
-    # The plot on the left, a numbered key on the right: dozens of memory-bound points sit within
-    # a factor of two of each other, and labels written beside them overlap into noise.
-    listed = len(points)
-    key_columns = 1 if listed <= 90 else 2
-    fig = plt.figure(figsize=(11 + 4.2 * key_columns, max(7.0, 0.125 * listed / key_columns + 1.2)), dpi=110)
-    grid = fig.add_gridspec(1, 2, width_ratios=[11, 4.2 * key_columns])
-    ax = fig.add_subplot(grid[0, 0])
-    key_ax = fig.add_subplot(grid[0, 1])
-    key_ax.axis("off")
-    ceiling_rows = []
-    sets = [(spec.name if spec.origin in spec.name else f"{spec.name} ({spec.origin})", spec, "-")] + [
-        (label, other, "--") for label, other in (extra_ceilings or [])
-    ]
-    for set_label, ceiling_spec, style in sets:
-        bandwidth_tbps = ceiling_spec.bandwidth_gbps / 1e3
-        for roof_label, peak in ceilings_for(ceiling_spec, precisions):
-            ridge = peak / bandwidth_tbps
-            xs = [x_low, ridge, x_high]
-            ys = [x_low * bandwidth_tbps, peak, peak]
-            ax.plot(xs, ys, style, linewidth=1.4, alpha=0.8, label=f"{set_label}: {roof_label} {peak:g} TFLOP/s")
-            ceiling_rows.append(
-                {
-                    "label": f"{set_label}: {roof_label}",
-                    "point_kind": "ceiling",
-                    "achieved_tflops": peak,
-                    "achieved_gbps": ceiling_spec.bandwidth_gbps,
-                    "ai_flop_per_byte": ridge,
-                }
-            )
-        ax.text(
-            x_low * 1.1,
-            x_low * 1.1 * bandwidth_tbps * 1.25,
-            f"{ceiling_spec.bandwidth_gbps:g} GB/s ({ceiling_spec.origin})",
-            rotation=0,
-            fontsize=7,
-            alpha=0.7,
-        )
-
-    families = sorted(points["family"].dropna().unique())
-    colours = {f: plt.cm.tab20(i % 20) for i, f in enumerate(families)}
-    key_lines: list[tuple[str, tuple]] = []
-    for number, (_, point) in enumerate(flops_points.iterrows(), start=1):
-        predicted = point["point_kind"] == "predicted"
-        marker = KIND_MARKERS.get(point["kind"], "o") if isinstance(point["kind"], str) else "o"
-        colour = colours[point["family"]]
-        ax.scatter(
-            point["ai_flop_per_byte"],
-            point["achieved_tflops"],
-            s=46,
-            marker=marker,
-            facecolors="none" if predicted else colour,
-            edgecolors=colour,
-            linestyle="--" if predicted else "-",
-            zorder=3,
-        )
-        ax.annotate(
-            str(number),
-            (point["ai_flop_per_byte"], point["achieved_tflops"]),
-            textcoords="offset points",
-            xytext=(4, 3),
-            fontsize=6.5,
-            color=colour,
-        )
-        rate = f"{point['achieved_tflops']:.3g} TFLOP/s"
-        key_lines.append((f"{number:>3} {point['label']}{' (predicted)' if predicted else ''}: {rate}", colour))
-    # Analytic and counter-measured points of one kernel share a link id: join them.
-    linked = flops_points.dropna(subset=["link"])
-    for _, group in linked.groupby("link"):
-        if len(group) > 1:
-            ax.plot(group["ai_flop_per_byte"], group["achieved_tflops"], ":", color="grey", linewidth=1)
-    for _, point in byte_only.iterrows():
-        if isinstance(point["achieved_gbps"], float) and math.isfinite(point["achieved_gbps"]):
-            colour = colours.get(point["family"], "black")
-            key_lines.append(
-                (f"  - {point['label']}: {point['achieved_gbps']:.0f} GB/s (no FLOPs: not on the plot)", colour)
-            )
-    per_column = math.ceil(len(key_lines) / key_columns) if key_lines else 1
-    for index, (text, colour) in enumerate(key_lines):
-        column, line = divmod(index, per_column)
-        key_ax.text(
-            column / key_columns,
-            1 - line / max(per_column, 1),
-            text,
-            transform=key_ax.transAxes,
-            fontsize=6.5,
-            family="monospace",
-            color=colour,
-            va="top",
-        )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(x_low, x_high)
-    top = max([c["achieved_tflops"] for c in ceiling_rows] + [1.0])
-    bottom = min([x_low * spec.bandwidth_gbps / 1e3 / 2] + list(flops_points["achieved_tflops"].astype(float) / 2))
-    ax.set_ylim(max(bottom, 1e-4), top * 2)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte of HBM traffic)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    fig, ceiling_rows = draw_roofline(points, spec, title, extra_ceilings)
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -184,6 +106,215 @@ def plot_roofline(
     data.to_csv(out_base.with_suffix(".csv"), index=False)
     written.append(out_base.with_suffix(".csv"))
     return written
+
+
+def draw_roofline(points: pd.DataFrame, spec: GpuSpec, title: str, extra_ceilings=None) -> tuple[Any, list[dict]]:
+    """The figure of plot_roofline (the caller saves and closes it) and its ceilings as CSV rows."""
+    points = points.reindex(columns=POINT_COLUMNS + [c for c in points.columns if c not in POINT_COLUMNS])
+    ai = pd.to_numeric(points["ai_flop_per_byte"], errors="coerce")
+    rate = pd.to_numeric(points["achieved_tflops"], errors="coerce")
+    flops_points = points[(rate > 0) & (ai > 0)]
+    byte_only = points[~points.index.isin(flops_points.index)]
+    precisions = set(points["dtype"].dropna().astype(str)) | {"bf16"}
+    ais = flops_points["ai_flop_per_byte"].astype(float)
+    x_low = min([0.05, *(ais / 4)]) if len(ais) else 0.05
+    x_high = max([4096.0, *(ais * 4)]) if len(ais) else 4096.0
+
+    off_lines = _off_plot_lines(byte_only)
+    fig = plt.figure(figsize=(13, 8.2), dpi=110)
+    bottom = 0.08 + 0.024 * (len(off_lines) + 1 if off_lines else 0)
+    ax = fig.add_axes((0.065, bottom, 0.70, 0.93 - bottom))
+    ceiling_rows = []
+    roof_texts = []  # labels of the roofs: point labels must not cover them
+    sets = [(spec.name if spec.origin in spec.name else f"{spec.name} ({spec.origin})", spec, "-")] + [
+        (label, other, "--") for label, other in (extra_ceilings or [])
+    ]
+    for index, (set_label, ceiling_spec, style) in enumerate(sets):
+        bandwidth_tbps = ceiling_spec.bandwidth_gbps / 1e3
+        for roof_label, peak in ceilings_for(ceiling_spec, precisions):
+            ridge = peak / bandwidth_tbps
+            ax.plot([x_low, ridge, x_high], [x_low * bandwidth_tbps, peak, peak], style, color="#333", lw=1.3)
+            # Solid roofs are labelled above their flat part, dashed ones below: close ceilings stay apart.
+            roof_texts.append(
+                ax.annotate(
+                    f"{roof_label} {peak:g} TFLOP/s" + (f" ({ceiling_spec.origin})" if index else ""),
+                    (ridge * 1.15, peak),
+                    xytext=(0, 4 if index == 0 else -4),
+                    textcoords="offset points",
+                    va="bottom" if index == 0 else "top",
+                    fontsize=8,
+                    color="#333",
+                )
+            )
+            ceiling_rows.append(
+                {
+                    "label": f"{set_label}: {roof_label}",
+                    "point_kind": "ceiling",
+                    "achieved_tflops": peak,
+                    "achieved_gbps": ceiling_spec.bandwidth_gbps,
+                    "ai_flop_per_byte": ridge,
+                }
+            )
+        roof_texts.append(
+            ax.annotate(
+                f"{ceiling_spec.bandwidth_gbps:g} GB/s ({ceiling_spec.origin})",
+                (x_low * 1.3, x_low * 1.3 * bandwidth_tbps),
+                xytext=(4, 6 if index == 0 else -12),
+                textcoords="offset points",
+                fontsize=8,
+                color="#333",
+            )
+        )
+
+    colours = family_colours(points["family"].dropna())
+    # One scatter per family, kind and point kind: a few dozen artists, not one per row.
+    keys = [flops_points["family"], flops_points["kind"].fillna(""), "point_kind"]
+    groups = flops_points.groupby(keys, sort=False, dropna=False)
+    for (family, kind, point_kind), group in groups:
+        hollow = point_kind in HOLLOW
+        colour = colours.get(family, "black")
+        ax.scatter(
+            group["ai_flop_per_byte"].astype(float),
+            group["achieved_tflops"].astype(float),
+            s=42,
+            marker=_marker(kind),
+            facecolors="white" if hollow else colour,
+            edgecolors=colour,
+            linewidths=1.4 if hollow else 0.6,
+            linestyle="--" if point_kind == "predicted" else "-",
+            alpha=0.9,
+            zorder=3,
+        )
+    # Analytic and counter-measured points of one kernel share a link id: join them.
+    linked = flops_points.dropna(subset=["link"])
+    for _, group in linked.groupby("link"):
+        if len(group) > 1:
+            ax.plot(group["ai_flop_per_byte"], group["achieved_tflops"], ":", color="grey", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_low, x_high)
+    top = max([c["achieved_tflops"] for c in ceiling_rows] + [1.0])
+    lowest = list(flops_points["achieved_tflops"].astype(float) / 2)
+    ax.set_ylim(max(min([x_low * spec.bandwidth_gbps / 1e3 / 2] + lowest), 1e-4), top * 2.5)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of DRAM traffic)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.08)
+    _label_points(fig, ax, flops_points, colours, roof_texts)
+    _legends(fig, ax, flops_points, colours, len(sets) > 1)
+    if off_lines:
+        fig.text(0.01, bottom - 0.075, "\n".join(off_lines), fontsize=8, va="top", family="monospace", gid="off-plot")
+    return fig, ceiling_rows
+
+
+def _marker(kind) -> str:
+    return KIND_MARKERS.get(kind, "o") if isinstance(kind, str) else "o"
+
+
+def _tag(label) -> str:
+    """The shape parameters a label carries ("[op=append]"), or ""."""
+    found = re.search(r"\[[^\]]*\]", str(label))
+    return found.group(0) if found else ""
+
+
+def _off_plot_lines(byte_only: pd.DataFrame) -> list[str]:
+    """Rows with no FLOPs, one line per family and shape: AI 0 lies at minus infinity on a log axis."""
+    rows = byte_only[pd.to_numeric(byte_only["achieved_gbps"], errors="coerce") > 0]
+    if rows.empty:
+        return []
+    lines = ["← not on the plot: no FLOPs (AI 0 lies left of the axis, at minus infinity); judged on bandwidth:"]
+    groups = rows.assign(tag=[_tag(label) for label in rows["label"]]).groupby(["family", "tag"], sort=False)
+    for (family, tag), group in groups:
+        rates = ", ".join(f"{v} {gbps:.0f}" for v, gbps in zip(group["variant"], group["achieved_gbps"]))
+        lines.append(f"   {family}{' ' + tag if tag else ''}: {rates} GB/s")
+    return lines
+
+
+def _legends(fig, ax, points: pd.DataFrame, colours: dict[str, str], dashed: bool) -> None:
+    """Families by colour, kinds by marker, and the point and ceiling styles: a few entries, never one per row."""
+    families = [Patch(color=colours[f], label=f) for f in sorted(set(points["family"].dropna()))]
+    kinds = [k for k in KIND_MARKERS if k in set(points["kind"].dropna())]
+    markers = [Line2D([], [], ls="", marker=KIND_MARKERS[k], color="#555", label=k) for k in kinds]
+    styles = []
+    for point_kind, text in (("ncu", "ncu-measured bytes"), ("predicted", "predicted")):
+        if (points["point_kind"] == point_kind).any():
+            styles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="#555", label=f"hollow: {text}"))
+    if dashed:
+        styles.append(Line2D([], [], ls="-", color="#333", label="datasheet ceilings"))
+        styles.append(Line2D([], [], ls="--", color="#333", label="measured ceilings"))
+    first = fig.legend(handles=families, title="family (colour)", loc="upper left", bbox_to_anchor=(0.775, 0.93))
+    first.get_title().set_fontweight("bold")
+    box = first.get_window_extent(fig.canvas.get_renderer()).transformed(fig.transFigure.inverted())
+    second = fig.legend(
+        handles=markers + styles, title="variant kind (marker)", loc="upper left", bbox_to_anchor=(0.775, box.y0 - 0.01)
+    )
+    second.get_title().set_fontweight("bold")
+
+
+def _label_points(fig, ax, points: pd.DataFrame, colours: dict[str, str], fixed=()) -> None:
+    """One label per family column (its name), plus the variant name of points whose kind does not
+    identify them within the column; each placed in the first free spot around its point."""
+    if points.empty:
+        return
+    # The axes sit at a fixed place (add_axes) with fixed limits, so data maps to pixels without a draw.
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    xy = ax.transData.transform(points[["ai_flop_per_byte", "achieved_tflops"]].astype(float).to_numpy())
+    taken = [Bbox.from_extents(x - 6, y - 6, x + 6, y + 6) for x, y in xy]
+    taken += [text.get_window_extent(renderer) for text in fixed]
+    position = dict(zip(points.index, map(tuple, xy)))
+    dtypes = set(points["dtype"].dropna())
+    labels = []  # (text, colour, anchors in order of preference)
+    key = points["ai_flop_per_byte"].astype(float).apply(lambda v: round(math.log10(v) * 40))
+    for (family, _, point_kind), column in points.groupby(["family", key, "point_kind"], sort=False):
+        tags = {_tag(label) for label in column["label"]}
+        name = family + (" " + tags.pop() if len(tags) == 1 and "" not in tags else "")
+        name += f" {column['dtype'].iloc[0]}" if len(dtypes) > 1 else ""
+        name += f" ({point_kind})" if point_kind in HOLLOW else ""
+        by_height = column.sort_values("achieved_tflops", ascending=False).index
+        labels.append((name, colours.get(family, "black"), [position[i] for i in by_height], True))
+        # A variant's name where its marker does not tell it apart: several points of one kind in
+        # one shape (attention's sdpa_* are eager), or a name that is not its kind (rope's triton_table).
+        shape_tags = column["label"].map(_tag)
+        for _, same_kind in column.groupby([column["kind"], shape_tags]):
+            if len(same_kind) > 1 or (same_kind["variant"] != same_kind["kind"]).any():
+                for index, point in same_kind.iterrows():
+                    labels.append((point["variant"], colours.get(family, "black"), [position[index]], False))
+    for text, colour, anchors, bold in labels:
+        _place(ax, renderer, frame, taken, text, colour, anchors, bold)
+
+
+# Offsets (pixels) tried around a point, nearest first: right, left, above, below, the diagonals.
+_DIRECTIONS = ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))
+
+
+def _place(ax, renderer, frame, taken: list, text: str, colour: str, anchors, bold: bool) -> None:
+    weight = "bold" if bold else "normal"
+    # A faint white box: a roof line running under a label does not cross its letters.
+    backing = {"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 0.4}
+    artist = ax.text(0, 0, text, fontsize=LABEL_POINTS, color=colour, fontweight=weight, transform=None, bbox=backing)
+    for distance in (8, 18, 32, 50):
+        for x, y in anchors:
+            for dx, dy in _DIRECTIONS:
+                artist.set_position((x + dx * distance, y + dy * distance))
+                artist.set_ha("left" if dx > 0 else "right" if dx < 0 else "center")
+                artist.set_va("bottom" if dy > 0 else "top" if dy < 0 else "center")
+                box = artist.get_window_extent(renderer).padded(1)
+                inside = frame.x0 < box.x0 and box.x1 < frame.x1 and frame.y0 < box.y0 and box.y1 < frame.y1
+                if inside and not any(box.overlaps(other) for other in taken):
+                    taken.append(box)
+                    # Found in pixels; kept in data coordinates, so the SVG (drawn at 72 dpi) matches the PNG.
+                    to_data = ax.transData.inverted()
+                    artist.set_position(to_data.transform(artist.get_position()))
+                    artist.set_transform(ax.transData)
+                    artist.set_gid("point-label")
+                    if distance > 8:
+                        # A leader line back to the point, for labels pushed away from the crowd.
+                        ends = to_data.transform([(x, y), (x + dx * (distance - 3), y + dy * (distance - 3))])
+                        ax.add_line(Line2D(ends[:, 0], ends[:, 1], color=colour, lw=0.5, alpha=0.7))
+                    return
+    artist.remove()  # no free spot: the colour and marker still tell the point, the CSV names it
 
 
 def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:

@@ -23,8 +23,9 @@ from typing import Any
 import pandas as pd
 
 from rooflint.core.errors import UserError
+from rooflint.core.fmt import text as text_cell
 from rooflint.core.paths import write_text
-from rooflint.core.specs import GpuSpec, get_spec, measured_spec
+from rooflint.core.specs import GpuSpec, spec_from_rows
 from rooflint.outputs.results import OK
 
 REPORT_SCHEMA = "rooflint.report/1"
@@ -48,17 +49,18 @@ ROW_FIELDS = (
     "bound",
     "speedup_vs_eager",
     "lint",
+    # for the interactive roofline: the command that reproduces a row, its energy, its ncu bytes
+    "size",
+    "energy_per_call_j",
+    "flop_per_j",
+    "bytes_per_j",
+    "power_median_w",
+    "measured_dram_bytes",  # from `rooflint profile --ncu` counters (report --counters), else null
+    "measured_ai_flop_per_byte",  # the row's FLOPs over those bytes
 )
-NUMBER_FIELDS = {name for name in ROW_FIELDS if name.endswith(("_ms", "tflops", "gbps", "byte", "roof", "eager"))}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _text(value: Any) -> str:
-    """A text cell as written; read_results gives NaN for empty ones."""
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+# The numeric ones: JSON-safe numbers (NaN -> null); the rest are text cells.
+_NUMBER_SUFFIXES = ("_ms", "tflops", "gbps", "byte", "bytes", "roof", "eager", "_j", "_w")
+REPORT_NUMBER_COLUMNS = {name for name in ROW_FIELDS if name.endswith(_NUMBER_SUFFIXES)}
 
 
 def _clean(value: Any) -> Any:
@@ -83,32 +85,6 @@ class GpuSection:
     points: pd.DataFrame | None = None
 
 
-def _spec_for(gpu: str, rows: pd.DataFrame, spec_file: Path | str | None) -> GpuSpec | None:
-    """The ceilings the rows were judged against: the datasheet entry where the rows used it,
-    otherwise (CPU runs, measured ceilings, GPUs outside the table) rebuilt from the rows."""
-    sources = set(rows["ceiling_source"].fillna("").astype(str)) - {""}
-    if sources <= {"datasheet"} and gpu not in ("", "cpu"):
-        try:
-            return get_spec(gpu, spec_file)
-        except UserError:
-            pass
-    bandwidth = pd.to_numeric(rows["bandwidth_gbps"], errors="coerce").dropna()
-    if bandwidth.empty:
-        return None
-    peaks: dict[str, float] = {}
-    for record in rows.to_dict("records"):
-        unit, precision, peak = record.get("compute_unit"), record.get("precision"), record.get("peak_tflops")
-        if unit in ("tensor", "cuda") and precision and _finite(peak):
-            name = f"{unit}_{precision}_tflops"
-            peaks[name] = max(peaks.get(name, 0.0), float(peak))
-    if not peaks:
-        return None
-    origin = "measured" if "measured" in sources else "from the results"
-    names = rows["device_name"].dropna().astype(str)
-    name = names.iloc[0] if len(names) and names.iloc[0] else gpu or "unknown"
-    return measured_spec(gpu or "unknown", name, float(bandwidth.max()), peaks, origin)
-
-
 def _speedups(frame: pd.DataFrame) -> pd.Series:
     """speedup_vs_eager as recorded, or eager median / this median where the row lacks it."""
     speed = pd.to_numeric(frame["speedup_vs_eager"], errors="coerce")
@@ -123,25 +99,34 @@ def _speedups(frame: pd.DataFrame) -> pd.Series:
 
 
 def build_report(
-    frame: pd.DataFrame, image_dir: Path | None = None, spec_file: Path | str | None = None, sources=()
+    frame: pd.DataFrame,
+    image_dir: Path | None = None,
+    spec_file: Path | str | None = None,
+    sources=(),
+    counters: dict[tuple[str, str, str, str], float] | None = None,
 ) -> dict[str, Any]:
-    """The report model every format renders. With image_dir, draws one roofline per GPU there."""
+    """The report model every format renders. With image_dir, draws one roofline per GPU there.
+    ``counters`` (rooflint.analysis.lint_input.read_counters) gives rows their ncu-measured DRAM bytes."""
     frame = frame.reset_index(drop=True).copy()
     frame["gpu"] = frame["gpu"].fillna("").astype(str)
     frame["speedup_vs_eager"] = _speedups(frame)
+    matched = _add_counters(frame, counters or {})
     sections = []
     for gpu, rows in frame.groupby("gpu", sort=True):
         first = rows.iloc[0]
-        spec = _spec_for(gpu, rows, spec_file)
+        spec = spec_from_rows(gpu, rows.to_dict("records"), spec_file)
         families = {
             family: [
-                {name: _clean(r[name]) if name in NUMBER_FIELDS else _text(r[name]) for name in ROW_FIELDS}
+                {
+                    name: _clean(r.get(name)) if name in REPORT_NUMBER_COLUMNS else text_cell(r.get(name))
+                    for name in ROW_FIELDS
+                }
                 for r in group.to_dict("records")
             ]
             for family, group in rows.groupby("family", sort=False)
         }
         environment = {
-            name: _text(first.get(name))
+            name: text_cell(first.get(name))
             for name in ("device_name", "torch_version", "triton_version", "cuda_version", "git_commit", "timestamp")
         }
         ceiling = ", ".join(sorted(set(rows["ceiling_source"].fillna("").astype(str)) - {""})) or "unknown"
@@ -153,8 +138,12 @@ def build_report(
                 if peak:
                     section.roofs[f"{unit} {precision}"] = peak
         if image_dir is not None and spec is not None:
-            section.images = _draw(section.points, spec, Path(image_dir))
+            from rooflint.outputs.plot import points_from_results
+
+            # The static image also lists the rows it cannot place (no FLOPs), so it gets every ok row.
+            section.images = _draw(points_from_results(rows), spec, Path(image_dir))
         sections.append(section)
+    summary_extra = {"counters_matched": matched} if counters is not None else {}
     return {
         "schema": REPORT_SCHEMA,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -164,11 +153,24 @@ def build_report(
             "ok": int((frame["status"] == OK).sum()),
             "not_ok": int((frame["status"] != OK).sum()),
             "gpus": [s.gpu for s in sections],
+            **summary_extra,
         },
         "gpus": [_section_json(s) for s in sections],
         "across_gpus": _across_gpus(frame) if len(sections) > 1 else [],
         "_sections": sections,  # for the renderers; dropped from JSON
     }
+
+
+def _add_counters(frame: pd.DataFrame, counters: dict[tuple[str, str, str, str], float]) -> int:
+    """Where ncu counted a row's DRAM bytes, its AI by those bytes: the analytic point's measured twin.
+    Returns the number of rows matched."""
+    keys = zip(*(frame[c].astype(str) for c in ("family", "variant", "dtype", "shape")))
+    dram = pd.Series([counters.get(key, math.nan) for key in keys], index=frame.index, dtype=float)
+    units = [c for c in ("tensor_flops", "cuda_flops") if c in frame]
+    flops = sum(pd.to_numeric(frame[c], errors="coerce").fillna(0.0) for c in units)
+    frame["measured_dram_bytes"] = dram
+    frame["measured_ai_flop_per_byte"] = (flops / dram).where(dram > 0)
+    return int((dram > 0).sum())
 
 
 def _section_json(section: GpuSection) -> dict[str, Any]:
@@ -233,6 +235,7 @@ def write_report(
     out: Path | None = None,
     spec_file: Path | str | None = None,
     image_dir: Path | None = None,
+    counters: dict[tuple[str, str, str, str], float] | None = None,
 ) -> str:
     """Read and merge the results files, render one report, write it to `out` (or return it)."""
     from rooflint.outputs.merge import merge_files
@@ -246,7 +249,7 @@ def write_report(
         # Images sit beside the report; HTML embeds them, so a report on stdout draws into scratch.
         if image_dir is None:
             image_dir = out.parent if out is not None else (Path(scratch) if fmt == "html" else None)
-        report = build_report(merged.frame, image_dir, spec_file, merged.sources)
+        report = build_report(merged.frame, image_dir, spec_file, merged.sources, counters)
         if merged.duplicates:
             report["summary"]["duplicates_dropped"] = len(merged.duplicates)
         if fmt == "json":

@@ -11,6 +11,10 @@ from typing import Any
 
 import pandas as pd
 
+from rooflint.core.fmt import finite, text
+from rooflint.outputs.interactive import SCRIPT as INTERACTIVE_SCRIPT
+from rooflint.outputs.interactive import STYLE as INTERACTIVE_STYLE
+from rooflint.outputs.interactive import TOOLTIP, point_id, render_section
 from rooflint.outputs.results import OK
 
 # (header, field, format) of the per-family table; format None means text.
@@ -22,14 +26,43 @@ TABLE = (
     ("% of roof", "pct_of_roof", "{:.1f}"),
     ("bound", "bound", None),
     ("vs eager", "speedup_vs_eager", "{:.2f}x"),
+    ("mJ/call", "energy_per_call_j", "{:.3g}"),
+    ("GFLOP/J", "flop_per_j", "{:.3g}"),
+    ("GB/J", "bytes_per_j", "{:.3g}"),
+    ("W", "power_median_w", "{:.0f}"),
     ("lint", "lint", None),
 )
+# The energy columns (NVML) appear only in tables with at least one reading; CPU runs have none.
+ENERGY_FIELDS = ("energy_per_call_j", "flop_per_j", "bytes_per_j", "power_median_w")
+# Stored in SI units (J, FLOP/J, B/J); shown in units that keep a kernel's numbers short.
+SCALE = {"energy_per_call_j": 1e3, "flop_per_j": 1e-9, "bytes_per_j": 1e-9}
 
 
-def _fmt(value: Any, pattern: str | None) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return pattern.format(value) if pattern else str(value)
+def _cell(value: Any, pattern: str | None, name: str = "") -> str:
+    """A table cell: a number through its TABLE pattern, text as written; missing ones stay empty."""
+    if pattern is None:
+        return text(value)
+    return pattern.format(value * SCALE.get(name, 1.0)) if finite(value) else ""
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    """TABLE without the energy columns nobody measured in these rows."""
+    measured = {name for name in ENERGY_FIELDS if any(finite(r.get(name)) for r in rows)}
+    return [column for column in TABLE if column[1] not in ENERGY_FIELDS or column[1] in measured]
+
+
+def energy_note(section) -> str:
+    """One line on where the energy numbers come from, or why there are none."""
+    rows = [r for rows in section.families.values() for r in rows if r["status"] == OK]
+    measured = [r for r in rows if finite(r.get("energy_per_call_j"))]
+    if not measured:
+        return "energy: no energy measured (needs NVML)"
+    powers = sorted(r["power_median_w"] for r in measured if finite(r.get("power_median_w")))
+    power = f", median power {powers[len(powers) // 2]:.0f} W" if powers else ""
+    return (
+        f"energy: {len(measured)} of {len(rows)} ok rows measured by NVML's total-energy counter "
+        f"over their timed calls{power}"
+    )
 
 
 def _varying(rows: list[dict[str, Any]]) -> list[str]:
@@ -140,17 +173,20 @@ def _md_escape(text: str) -> str:
 
 def _md_table(rows: list[dict[str, Any]]) -> list[str]:
     extra = _varying(rows)
-    headers = ["variant"] + extra + [h for h, _, _ in TABLE]
+    columns = _columns(rows)
+    headers = ["variant"] + extra + [h for h, _, _ in columns]
     lines = [
         "| " + " | ".join(headers) + " |",
-        "|" + "|".join(["---"] * (1 + len(extra)) + ["---:" if p else "---" for _, _, p in TABLE]) + "|",
+        "|" + "|".join(["---"] * (1 + len(extra)) + ["---:" if p else "---" for _, _, p in columns]) + "|",
     ]
     for row in rows:
         ok = row["status"] == OK
         cells = [_md_escape(_variant_cell(row))] + [
             f"`{row[name]}`" if name == "shape" else row[name] for name in extra
         ]
-        cells += [_md_escape(_fmt(row[name], pattern)) if ok or name == "lint" else "" for _, name, pattern in TABLE]
+        cells += [
+            _md_escape(_cell(row[name], pattern, name)) if ok or name == "lint" else "" for _, name, pattern in columns
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines
 
@@ -182,6 +218,7 @@ def render_markdown(report: dict[str, Any], base: Path | None = None) -> str:
     for section in report["_sections"]:
         lines += ["", f"## {section.gpu or 'unknown GPU'}: {section.name}", "", _environment(section), ""]
         lines.append(_ceilings(section) + ".")
+        lines += ["", energy_note(section) + "."]
         if section.images.get("png") and base is not None:
             link = Path(os.path.relpath(section.images["png"], base)).as_posix()
             lines += ["", f"![roofline on {section.gpu}]({link})"]
@@ -203,10 +240,8 @@ th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3;cursor:pointer;user-select:none}
 td:first-child,th:first-child{text-align:left}
 th[data-order=asc]::after{content:" \\25B2"}th[data-order=desc]::after{content:" \\25BC"}
-.gpu{display:flex;gap:2em;align-items:flex-start;flex-wrap:wrap}
-.gpu figure{position:sticky;top:1em;margin:0;max-width:640px}
-.gpu figure img{width:100%}
 tr.notok td{color:#a33}
+details.static img{max-width:100%}
 """
 
 # Click a header to sort by that column; numbers sort numerically (data-v holds the raw value).
@@ -234,24 +269,31 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_table(rows: list[dict[str, Any]]) -> str:
+def _html_table(rows: list[dict[str, Any]], family: str = "", section_index: int = 0) -> str:
+    """A sortable table; each line carries its point's data-point, so hovering it marks the point."""
     extra = _varying(rows)
-    head = "".join(f"<th>{_esc(h)}</th>" for h in ["variant"] + extra + [h for h, _, _ in TABLE])
+    columns = _columns(rows)
+    head = "".join(f"<th>{_esc(h)}</th>" for h in ["variant"] + extra + [h for h, _, _ in columns])
     body = []
-    for row in rows:
+    for index, row in enumerate(rows):
         ok = row["status"] == OK
         cells = [f"<td>{_esc(_variant_cell(row))}</td>"] + [f"<td>{_esc(row[name])}</td>" for name in extra]
-        for _, name, pattern in TABLE:
+        for _, name, pattern in columns:
             value = row[name] if ok or name == "lint" else None
             raw = f' data-v="{value}"' if isinstance(value, (int, float)) and math.isfinite(value) else ""
-            cells.append(f"<td{raw}>{_esc(_fmt(value, pattern))}</td>")
-        body.append(f'<tr class="{"ok" if ok else "notok"}">' + "".join(cells) + "</tr>")
+            cells.append(f"<td{raw}>{_esc(_cell(value, pattern, name))}</td>")
+        point = f' data-point="{_esc(point_id(section_index, family, index))}"' if family else ""
+        body.append(f'<tr class="{"ok" if ok else "notok"}"{point}>' + "".join(cells) + "</tr>")
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """One self-contained file: the rooflines are embedded as base64 PNGs, the sorting is inline JS."""
+    """One self-contained file: per GPU an interactive roofline (inline SVG and script, see
+    rooflint.outputs.interactive) with the energy roofline beside it, the static PNG, and sortable
+    tables. Nothing is fetched: no library, no font, no image from elsewhere."""
     parts = [f"<h1>rooflint report</h1><p>{_esc(_header(report)[0].replace('`', ''))}</p>"]
+    if "counters_matched" in report["summary"]:
+        parts.append(f"<p>ncu counters matched {report['summary']['counters_matched']} rows.</p>")
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
         head = "".join(f"<th>{_esc(h)}</th>" for h in ["family", "variant", "dtype", "shape"] + gpus)
@@ -266,21 +308,23 @@ def render_html(report: dict[str, Any]) -> str:
             "<h2>Across GPUs</h2><p>time in ms (% of that GPU's roof)</p>"
             f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
         )
-    for section in report["_sections"]:
-        tables = "".join(f"<h3>{_esc(f)}</h3>{_html_table(rows)}" for f, rows in section.families.items())
-        figure = ""
+    for index, section in enumerate(report["_sections"]):
+        tables = "".join(f"<h3>{_esc(f)}</h3>{_html_table(rows, f, index)}" for f, rows in section.families.items())
+        static = ""
         if section.images.get("png"):
             data = base64.b64encode(Path(section.images["png"]).read_bytes()).decode("ascii")
-            figure = (
-                f'<figure><img alt="roofline on {_esc(section.gpu)}" src="data:image/png;base64,{data}">'
-                f"<figcaption>roofline on {_esc(section.name)}</figcaption></figure>"
+            static = (
+                f'<details class="static"><summary>static roofline (the PNG beside this report, for papers '
+                f'and CI summaries)</summary><img alt="roofline on {_esc(section.gpu)}" '
+                f'src="data:image/png;base64,{data}"></details>'
             )
         parts.append(
             f"<h2>{_esc(section.gpu or 'unknown GPU')}: {_esc(section.name)}</h2>"
-            f"<p>{_esc(_environment(section))}<br>{_esc(_ceilings(section))}</p>"
-            f'<div class="gpu"><div>{tables}</div>{figure}</div>'
+            f"<p>{_esc(_environment(section))}<br>{_esc(_ceilings(section))}<br>{_esc(energy_note(section))}</p>"
+            f"{render_section(section, index)}{static}{tables}"
         )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>rooflint report</title>'
-        f"<style>{_STYLE}</style></head><body>{''.join(parts)}<script>{_SCRIPT}</script></body></html>\n"
+        f"<style>{_STYLE}{INTERACTIVE_STYLE}</style></head><body>{''.join(parts)}{TOOLTIP}"
+        f"<script>{_SCRIPT}{INTERACTIVE_SCRIPT}</script></body></html>\n"
     )

@@ -149,9 +149,9 @@ def json_safe(record: dict[str, Any]) -> dict[str, Any]:
 
 def read_results(path: Path | str) -> pd.DataFrame:
     """Read a results.csv or results.json written by rooflint, with one clear error if it is not one."""
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"results file {path} does not exist")
+    from rooflint.core.paths import existing_file
+
+    path = existing_file(path, "results file", "results.csv")
     try:
         if path.suffix == ".json":
             payload = json.loads(path.read_text())
@@ -169,6 +169,15 @@ def read_results(path: Path | str) -> pd.DataFrame:
     for column in COLUMNS:
         if column not in frame.columns:
             frame[column] = math.nan if _TYPES[column] in ("float", "int") else ""
+    # A measured row's time is positive: a zero or negative one is a corrupted or hand-edited file,
+    # and every rate, % of roof and comparison made from it would be nonsense.
+    timed = frame["status"].astype(str) == OK
+    for column in ("median_ms", "p20_ms", "p80_ms"):
+        bad = timed & (frame[column] <= 0 if column == "median_ms" else frame[column] < 0)
+        if bad.any():
+            where = int(bad.idxmax())
+            line = f"line {where + 2}" if path.suffix != ".json" else f"row {where + 1}"
+            raise UserError(f"{path} {line}: {column} {frame[column][where]:g} on an ok row; valid: a time above 0 ms")
     return frame
 
 
@@ -192,3 +201,59 @@ def row_from_record(record: dict[str, Any]) -> ResultRow:
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     return [row_from_record(record) for record in frame.to_dict("records")]
+
+
+# ------------------------------------------------------------------------- one typed CSV codec
+# Every CSV rooflint writes from a dataclass (result rows; `rooflint profile --ncu` rows) reads back
+# through here: rooflint's empty-cell convention, then each cell decoded by its field's declared type.
+
+NA_VALUES = ["", "nan", "NaN"]  # what rooflint writes for "not measured"; "NA", "null" stay text
+
+
+def from_record(cls: type, record: dict[str, Any]) -> Any:
+    """A ``cls`` instance from a CSV/JSON record, as row_from_record does for ResultRow: missing or
+    NaN text is "", a missing int takes the field's default (else 0), a missing float is NaN."""
+    values = {}
+    for item in fields(cls):
+        value = record.get(item.name)
+        missing = value is None or (isinstance(value, float) and math.isnan(value))
+        if item.type == "str":
+            values[item.name] = "" if missing else str(value)
+        elif item.type == "bool":
+            values[item.name] = str(value).lower() in ("true", "1")
+        elif item.type == "int":
+            default = 0 if item.default is dataclasses.MISSING else item.default
+            values[item.name] = default if missing else int(value)
+        else:
+            values[item.name] = math.nan if missing else float(value)
+    return cls(**values)
+
+
+def read_typed_csv(path: Path | str, cls: type, what: str) -> list[Any]:
+    """Every row of a CSV written from dataclass ``cls``, or one clear error naming ``what`` it should be."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{what} {path} does not exist")
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, na_values=NA_VALUES)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
+        raise UserError(f"{path} is not a {what}: {str(error).splitlines()[0]}") from None
+    missing = [item.name for item in fields(cls) if item.name not in frame.columns]
+    if missing:
+        raise UserError(f"{path} is not a {what}: missing columns {', '.join(missing)}")
+    return [from_record(cls, record) for record in frame.to_dict("records")]
+
+
+def write_typed_csv(rows: Iterable[Any], path: Path | str, cls: type) -> Path:
+    """Write dataclass rows as CSV, one column per field of ``cls`` in field order."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=[item.name for item in fields(cls)])
+            writer.writeheader()
+            for row in rows:
+                writer.writerow(dataclasses.asdict(row))
+    except OSError as error:
+        raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+    return path

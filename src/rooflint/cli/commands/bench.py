@@ -26,6 +26,22 @@ def bench_command(
     devices: Annotated[
         str | None, typer.Option("--devices", help="GPU indices to shard families over, e.g. 0,1,2,3.")
     ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="Run on a Dask cluster: 'local' (one worker per GPU of --devices, or of this machine) or a "
+            "scheduler address, e.g. tcp://head:8786. Needs rooflint[dask] (docs/fleet.md).",
+        ),
+    ] = None,
+    gpu_types: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-types",
+            help="GPU types of the cluster to run on, e.g. h100_sxm,a100_80gb_sxm; each runs the whole plan "
+            "(default: every type the workers offer).",
+        ),
+    ] = None,
     gpu: GpuOption = None,
     spec_file: SpecFileOption = None,
     cuda_graphs: Annotated[
@@ -33,6 +49,28 @@ def bench_command(
     ] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write correctness checks as JUnit XML.")] = None,
     roof: RoofOption = None,
+    regime: Annotated[
+        str,
+        typer.Option(
+            "--regime",
+            help="burst: spin-separated calls near boost clock (reproducible); sustained: back to back "
+            "after a heat-up, at the power cap as a training loop runs (docs/timing.md).",
+        ),
+    ] = "burst",
+    throttle_threshold: Annotated[
+        float,
+        typer.Option(
+            "--throttle-threshold",
+            help="A row whose median SM clock is under this share of the clock measured under load at "
+            "start is throttled, and re-timed.",
+        ),
+    ] = 0.90,
+    throttle_retries: Annotated[
+        int, typer.Option("--throttle-retries", help="Re-timings of a throttled row before it is kept and marked.")
+    ] = 3,
+    recovery_delay: Annotated[
+        float, typer.Option("--recovery-delay", help="Seconds to wait before re-timing a throttled row.")
+    ] = 2.0,
 ) -> None:
     """Check every variant against a float64 reference, time it honestly and place it on the roofline.
 
@@ -56,17 +94,25 @@ def bench_command(
         size=size,
         device=device,
         devices=_parse_devices(devices),
+        scheduler=scheduler,
+        gpu_types=split([gpu_types] if gpu_types else None),
         spec_file=str(spec_file) if spec_file else None,
         gpu=gpu,
         cuda_graphs=cuda_graphs,
         roof=roof or engine.DEFAULT_ROOF,
         out=out,
         junit=junit,
+        regime=regime,
+        throttle_threshold=throttle_threshold,
+        throttle_retries=throttle_retries,
+        recovery_delay_s=recovery_delay,
     )
     planned = engine.prepare(request)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(f"bench on {planned.request.device}", total=len(planned.tasks))
+        # A fleet runs the whole plan once per GPU type asked for.
+        total = len(planned.tasks) * max(1, len(planned.request.gpu_types))
+        bar = progress.add_task(f"bench on {planned.request.device}", total=total)
 
         def advance(row) -> None:
             progress.update(bar, advance=1, description=f"{row.family}/{row.variant} {row.dtype}: {row.status}")

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import user_errors
-from rooflint.core.paths import write_text
 
 
 @user_errors
@@ -37,6 +36,7 @@ def compare_command(
     rooflint compare base.csv new.csv --threshold 3% --out diff.md
     """
     from rooflint.analysis.compare import compare_frames, parse_threshold
+    from rooflint.core.paths import write_text
     from rooflint.outputs.results import read_results
 
     fraction = parse_threshold(threshold)
@@ -50,7 +50,3 @@ def compare_command(
     missing = result.count("only in base")
     if result.regressions or (fail_on_missing and missing):
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_command)

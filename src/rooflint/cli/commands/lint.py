@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from rooflint.cli.console import console, user_errors
+from rooflint.cli.options import RoofOption, SpecFileOption
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -19,17 +19,14 @@ def lint_command(
     gpu: Annotated[
         str | None, typer.Option("--gpu", help="Judge every row against this GPU (default: each row's own).")
     ] = None,
-    spec_file: Annotated[Path | None, typer.Option("--spec-file", help="TOML describing GPUs the table lacks.")] = None,
-    roof: Annotated[
-        str,
-        typer.Option("--roof", help="datasheet (default: comparable across machines) or measured (rooflint ceilings)."),
-    ] = "datasheet",
+    spec_file: SpecFileOption = None,
+    roof: RoofOption = None,
     counters: Annotated[
         Path | None,
         typer.Option("--counters", help="CSV from `rooflint profile --ncu`: enables the bytes-disagree rule."),
     ] = None,
 ) -> None:
-    """Find numbers that cannot be true: above the roof, cache-resident, launch-bound, noisy, wrong GPU.
+    """Find numbers that cannot be true: above the roof, throttled, cache-resident, launch-bound, noisy, wrong GPU.
 
     Prints each finding with its severity and a one-line explanation; exits 1 when any is an error.
 
@@ -38,13 +35,20 @@ def lint_command(
       rooflint lint published.csv --gpu h100_sxm
       rooflint lint out/results.csv --counters out/profile/ncu.csv --roof measured
     """
-    from rooflint.analysis.lint import SEVERITY_ORDER, lint_file
+    from rich.table import Table
 
+    from rooflint.analysis.lint import SEVERITY_ORDER, Severity, lint_file
+    from rooflint.core.roofs import DEFAULT_ROOF
+
+    roof = roof or DEFAULT_ROOF
     linted = lint_file(results, gpu=gpu, spec_file=spec_file, roof=roof, counters=counters)
     findings = [f for _, row_findings in linted for f in row_findings]
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     counts = {s: sum(f.severity == s for f in findings) for s in SEVERITY_ORDER}
-    summary = f"{len(linted)} rows: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
+    summary = (
+        f"{len(linted)} rows: {counts[Severity.ERROR]} errors, {counts[Severity.WARNING]} warnings, "
+        f"{counts[Severity.INFO]} info"
+    )
     roof_note = f"judged against {'--gpu ' + gpu if gpu else 'each row' + chr(39) + 's GPU'}, {roof} ceilings"
     if not findings:
         console.print(f"[green]clean[/]: {summary} ({roof_note})")
@@ -57,9 +61,5 @@ def lint_command(
         table.add_row(finding.row, f"[{style}]{finding.severity}[/]", finding.rule, finding.message)
     console.print(table)
     console.print(summary)
-    if counts["error"]:
+    if counts[Severity.ERROR]:
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("lint")(lint_command)

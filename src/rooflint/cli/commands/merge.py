@@ -29,7 +29,3 @@ def merge_command(
     merged = merge_files(results)
     write_frame(merged.frame, out)
     err_console.print(f"{merged.describe()} -> {out}", highlight=False, soft_wrap=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("merge")(merge_command)

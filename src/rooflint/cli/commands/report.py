@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import err_console, user_errors
+from rooflint.cli.options import SpecFileOption
 
 
 @user_errors
@@ -17,26 +18,39 @@ def report_command(
     out: Annotated[
         Path | None, typer.Option("--out", help="Report file; rooflines are drawn beside it. Default: stdout.")
     ] = None,
-    spec_file: Annotated[Path | None, typer.Option("--spec-file", help="TOML describing GPUs the table lacks.")] = None,
+    spec_file: SpecFileOption = None,
+    counters: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--counters",
+            help="CSV from `rooflint profile --ncu` (repeat for several): the HTML roofline links each "
+            "row's analytic point to its ncu-measured one.",
+        ),
+    ] = None,
 ) -> None:
     """Render results as a report: per GPU one roofline, per family a table of its variants.
 
     Markdown (md) suits a CI job summary or a pull-request comment: it links the roofline PNG and also
     draws the roofline as text, since GitHub strips embedded images. html is one self-contained file
     with the images embedded and sortable tables. json follows the schema "rooflint.report/1".
-    Results from several GPUs get a table across GPUs and one roofline per GPU.
+    Results from several GPUs get a table across GPUs and one roofline per GPU. The HTML roofline is
+    interactive (tooltips, filters) and has an energy roofline beside it where NVML measured energy.
 
     Examples: rooflint report out/results.csv --format md >> "$GITHUB_STEP_SUMMARY";
-    rooflint report h100.csv a100.csv --format html --out report/index.html
+    rooflint report h100.csv a100.csv --format html --out report/index.html;
+    rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
     """
+    from rooflint.analysis.lint_input import read_counters
+    from rooflint.core.paths import output_dir
     from rooflint.outputs.report import write_report
 
-    text = write_report(results, fmt, out, spec_file)
+    if out is not None:
+        output_dir(out.parent)  # one line, before any work, where the report cannot be written
+    measured: dict[tuple[str, str, str, str], float] = {}
+    for path in counters or []:
+        measured.update(read_counters(path))
+    text = write_report(results, fmt, out, spec_file, counters=measured if counters else None)
     if out is None:
         typer.echo(text, nl=False)
     else:
         err_console.print(f"wrote {out}", highlight=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("report")(report_command)

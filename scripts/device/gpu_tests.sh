@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The GPU test tier (pytest marker `gpu`, tests/gpu) on a lent GPU, from the checkout root:
+#   bash scripts/device/gpu_tests.sh
+# Writes the command, the GPU and pytest's summary line to $OUT/gpu-tests.txt (for reports/), and
+# the whole log, with each test's printed measurements, to $OUT/gpu-tests.log.
+set -u
+. scripts/device_setup.sh
+out=${OUT:-/tmp/rooflint-gpu-tests}
+mkdir -p "$out"
+if ! python3 -c "import pytest" 2>/dev/null; then
+  echo "pytest is not installed on this machine: carry its wheel (and pluggy, iniconfig, packaging) in .whl/" \
+    | tee "$out/gpu-tests.txt"
+  exit 1
+fi
+# The root conftest turns Triton's CPU interpreter on for the CPU suite; here kernels run on the GPU.
+export TRITON_INTERPRET=0
+command="python3 -m pytest -m gpu tests/gpu -q -s -rs -p no:cacheprovider"
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)
+{ echo "\$ $command"; echo "GPU: $gpu"; } >"$out/gpu-tests.log"
+$command >>"$out/gpu-tests.log" 2>&1
+code=$?
+summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)" "$out/gpu-tests.log" | tail -1)
+printf '$ %s\nGPU: %s\n%s\nexit %s\n' "$command" "$gpu" "$summary" "$code" >"$out/gpu-tests.txt"
+cat "$out/gpu-tests.txt"
+grep -E "FAILED|ratio|us, after|relative error .* exceeds" "$out/gpu-tests.log" | tail -20
+exit $code

@@ -1,0 +1,85 @@
+"""`rooflint model gpt2`: a whole model's roofline op by op, with rooflint's kernels swapped in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, split
+
+
+@user_errors
+def model_command(
+    model: Annotated[str, typer.Argument(help="The model: gpt2.")],
+    config: Annotated[str, typer.Option("--config", help="gpt2, gpt2-medium, gpt2-large or gpt2-xl.")] = "gpt2",
+    batch: Annotated[int, typer.Option("--batch", help="Sequences per step.")] = 8,
+    seq: Annotated[int, typer.Option("--seq", help="Tokens per sequence of the prefill forward.")] = 1024,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens before greedy generation.")] = 512,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated greedily.")] = 128,
+    dtype: Annotated[str, typer.Option("--dtype", help="fp32, fp16 or bf16.")] = "bf16",
+    kernels: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kernels",
+            help="Kernel sets: eager, compile, triton, cuda (repeat or comma-separate). "
+            "Default: all on a GPU, eager on a CPU.",
+        ),
+    ] = None,
+    weights: Annotated[
+        Path | None, typer.Option("--weights", help="A local checkpoint directory (save_pretrained); default random.")
+    ] = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", help="Override the preset's depth (quick smoke runs on a CPU).")
+    ] = None,
+    hf_baseline: Annotated[
+        bool,
+        typer.Option("--hf-baseline", help="Also time Hugging Face as users run it: SDPA, eager, compile, generate."),
+    ] = False,
+    out: Annotated[Path, typer.Option("--out", help="Directory for results, tables and plots.")] = Path(
+        "rooflint-out/model"
+    ),
+    device: DeviceOption = None,
+    gpu: GpuOption = None,
+    spec_file: SpecFileOption = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the per-phase roofline images.")] = False,
+) -> None:
+    """Run a whole model and show where its time goes, op by op, against the GPU's roofline.
+
+    The model is built from its config with random weights (no network), or loaded from --weights.
+    Each kernel set is checked against Hugging Face's eager model first (prefill logits, and greedy
+    tokens: all of the first 32 must match in fp32); a set that fails is reported and never timed.
+    Then, per set: one prefill forward (B x seq tokens), a greedy decode loop over a paged KV cache
+    (one CUDA graph per step on a GPU), and the whole generation are timed; one prefill forward
+    and one decode step are profiled and every kernel is attributed to an op (embedding, layer_norm,
+    qkv_proj, attention, out_proj, residual, mlp_up_gelu, mlp_down, lm_head, sample).
+
+    Writes results.csv/.json (for `rooflint report` and `rooflint compare`), model-<config>.md and a
+    roofline per set and phase with one point per op, its area its share of the step. See docs/models.md.
+
+    Examples: rooflint model gpt2 --config gpt2 --kernels eager,triton --out out/gpt2;
+    rooflint model gpt2 --batch 1 --seq 32 --prompt 16 --new-tokens 4 --dtype fp32 --layers 2 --device cpu
+    """
+    from rich.table import Table
+
+    from rooflint.models.engine import ModelRequest, run_model
+    from rooflint.models.tables import all_tables
+
+    request = ModelRequest(
+        model=model, config=config, batch=batch, seq=seq, prompt=prompt, new_tokens=new_tokens, dtype=dtype,
+        kernels=split(kernels) or None, weights=weights, layers=layers, out=out, device=device, gpu=gpu,
+        spec_file=spec_file, hf_baseline=hf_baseline, plots=not no_plots,
+    )  # fmt: skip
+    outcome = run_model(request, log=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
+    for title, headers, rows in all_tables(outcome):
+        table = Table(title=title, title_justify="left")
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    console.print("wrote " + ", ".join(str(path) for path in outcome.files), highlight=False)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)

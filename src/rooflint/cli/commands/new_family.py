@@ -1,0 +1,64 @@
+"""`rooflint new-family NAME`: write a working family module and its test, ready to edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, user_errors
+
+PLACEHOLDER = "my_family"  # the name the templates are written with (rooflint/kernels/templates)
+
+
+@user_errors
+def new_family_command(
+    name: Annotated[str, typer.Argument(help="Family name: a Python identifier, also the module's name.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write NAME.py and test_NAME.py into.")] = Path("."),
+) -> None:
+    """Write NAME.py, a working kernel family (vector_add as a starting point), and its test.
+
+    The module has sizes, inputs, a float64 reference, a cost model, an eager baseline, a compile
+    and a Triton variant. Nothing in rooflint needs editing to run it: put its folder on PYTHONPATH
+    and name it in ROOFLINT_FAMILY_MODULES, or register it under the rooflint.families entry point.
+
+    Example: rooflint new-family rmsnorm --out mykernels
+    """
+    written = write_family(name, out)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)
+    console.print(
+        f"try it: cd {out} && PYTHONPATH=. ROOFLINT_FAMILY_MODULES={name} rooflint bench {name} --device cpu "
+        f"--size small; python -m pytest test_{name}.py",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def write_family(name: str, out: Path) -> list[Path]:
+    """Check the name and the target files, then write both files (never overwriting one)."""
+    import importlib.util
+    import keyword
+    import sys
+
+    import rooflint
+    from rooflint.core.errors import UserError
+    from rooflint.core.paths import write_text
+    from rooflint.core.registry import family_names
+
+    if not name.isidentifier() or keyword.iskeyword(name) or not name.isascii():
+        raise UserError(f"family name {name!r} is not a Python identifier; valid: letters, digits and _, e.g. rmsnorm")
+    if name in family_names():
+        raise UserError(f"a family named {name!r} already exists (see rooflint list); pick another name")
+    targets = {out / f"{name}.py": "my_family.py", out / f"test_{name}.py": "my_family_checks.py"}
+    existing = [str(path) for path in targets if path.exists()]
+    if existing:
+        verb = "exists" if len(existing) == 1 else "exist"
+        raise UserError(f"{' and '.join(existing)} already {verb}; new-family never overwrites: pick another --out")
+    if name in sys.modules or importlib.util.find_spec(name) is not None:
+        raise UserError(f"a module named {name!r} is already importable here; a family of that name would shadow it")
+    templates = Path(rooflint.__file__).parent / "kernels" / "templates"
+    for path, template in targets.items():
+        write_text(path, (templates / template).read_text().replace(PLACEHOLDER, name), "family file")
+    return list(targets)

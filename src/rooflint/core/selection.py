@@ -1,0 +1,39 @@
+"""Which variants a user asked for: by name (``triton_v2``) or by kind (``triton``), for any family.
+
+bench and profile both take ``--variants``; this module is the one place the words are checked and
+matched, so a name means the same in every command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rooflint.core.errors import UserError
+from rooflint.core.family import VARIANT_KINDS
+
+
+def check_variant_names(names: Iterable[str], families: Iterable[Any]) -> None:
+    """Fail on a word that is neither a variant kind nor a variant of any of ``families``.
+
+    Checked across all the families of a run: ``-V triton_v2`` is fine when one family has it.
+    """
+    known = set(VARIANT_KINDS)
+    for family in families:
+        known.update(family.variants)
+    for name in names:
+        if name not in known:
+            raise UserError(f"unknown variant {name!r}; valid: {', '.join(sorted(known))}")
+
+
+def select_variants(family: Any, names: Iterable[str] = (), dtype: str | None = None) -> list[Any]:
+    """The family's variants in run order whose name or kind is in ``names`` (all when empty),
+    leaving out those that do not support ``dtype``. Unknown words are not errors here: check
+    them first with check_variant_names, across every family of the run."""
+    wanted = set(names)
+    return [
+        variant
+        for variant in family.ordered_variants()
+        if (not wanted or variant.name in wanted or variant.kind in wanted)
+        and not (dtype and variant.dtypes and dtype not in variant.dtypes)
+    ]

@@ -1,0 +1,20 @@
+"""Fleets: one bench over the GPUs of a Dask cluster, rows streamed back into one results.csv.
+
+``bench --scheduler local`` starts a cluster of one worker per GPU of this machine; ``--scheduler
+tcp://host:8786`` uses a cluster started by hand, by dask-jobqueue or by dask-kubernetes
+(docs/fleet.md). Each Dask task runs one family x dtype x shape with all its variants through
+``bench.run_worker``, the same child process, correctness gate, timer and throttle checks as a
+local run. Dask itself is the optional extra ``rooflint[dask]``: nothing here imports it until a
+fleet runs.
+"""
+
+from rooflint.engine.fleet.request import INSTALL_HINT, LOCAL, dask_installed, remote_device, settle
+
+__all__ = ["INSTALL_HINT", "LOCAL", "dask_installed", "remote_device", "settle", "run_fleet"]
+
+
+def run_fleet(*args, **kwargs):
+    """``rooflint.engine.fleet.client.run_fleet``, imported on first use (it needs Dask)."""
+    from rooflint.engine.fleet.client import run_fleet as run
+
+    return run(*args, **kwargs)

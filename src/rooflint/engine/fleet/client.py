@@ -1,0 +1,281 @@
+"""The client side of a fleet: hand out one task per group and GPU type, keep each row as it arrives."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import queue
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distributed import KilledWorker
+
+from rooflint.core.family import shape_label
+from rooflint.core.registry import get_family
+from rooflint.core.specs import GpuSpec
+from rooflint.engine.fleet.cluster import describe_workers, open_client
+from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
+from rooflint.engine.fleet.task import measure_group
+from rooflint.engine.worker import Task, base_row
+from rooflint.outputs.results import ERROR, ResultRow, row_from_record
+
+POLL_S = 0.5  # how often the client looks up from its inbox (Ctrl-C is noticed at once regardless)
+WORKERS_EVERY_S = 5.0  # how often it re-reads the workers: some join late (Slurm, autoscaling), some leave
+NO_WORKER_TIMEOUT_S = 120.0  # a GPU type with work left and no worker this long: its rows become errors
+MAX_STARTS = 2  # a task whose worker died under it twice becomes error rows
+MAX_SUBMITS = 6  # and one lost this often without ever starting (queued on dying workers) too
+
+
+def task_groups(tasks: list[Task]) -> list[list[Task]]:
+    """The plan cut into Dask tasks: one per family x dtype x shape, its variants in plan order,
+    so the baseline runs first, on the same GPU as the variants compared against it."""
+    groups: dict[tuple[str, str, str, str], list[Task]] = {}
+    for task in tasks:
+        key = (task.family, task.dtype, task.size, json.dumps(task.params, sort_keys=True))
+        groups.setdefault(key, []).append(task)
+    return list(groups.values())
+
+
+def row_key(row: ResultRow) -> str:
+    """The row's Task.key (family/variant/dtype/shape): one row per task and GPU type."""
+    return f"{row.family}/{row.variant}/{row.dtype}/{row.shape}"
+
+
+@dataclass
+class Submission:
+    """One Dask task: a group of tasks on one GPU type, and what the client has heard of it."""
+
+    name: str  # <label>/<family>/<dtype>/<shape>
+    label: str
+    tasks: list[Task]
+    delivered: set[str] = field(default_factory=set)  # row keys already recorded
+    workers: list[str] = field(default_factory=list)  # every worker it started on, in order
+    submits: int = 0
+    abandoned: str = ""  # why the client gave up on it, if it did
+
+
+class FleetLog:
+    """out/fleet.log: what ran where, retries and losses; out/fleet-workers.log: the measuring processes' stderr."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / "fleet.log"
+        self.workers_path = out_dir / "fleet-workers.log"
+        self.path.write_text("")
+
+    def line(self, text: str) -> None:
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        with self.path.open("a") as handle:
+            handle.write(f"{stamp} {text}\n")
+
+    def worker_output(self, submission: Submission, result: dict[str, Any]) -> None:
+        if result.get("log"):
+            with self.workers_path.open("a") as handle:
+                handle.write(f"== {submission.name} on {result['name']} ({result['host']})\n{result['log']}\n")
+
+
+def run_fleet(bench: Any, record: Callable[[ResultRow], None], spec: GpuSpec | None, out_dir: Path) -> None:
+    """Run a prepared bench on the cluster ``bench.request.scheduler`` names; ``record`` gets each row once.
+
+    Every GPU type chosen (``--gpu-types``, else every type the workers offer) runs the whole plan.
+    A task whose worker dies runs again on another worker of its type; lost twice (or failing twice),
+    its rows not yet received become error rows saying why. Ctrl-C (or an exception from ``record``)
+    cancels what is still running; every row recorded before stays recorded.
+    """
+    request = bench.request
+    log = FleetLog(out_dir)
+    with open_client(request) as client:
+        workers = describe_workers(client)
+        log.line(f"scheduler {client.scheduler.address}: {len(workers)} workers")
+        for address, info in sorted(workers.items()):
+            log.line(f"  worker {info.get('name', address)} at {address}: resources {info.get('resources') or {}}")
+        labels = choose_labels(request.gpu_types, offered_labels(workers), request.spec_file)
+        log.line("GPU types, each running the whole plan: " + ", ".join(label or "(untyped)" for label in labels))
+        FleetRun(client, bench, labels, record, spec, log).run()
+
+
+class FleetRun:
+    """One bench on a connected cluster.
+
+    The client hands each GPU type at most one task per worker of that type, and the next as one
+    finishes, so a task seldom waits on a worker that is busy. A task whose worker dies comes back
+    as KilledWorker (the local scheduler allows no silent re-runs): the client runs it again if it had
+    started fewer than MAX_STARTS times, counting only the tries that really started, since Dask
+    blames a lost worker on every task waiting on it too.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        bench: Any,
+        labels: list[str],
+        record: Callable[[ResultRow], None],
+        spec: GpuSpec | None,
+        log: FleetLog,
+    ) -> None:
+        self.client, self.request, self.labels = client, bench.request, labels
+        self.record, self.spec, self.log = record, spec, log
+        self.run_id = uuid.uuid4().hex[:8]
+        self.topic = f"rooflint-rows-{self.run_id}"
+        self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        # The largest groups first: they set the run's length, so no GPU waits alone on one at the end.
+        groups = sorted(task_groups(bench.tasks), key=len, reverse=True)
+        self.waiting = {label: deque(groups) for label in labels}
+        self.running: dict[str, tuple[Submission, Any]] = {}  # Dask key -> (submission, future)
+        self.by_name: dict[str, Submission] = {}
+        self.missing_since: dict[str, float] = {}
+
+    def run(self) -> None:
+        # Subscribed before anything is submitted: the scheduler forwards row events to subscribers only.
+        self.client.subscribe_topic(self.topic, lambda event: self.inbox.put(("event", event[1])))
+        try:
+            offered = self._top_up()
+            total = sum(len(groups) for groups in self.waiting.values()) + len(self.running)
+            self.log.line(f"{total} tasks, at most one per worker at a time; workers of each type: {offered}")
+            checked = time.monotonic()
+            while self.running:
+                try:
+                    kind, item = self.inbox.get(timeout=POLL_S)
+                except queue.Empty:
+                    kind, item = "", None
+                if kind == "event":
+                    submission = self.by_name.get(item.get("group", ""))
+                    if submission is not None:
+                        self._on_event(submission, item)
+                elif kind == "done" and item.key in self.running:
+                    submission, _ = self.running.pop(item.key)
+                    self._on_done(submission, item)
+                    self._top_up()
+                if time.monotonic() - checked > WORKERS_EVERY_S:
+                    checked = time.monotonic()
+                    self._watch(self._top_up())
+        finally:
+            self.client.unsubscribe_topic(self.topic)
+            unfinished = [future for _, future in self.running.values() if not future.done()]
+            if unfinished:
+                self.log.line(f"stopped: cancelling {len(unfinished)} running tasks")
+                self.client.cancel(unfinished, force=True)
+
+    def _top_up(self) -> dict[str, int]:
+        """Submit waiting groups until each GPU type has one task per worker; returns the worker counts."""
+        offered = {label: len(names) for label, names in offered_labels(describe_workers(self.client)).items()}
+        for label in self.labels:
+            busy = sum(1 for submission, _ in self.running.values() if submission.label == label)
+            # With no worker of the type right now, one task still waits for the next to join.
+            while self.waiting[label] and busy < max(1, offered.get(label, 0)):
+                self._submit(label, self.waiting[label].popleft())
+                busy += 1
+        return offered
+
+    def _submit(self, label: str, group: list[Task], submission: Submission | None = None) -> None:
+        name = _name(label, group)
+        submission = submission or Submission(name, label, group)
+        submission.submits += 1
+        future = self.client.submit(
+            measure_group,
+            name,
+            self.topic,
+            group,
+            device=self.request.device,
+            spec=self.spec,
+            request=self.request,
+            resources=task_resources(label),
+            retries=1,  # an exception in the task (a worker that cannot import a family) runs once more
+            pure=False,
+            key=f"rooflint-{self.run_id}-{name}-{submission.submits}",
+        )
+        self.running[future.key] = (submission, future)
+        self.by_name[name] = submission
+        future.add_done_callback(lambda done: self.inbox.put(("done", done)))
+
+    def _watch(self, offered: dict[str, int]) -> None:
+        """Give up on a GPU type whose workers are all gone for NO_WORKER_TIMEOUT_S: Dask would wait forever."""
+        now = time.monotonic()
+        for label in self.labels:
+            has_work = self.waiting[label] or any(s.label == label for s, _ in self.running.values())
+            if offered.get(label, 0) > 0 or not has_work:
+                self.missing_since.pop(label, None)
+                continue
+            since = self.missing_since.setdefault(label, now)
+            if now - since < NO_WORKER_TIMEOUT_S:
+                continue
+            reason = f"no worker of GPU type {label or '(untyped)'} on the cluster for {NO_WORKER_TIMEOUT_S:.0f} s"
+            self.log.line(reason)
+            for submission, future in list(self.running.values()):
+                if submission.label == label:
+                    submission.abandoned = reason
+                    self.client.cancel([future], force=True)
+            while self.waiting[label]:
+                group = self.waiting[label].popleft()
+                self._error_rows(Submission(_name(label, group), label, group), reason)
+
+    def _on_event(self, submission: Submission, event: dict[str, Any]) -> None:
+        if event["kind"] == "start":
+            where = f"{event['name']} ({event['host']})"
+            if submission.workers:
+                after = submission.workers[-1]
+                self.log.line(f"{submission.name}: started again on {where} after {after} was lost (retry)")
+            else:
+                self.log.line(f"{submission.name}: started on {where}")
+            submission.workers.append(event["name"])
+        elif event["kind"] == "row":
+            self._deliver(submission, event["record"])
+
+    def _on_done(self, submission: Submission, future: Any) -> None:
+        if future.status == "finished":
+            result = future.result()
+            # Rows whose events were lost or are still on their way arrive here; the others are duplicates.
+            for row_record in result["records"]:
+                self._deliver(submission, row_record)
+            self.log.worker_output(submission, result)
+            self.log.line(f"{submission.name}: finished on {result['name']} ({result['host']})")
+            return
+        reason = submission.abandoned
+        if not reason:
+            try:
+                error = future.exception()
+            except Exception as other:  # a cancelled future has no exception to give
+                error = other
+            starts = len(submission.workers)
+            lost = isinstance(error, KilledWorker)
+            if lost and starts < MAX_STARTS and submission.submits < MAX_SUBMITS:
+                where = f"under it on {submission.workers[-1]}" if starts else "before it started"
+                self.log.line(f"{submission.name}: its worker died {where}; submitted again")
+                self._submit(submission.label, submission.tasks, submission)
+                return
+            tried = f"started {starts} times" if lost else "failed twice"
+            reason = f"lost on the cluster ({tried}): {type(error).__name__}: {_first_line(error)}"
+        self.log.line(f"{submission.name}: {reason}")
+        self._error_rows(submission, reason)
+
+    def _error_rows(self, submission: Submission, reason: str) -> None:
+        for task in submission.tasks:
+            if task.key not in submission.delivered:
+                submission.delivered.add(task.key)
+                row = base_row(task, get_family(task.family).variants[task.variant].kind, ERROR, reason[:400])
+                row.gpu = gpu_key(submission.label, self.request.spec_file)
+                self.record(row)
+
+    def _deliver(self, submission: Submission, row_record: dict[str, Any]) -> None:
+        row = row_from_record(row_record)
+        key = row_key(row)
+        if key in submission.delivered:
+            return  # measured again by a retry, or the same row by both of its routes
+        submission.delivered.add(key)
+        if not row.gpu and submission.label != ANY:
+            row.gpu = gpu_key(submission.label, self.request.spec_file)  # a crash row: no GPU was read for it
+        self.record(row)
+
+
+def _name(label: str, group: list[Task]) -> str:
+    first = group[0]
+    return f"{label or 'any'}/{first.family}/{first.dtype}/{shape_label(first.params)}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,111 @@
+"""The Dask cluster a fleet runs on: a local one of this machine's GPUs, or one at an address."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from rooflint.core.errors import UserError
+from rooflint.engine.fleet.request import LOCAL
+from rooflint.engine.fleet.resources import GPU, label_for, type_resource
+
+# No silent re-run of a task whose worker died: the client decides (fleet/client.py), counting only
+# the tries that started. A scheduler started by hand takes DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0.
+ALLOWED_FAILURES = 0
+CONNECT_TIMEOUT_S = 30
+
+
+@dataclass
+class LocalWorker:
+    """One worker of a local cluster: one GPU, pinned through CUDA_VISIBLE_DEVICES, and its type
+    labels (one for a real GPU; tests give a worker two, to be in two fake types at once)."""
+
+    name: str
+    labels: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def resources(self) -> dict[str, float]:
+        return {GPU: 1, **{type_resource(label): 1 for label in self.labels}}
+
+
+def local_workers(request: Any) -> list[LocalWorker]:
+    """One worker per GPU of ``--devices`` (default: every visible GPU); one worker on a CPU run."""
+    if request.device != "cuda":
+        return [LocalWorker("cpu", ("cpu",))]
+    import torch
+
+    indices = request.devices or list(range(torch.cuda.device_count()))
+    return [
+        LocalWorker(
+            f"gpu{index}",
+            (label_for(torch.cuda.get_device_name(index), request.gpu, request.spec_file),),
+            # Set before the worker process starts, so it and the measuring processes it starts
+            # see only their GPU (as device 0); rows still record the physical index.
+            {"CUDA_VISIBLE_DEVICES": str(index)},
+        )
+        for index in indices
+    ]
+
+
+def local_cluster(workers: list[LocalWorker]) -> Any:
+    """A SpecCluster of one single-threaded Nanny per worker: a task holds its worker's GPU alone,
+    and a worker process that dies is restarted by its nanny."""
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    common = {"host": "127.0.0.1", "protocol": "tcp://"}
+    scheduler = {"cls": Scheduler, "options": {**common, "port": 0, "dashboard": False, "dashboard_address": None}}
+    specs = {
+        worker.name: {
+            "cls": Nanny,
+            "options": {
+                **common,
+                "nthreads": 1,
+                "resources": worker.resources,
+                "env": worker.env,
+                "memory_limit": 0,  # the measuring happens in child processes, not in the worker
+                "dashboard": False,
+                "silence_logs": logging.WARNING,
+            },
+        }
+        for worker in workers
+    }
+    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        return SpecCluster(workers=specs, scheduler=scheduler, silence_logs=logging.WARNING, name="rooflint")
+
+
+@contextmanager
+def open_client(request: Any) -> Iterator[Any]:
+    """A connected Client with at least one worker; the local cluster goes away with it."""
+    from distributed import Client
+
+    if request.scheduler == LOCAL:
+        workers = local_workers(request)
+        cluster = local_cluster(workers)
+        try:
+            with Client(cluster) as client:
+                client.wait_for_workers(len(workers), timeout=CONNECT_TIMEOUT_S)
+                yield client
+        finally:
+            cluster.close()
+        return
+    try:
+        client = Client(request.scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise UserError(f"cannot reach the Dask scheduler at {request.scheduler}: {error}") from None
+    with client:
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            waited = f"in {CONNECT_TIMEOUT_S} s"
+            raise UserError(f"no worker joined the Dask scheduler at {request.scheduler} {waited}") from None
+        yield client
+
+
+def describe_workers(client: Any) -> dict[str, Any]:
+    """The scheduler's view of its workers: address -> {name, host, resources, ...}."""
+    return client.scheduler_info(n_workers=-1)["workers"]

@@ -1,0 +1,50 @@
+"""The fleet fields of a bench request (--scheduler, --gpu-types), filled and checked by prepare()."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from rooflint.core.errors import UserError
+
+LOCAL = "local"  # --scheduler local: a Dask cluster of this machine's GPUs, one worker each
+INSTALL_HINT = 'pip install "rooflint[dask]"'
+
+
+def dask_installed() -> bool:
+    return importlib.util.find_spec("distributed") is not None
+
+
+def remote_device(request: Any) -> str | None:
+    """The device of a run on a remote cluster, else None.
+
+    The workers hold the GPUs there, so the client needs none: a laptop can drive a GPU cluster.
+    """
+    if not request.scheduler or request.scheduler == LOCAL:
+        return None
+    device = request.device or "cuda"
+    if device not in ("cuda", "cpu"):
+        raise UserError(f"unknown device {device!r}; valid: cuda, cpu")
+    return device
+
+
+def settle(request: Any) -> None:
+    """Fill and check a request's fleet fields in place, before anything runs.
+
+    Several ``--devices`` without ``--scheduler`` run on a local Dask cluster when Dask is
+    installed; without it they keep the thread pool of one worker process per GPU.
+    """
+    if not request.scheduler and len(request.devices) > 1 and dask_installed():
+        request.scheduler = LOCAL
+    if request.gpu_types and not request.scheduler:
+        raise UserError("--gpu-types chooses among the GPU types of a Dask cluster; add --scheduler ADDRESS or local")
+    if not request.scheduler:
+        request.scheduler = None
+        return
+    if not dask_installed():
+        raise UserError(f"--scheduler needs Dask, which is not installed: {INSTALL_HINT}")
+    if request.scheduler != LOCAL and request.devices:
+        raise UserError(
+            "--devices picks GPUs of this machine; the workers of a cluster (--scheduler ADDRESS) "
+            "each hold their own: choose with --gpu-types"
+        )

@@ -1,0 +1,277 @@
+"""Attention forward for Hopper (sm_90) in Triton: TMA-fed tiles, software pipelining, optional
+warp specialization, and the causal mask paid only on the diagonal blocks.
+
+The `triton` variant in attention.py stays the path for sm_75/sm_80: it loads K and V through
+pointers (cp.async on sm_80+). This kernel is the sm_90 path, registered in attention.py as
+`triton_hopper` and skipped elsewhere with the reason:
+- Q, K, V and O move through tensor descriptors (TMA: one thread issues a whole tile, no address
+  registers, and rows past the tensor's end read as zeros);
+- 128-row query tiles, so each of the two warpgroups issues wgmma m64 x BLOCK_N x 16;
+- the K/V loop is software-pipelined with `tl.range(num_stages=...)`, and can be warp-specialized
+  (`tl.range(warp_specialize=True)`: producer warps issue TMA while consumers run the GEMMs);
+- causal: tiles left of the diagonal block run unmasked, only the diagonal block's tiles pay for
+  the mask, tiles right of it are never visited; the grid is reversed so the longest rows go first.
+
+The launch configurations are the table below. Nothing is autotuned at run time: the sweep
+(scripts/device/kernel_sweep.py) times SWEEP_CANDIDATES on the GPU, and its winner per head dim is
+what DEFAULT_CONFIGS should hold (docs/perf-notes/kernels-at-limit.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.triton_compat import tl, triton
+
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128, 256)
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    block_m: int  # query rows per program (128: two warpgroups of wgmma m64 at 8 warps)
+    block_n: int  # keys per K/V tile
+    warps: int
+    stages: int  # K/V tiles in flight (each stage is 2 x block_n x D x 2 bytes of shared memory)
+    warp_specialize: bool = False
+
+    @property
+    def label(self) -> str:
+        ws = " ws" if self.warp_specialize else ""
+        return f"{self.block_m}x{self.block_n} w{self.warps} s{self.stages}{ws}"
+
+
+# ---------------------------------------------------------------------------------------------
+# CONFIG TABLE (edit from the sweep's results; see docs/perf-notes/kernels-at-limit.md).
+# Shared memory per program is Q (block_m x D) + stages x (K + V tiles) + the O staging tile; a
+# block gets at most 227 KB on the H100/H200. Resources below are from compiling each config for
+# sm_90a with the Triton 3.6 wheel ahead of time (registers per thread, shared bytes):
+# - no ws, w8: two warpgroups, both loading and computing; D=128 128x128 s3 187 regs, 230,400 B
+#   (one block per SM); 128x64 s4 138 regs, 164,864 B.
+# - ws (w4 asked): Triton 3.6 adds a TMA producer warpgroup and splits the 128 rows between two
+#   consumer warpgroups: 12 warps, 168 regs; D=128 128x128 s2 180,384 B (s3 would not fit),
+#   128x64 s3 147,744 B; D=256 128x64 s2 229,536 B.
+# The defaults are the safe two-loop kernel until the sweep shows a warp-specialized config wins.
+DEFAULT_CONFIGS: dict[int, AttentionConfig] = {
+    64: AttentionConfig(128, 128, 8, 3),
+    128: AttentionConfig(128, 128, 8, 3),
+    256: AttentionConfig(128, 64, 8, 2),
+}
+SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
+    64: (
+        AttentionConfig(128, 128, 8, 3),
+        AttentionConfig(128, 128, 4, 3, warp_specialize=True),
+        AttentionConfig(128, 64, 4, 3, warp_specialize=True),
+    ),
+    128: (
+        AttentionConfig(128, 128, 8, 3),
+        AttentionConfig(128, 128, 8, 2),
+        AttentionConfig(128, 64, 8, 4),
+        AttentionConfig(128, 128, 4, 2, warp_specialize=True),
+        AttentionConfig(128, 64, 4, 2, warp_specialize=True),
+        AttentionConfig(128, 64, 4, 3, warp_specialize=True),
+    ),
+    256: (
+        AttentionConfig(128, 64, 8, 2),
+        AttentionConfig(128, 64, 4, 2, warp_specialize=True),
+        AttentionConfig(128, 32, 4, 2, warp_specialize=True),
+    ),
+}
+# Under TRITON_INTERPRET=1 every program runs in numpy: small tiles keep the CPU tests fast.
+INTERPRETER_CONFIG = AttentionConfig(16, 16, 4, 1)
+# ---------------------------------------------------------------------------------------------
+
+
+def interpreting() -> bool:
+    """Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; the kernel
+    then upcasts the operands to fp32 holding the same values (exact), so tests check the indexing,
+    masking and online softmax with the products the tensor cores would form."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def unsupported_reason(device: torch.device) -> str | None:
+    """Why this kernel cannot run on ``device`` (None: it can). The CPU counts only under the interpreter."""
+    if device.type != "cuda":
+        return None if interpreting() else "needs a CUDA GPU (or TRITON_INTERPRET=1)"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return (
+            f"the Hopper attention needs sm_90 (TMA, wgmma); this GPU is sm_{major}{minor}: "
+            "the `triton` variant is the path here"
+        )
+    return None
+
+
+@triton.jit
+def _kv_loop(
+    acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, lo, hi, qk_scale,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+):  # fmt: skip
+    """Online softmax over the key tiles [lo, hi). MASKED: keys past N, and when causal keys past
+    the query row itself, get probability 0."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        # K rows past this head's N belong to the next head (or read as zeros past the tensor):
+        # only masked tiles ever reach them, and those give them probability 0.
+        k = k_desc.load([row0 + start_n, 0])
+        if UPCAST:
+            k = k.to(tl.float32)
+        s = tl.dot(q, k.T)  # wgmma, fp32 accumulate
+        if MASKED:
+            cols = start_n + offs_n
+            keep = cols[None, :] < n
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])  # top-left aligned, as SDPA's is_causal
+            s = s * qk_scale + tl.where(keep, 0.0, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s = s - m_new[:, None]
+        else:
+            # Unmasked: the scale folds into one FMA per score (scale * s - max).
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        # Base-2 online softmax in fp32: exp2 is the MUFU's native op. The first tile each row sees
+        # always holds a key it may attend to (key 0, or an earlier unmasked tile), so m_new is finite.
+        p = tl.math.exp2(s)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = v_desc.load([row0 + start_n, 0])
+        p = p.to(v_desc.dtype)  # P rounded to the input dtype, as the tensor cores take it
+        if UPCAST:
+            p, v = p.to(tl.float32), v.to(tl.float32)
+        acc = tl.dot(p, v, acc)
+        # The running sum last: its live range then does not span the two GEMMs (registers).
+        l_i = l_i * alpha + l_ij
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _attn_fwd_hopper(
+    q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
+    D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+):  # fmt: skip
+    # Grid: (query blocks, batch x head), query blocks fastest, so the programs resident at once
+    # share a few heads' K and V in L2 instead of streaming 132 heads' worth from HBM.
+    num_m = tl.cdiv(n, BLOCK_M)
+    # Causal blocks near the end have the most tiles: run them first so short ones fill the tail.
+    start_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    row0 = tl.program_id(1) * n  # this head's first row in the [B*H*N, D] view
+    q_row = row0 + start_m * BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    q = q_desc.load([q_row, 0])  # rows past N are the next head's: computed, never stored
+    if UPCAST:
+        q = q.to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    if CAUSAL:
+        # Diagonal blocks are whole K/V tiles only when the query block is a multiple of the key tile.
+        tl.static_assert(BLOCK_M % BLOCK_N == 0)
+        mid = start_m * BLOCK_M
+        hi = tl.minimum(mid + BLOCK_M, n)
+    else:
+        mid = (n // BLOCK_N) * BLOCK_N  # whole tiles unmasked, then the ragged tail masked
+        hi = n
+    if WARP_SPECIALIZE:
+        # Triton 3.6's Hopper warp specialization (a TMA producer warp and two consumer
+        # warpgroups of 64 rows) takes one loop per kernel with no branch inside it: a second loop
+        # fails the pass and a branch silently turns it off. So one loop, the mask on every tile
+        # where any tile needs it (causal, or N not a multiple of the tiles).
+        acc, m_i, l_i = _kv_loop(
+            acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, 0, hi, qk_scale,
+            BLOCK_N, CAUSAL or not EVEN_N, CAUSAL, UPCAST, STAGES, True,
+        )  # fmt: skip
+    else:
+        # Tiles left of the diagonal block (or all whole tiles) unmasked; the diagonal block's tiles
+        # (or the ragged tail) masked; tiles right of the diagonal never visited.
+        acc, m_i, l_i = _kv_loop(
+            acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, 0, mid, qk_scale,
+            BLOCK_N, False, CAUSAL, UPCAST, STAGES, False,
+        )  # fmt: skip
+        acc, m_i, l_i = _kv_loop(
+            acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, mid, hi, qk_scale,
+            BLOCK_N, True, CAUSAL, UPCAST, STAGES, False,
+        )  # fmt: skip
+    out = (acc / l_i[:, None]).to(o_desc.dtype)
+    # Warp-specialized, the compiler splits the 128 rows between two consumer warpgroups, and a
+    # whole-block TMA store no longer matches either half (Triton 3.6 rejects it): store by pointer.
+    if not WARP_SPECIALIZE and start_m * BLOCK_M + BLOCK_M <= n:
+        o_desc.store([q_row, 0], out)  # a whole block: one TMA store
+    else:
+        # The ragged last block: a TMA store would write into the next head's rows.
+        offs_d = tl.arange(0, D)
+        rows = (row0 + offs_m).to(tl.int64)
+        tl.store(o_ptr + rows[:, None] * D + offs_d[None, :], out, mask=offs_m[:, None] < n)
+
+
+def config_for(head_dim: int, config: AttentionConfig | None = None) -> AttentionConfig:
+    if config is not None:
+        return config
+    return INTERPRETER_CONFIG if interpreting() else DEFAULT_CONFIGS[head_dim]
+
+
+def prepare(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    out: torch.Tensor | None = None,
+    config: AttentionConfig | None = None,
+) -> Callable[[], torch.Tensor]:
+    """Build the TMA descriptors once and return the launch: ``prepare(q, k, v, causal)()`` -> O.
+
+    q, k, v: [B, H, N, D] contiguous, fp16 or bf16, D in HEAD_DIMS.
+    """
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    b, h, n, d = q.shape
+    if d not in HEAD_DIMS:
+        raise VariantSkipped(f"the Hopper attention takes head dims {HEAD_DIMS}, not {d}")
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        raise VariantSkipped(f"the Hopper attention takes fp16 or bf16, not {q.dtype}")
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        raise VariantSkipped("the Hopper attention needs contiguous q, k and v (TMA row strides)")
+    cfg = config_for(d, config)
+    if causal and cfg.block_m % cfg.block_n:
+        raise VariantSkipped(f"causal needs block_m a multiple of block_n ({cfg.label})")
+    out = torch.empty_like(q) if out is None else out
+    rows = b * h * n
+    q_desc = TensorDescriptor.from_tensor(q.view(rows, d), [cfg.block_m, d])
+    k_desc = TensorDescriptor.from_tensor(k.view(rows, d), [cfg.block_n, d])
+    v_desc = TensorDescriptor.from_tensor(v.view(rows, d), [cfg.block_n, d])
+    o_desc = TensorDescriptor.from_tensor(out.view(rows, d), [cfg.block_m, d])
+    qk_scale = LOG2E / math.sqrt(d)  # log2(e) folded into the softmax scale: exp2 instead of exp
+    grid = (triton.cdiv(n, cfg.block_m), b * h)
+    meta = {
+        "D": d,
+        "CAUSAL": bool(causal),
+        "EVEN_N": n % cfg.block_n == 0 and n % cfg.block_m == 0,
+        "UPCAST": interpreting(),
+        "BLOCK_M": cfg.block_m,
+        "BLOCK_N": cfg.block_n,
+        "STAGES": cfg.stages,
+        "WARP_SPECIALIZE": cfg.warp_specialize,
+    }
+
+    def run() -> torch.Tensor:
+        _attn_fwd_hopper[grid](
+            q_desc, k_desc, v_desc, o_desc, out, n, qk_scale, **meta, num_warps=cfg.warps, num_stages=cfg.stages
+        )
+        return out
+
+    return run
+
+
+def hopper_attention(q, k, v, causal, out=None, config: AttentionConfig | None = None) -> torch.Tensor:
+    """One call: O = softmax(Q K^T / sqrt(D), causal or not) V over [B, H, N, D]."""
+    return prepare(q.contiguous(), k.contiguous(), v.contiguous(), causal, out, config)()

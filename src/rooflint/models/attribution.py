@@ -1,0 +1,200 @@
+"""Attribute a profiled step's time to the model's ops.
+
+The forward wraps each op in a record_function range (OpRecorder). On a GPU, torch.profiler (Kineto
+with CUPTI) records every kernel, memcpy and memset with the correlation id of its launch; the
+launch's CPU timestamp falls inside exactly one op range, whatever issued it: an aten op, a Triton
+launcher or a ctypes call into a rooflint .so. The kernel's device time goes to that op. A kernel
+launched inside the step but outside every op range is "unattributed".
+
+On a CPU there are no kernels: an op's time is the wall time of its ranges, and an aten op that
+runs in the step outside every range is unattributed.
+
+What is neither an op's nor unattributed is idle: on a GPU the gaps between kernels (launch-bound
+stretches), on a CPU the Python between op ranges.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from rooflint.models.base import RANGE_PREFIX, STEP_RANGE
+
+UNATTRIBUTED = "unattributed"
+# Kineto activity types that are GPU work; others on the device (annotations, cuda_sync) are not.
+WORK_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass
+class OpTime:
+    ms: float = 0.0
+    calls: int = 0
+    kernels: Counter = field(default_factory=Counter)  # kernel (GPU) or aten op (CPU) name -> ms
+
+    def top_kernel(self) -> tuple[str, float]:
+        """The kernel with the most time in this op and its share of the op's time."""
+        if not self.kernels or self.ms <= 0:
+            return "", 0.0
+        name, ms = self.kernels.most_common(1)[0]
+        return name, ms / self.ms
+
+
+@dataclass
+class Attribution:
+    ops: dict[str, OpTime]
+    unattributed_ms: float  # kernels (GPU) or aten ops (CPU) of the step outside every op range
+    span_ms: float  # CPU: the step range's wall time; GPU: first kernel start to last kernel end
+    mode: str  # "device kernels" | "cpu ranges"
+
+    @property
+    def attributed_ms(self) -> float:
+        return sum(op.ms for op in self.ops.values())
+
+    @property
+    def total_ms(self) -> float:
+        """The work of the step: what the ops' times and the unattributed rest add up to."""
+        return self.attributed_ms + self.unattributed_ms
+
+    @property
+    def idle_ms(self) -> float:
+        """The span's time that is no work: GPU gaps between kernels, or Python between CPU op ranges."""
+        return self.span_ms - self.total_ms
+
+
+def profile_step(fn: Callable[[], Any], device: torch.device) -> Attribution:
+    """Run ``fn`` once under torch.profiler (op ranges must be enabled) and attribute its time."""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        with record_function(STEP_RANGE):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    events = [_Event.of(e) for e in prof.profiler.kineto_results.events()]
+    return attribute_device(events) if cuda else attribute_cpu(events)
+
+
+@dataclass(frozen=True)
+class _Event:
+    name: str
+    on_cpu: bool
+    start_ns: int
+    end_ns: int
+    correlation: int
+    linked: int
+    annotation: bool
+    activity: str
+
+    @classmethod
+    def of(cls, event) -> _Event:
+        activity = str(event.activity_type()) if hasattr(event, "activity_type") else ""
+        return cls(
+            name=event.name(),
+            on_cpu=event.device_type() == torch.autograd.DeviceType.CPU,
+            start_ns=event.start_ns(),
+            end_ns=event.end_ns(),
+            correlation=event.correlation_id(),
+            linked=event.linked_correlation_id(),
+            annotation=bool(event.is_user_annotation()) or "annotation" in activity,
+            activity=activity,
+        )
+
+
+def _is_range(event: _Event) -> bool:
+    return event.name.startswith(RANGE_PREFIX) or event.name == STEP_RANGE
+
+
+class _Ranges:
+    """The op ranges of one step, sorted, for 'which op was running at time t'."""
+
+    def __init__(self, events: list[_Event]) -> None:
+        steps = [e for e in events if e.on_cpu and e.name == STEP_RANGE]
+        if not steps:
+            raise RuntimeError("the profile has no step range: was the step run inside profile_step?")
+        self.step = steps[0]
+        # By name: a record_function range is a user annotation, torch's faster C++ range an op.
+        ranges = sorted((e for e in events if e.on_cpu and e.name.startswith(RANGE_PREFIX)), key=lambda e: e.start_ns)
+        self.ranges = ranges
+        self.starts = [e.start_ns for e in ranges]
+
+    def op_at(self, t_ns: int) -> str | None:
+        """The op whose range holds time t (ranges do not nest), or None."""
+        index = bisect.bisect_right(self.starts, t_ns) - 1
+        if index >= 0 and t_ns <= self.ranges[index].end_ns:
+            return self.ranges[index].name[len(RANGE_PREFIX) :]
+        return None
+
+    def in_step(self, t_ns: int) -> bool:
+        return self.step.start_ns <= t_ns <= self.step.end_ns
+
+    def calls(self) -> Counter:
+        return Counter(e.name[len(RANGE_PREFIX) :] for e in self.ranges)
+
+
+def attribute_cpu(events: list[_Event]) -> Attribution:
+    ranges = _Ranges(events)
+    ops: dict[str, OpTime] = {}
+    for event in ranges.ranges:
+        op = ops.setdefault(event.name[len(RANGE_PREFIX) :], OpTime())
+        op.ms += (event.end_ns - event.start_ns) / 1e6
+        op.calls += 1
+    # Name each op's heaviest aten ops: the top-level ones (not inside another aten op) in its ranges.
+    aten = sorted(
+        (e for e in events if e.on_cpu and not e.annotation and not _is_range(e)), key=lambda e: (e.start_ns, -e.end_ns)
+    )
+    outer_end = -1
+    unattributed = 0.0
+    for event in aten:
+        if event.start_ns < outer_end or not ranges.in_step(event.start_ns):
+            continue  # nested in the previous top-level op, or not this step's
+        outer_end = event.end_ns
+        name = ranges.op_at(event.start_ns)
+        ms = (event.end_ns - event.start_ns) / 1e6
+        if name is not None:
+            ops[name].kernels[event.name] += ms
+        else:
+            unattributed += ms
+    span = (ranges.step.end_ns - ranges.step.start_ns) / 1e6
+    return Attribution(ops, unattributed, span, "cpu ranges")
+
+
+def attribute_device(events: list[_Event]) -> Attribution:
+    ranges = _Ranges(events)
+
+    # A kernel's linked correlation id is the id of the innermost torch event on the stack at its
+    # launch (an aten op, or an op range for Triton and ctypes launches); failing that, its own
+    # correlation id names the CUDA runtime/driver launch call. Two id spaces: kept in two maps.
+    def is_launch_call(e: _Event) -> bool:
+        return "runtime" in e.activity or "driver" in e.activity
+
+    runtime_events = {e.correlation: e.start_ns for e in events if e.on_cpu and is_launch_call(e)}
+    # Op ranges are torch events too: a Triton or ctypes launch inside one links to the range itself.
+    torch_events = {e.correlation: e.start_ns for e in events if e.on_cpu and not is_launch_call(e)}
+    ops = {name: OpTime(calls=calls) for name, calls in ranges.calls().items()}
+    unattributed = OpTime()
+    first, last = None, None
+    for event in events:
+        if event.on_cpu or event.annotation or (event.activity and event.activity not in WORK_ACTIVITIES):
+            continue
+        launch = torch_events.get(event.linked) if event.linked else None
+        if launch is None:
+            launch = runtime_events.get(event.correlation)
+        if launch is None or not ranges.in_step(launch):
+            continue  # not launched by this step (profiler start-up, the final synchronize)
+        ms = (event.end_ns - event.start_ns) / 1e6
+        name = ranges.op_at(launch)
+        target = ops.setdefault(name, OpTime()) if name is not None else unattributed
+        target.ms += ms
+        target.kernels[event.name] += ms
+        first = event.start_ns if first is None else min(first, event.start_ns)
+        last = event.end_ns if last is None else max(last, event.end_ns)
+    span = (last - first) / 1e6 if first is not None else 0.0
+    return Attribution(ops, unattributed.ms, span, "device kernels")

@@ -1,0 +1,211 @@
+"""What one whole model tells rooflint: how to build it, its ops, their costs and its forward.
+
+A model module (gpt2.py; a Llama-style one next) subclasses ModelSpec. The spec does not time or
+profile anything: the runner calls ``forward`` with a KernelSet (which implementation each kind of
+op uses) and an OpRecorder (which names every op for the profiler), and the engine joins the
+profiled times with ``op_costs``. So a new model is one module: its configs, its weights in
+nn.Linear layout, a forward written against KernelSet slots, and its cost per op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rooflint.core.errors import UserError
+from rooflint.core.family import Cost
+
+# The bracket is escaped for rich, which prints every user error and would read [models] as a style.
+INSTALL_HINT = 'whole models need Hugging Face transformers: pip install "rooflint\\[models]"'
+RANGE_PREFIX = "rooflint.op::"  # record_function names the profiler attribution looks for
+STEP_RANGE = "rooflint.step"
+
+
+def require_transformers():
+    """The transformers module, or one line saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    return transformers
+
+
+@dataclass(frozen=True)
+class Dims:
+    """The shapes that set every op's cost."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int  # == heads for multi-head attention; fewer for grouped-query attention
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_positions: int
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of the model: ``tokens`` new tokens per sequence attending to ``context`` keys."""
+
+    name: str  # prefill | decode
+    batch: int
+    tokens: int  # prefill: the sequence length; decode: 1
+    context: int  # keys the last new token sees (prefill: tokens; decode: cache length after the append)
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.tokens
+
+
+class OpRecorder:
+    """Names each op for torch.profiler with a record_function range, or does nothing.
+
+    Off (the default) it returns a null context, so the timed and compiled forwards carry no
+    profiler calls at all; on, every kernel launched inside ``with rec("attention"):`` is the
+    attention op's, whatever launched it (an aten op, a Triton launcher or a ctypes CUDA launch).
+    """
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+    def __call__(self, op: str):
+        if not self.enabled:
+            return contextlib.nullcontext()
+        return _range(RANGE_PREFIX + op)
+
+
+# The C++ range where torch has it: record_function dispatches an op on entry and exit, and on a
+# CPU that overhead falls between op ranges, where it would read as idle time.
+_range = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", torch.profiler.record_function)
+
+
+@dataclass
+class LoadedModel:
+    """A built model: the Hugging Face module (the reference) and its weights as plain tensors."""
+
+    spec: ModelSpec
+    config_name: str
+    dims: Dims
+    hf: Any  # transformers PreTrainedModel, eager attention: the correctness reference
+    weights: Any  # the spec's own structure of tensors, nn.Linear layout ([out, in])
+    dtype: torch.dtype
+    device: torch.device
+
+
+class ModelSpec(ABC):
+    """One model architecture. Subclasses set the class attributes and implement the methods."""
+
+    name: str  # the CLI name: rooflint model <name>
+    configs: dict[str, dict[str, int]]  # preset -> the HF config fields that differ between presets
+    ops: tuple[str, ...]  # every op name its forward records, in forward order
+    # op -> the KernelSet slot that implements it, for the ops a kernel set may swap
+    swappable: dict[str, str]
+
+    # ---- building -----------------------------------------------------------------------
+    @abstractmethod
+    def hf_config(self, config: str, layers: int | None = None) -> Any:
+        """The transformers config of a preset, ``layers`` overriding its depth (smoke tests)."""
+
+    @abstractmethod
+    def hf_class(self) -> Any:
+        """The transformers class of the language model (GPT2LMHeadModel, LlamaForCausalLM)."""
+
+    @abstractmethod
+    def dims(self, hf_config: Any) -> Dims: ...
+
+    @abstractmethod
+    def extract_weights(self, hf_model: Any) -> Any:
+        """Plain tensors in nn.Linear layout, shared by every kernel set (no copies per set)."""
+
+    def config_name_of(self, hf_config: Any) -> str:
+        """The preset a loaded checkpoint matches, or "custom"."""
+        return "custom"
+
+    def norm_eps(self, hf_config: Any) -> float:
+        """The epsilon of the model's norms (a kernel set swaps a norm only where its kernel uses the same)."""
+        return 1e-5
+
+    # ---- running ------------------------------------------------------------------------
+    @abstractmethod
+    def forward(
+        self,
+        weights: Any,
+        kernels: Any,
+        ids: torch.Tensor,
+        start: int,
+        cache: Any | None,
+        rec: Callable[[str], Any],
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits for ``ids`` [B, T] at positions start..start+T-1; with ``cache``, K and V are appended.
+
+        Every op runs inside ``with rec(op):`` so the profiler can attribute its kernels.
+        ``last_only`` computes the head for the last position only (generation).
+        """
+
+    # ---- costs --------------------------------------------------------------------------
+    @abstractmethod
+    def op_costs(self, dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
+        """Analytic cost of each op over the whole step (all layers), ideal HBM bytes."""
+
+    def weight_bytes(self, hf_model: Any) -> int:
+        return sum(p.numel() * p.element_size() for p in hf_model.parameters())
+
+
+def build(
+    spec: ModelSpec,
+    config: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    weights_dir: Path | None = None,
+    layers: int | None = None,
+    seed: int = 0,
+) -> LoadedModel:
+    """Random weights from the preset's config (no network), or a local checkpoint with --weights."""
+    require_transformers()
+    if weights_dir is not None:
+        if not Path(weights_dir).is_dir():
+            raise UserError(f"--weights {weights_dir} is not a directory holding a saved checkpoint")
+        try:
+            hf = spec.hf_class().from_pretrained(str(weights_dir), local_files_only=True, attn_implementation="eager")
+        except (OSError, ValueError) as error:
+            raise UserError(f"cannot load a {spec.name} checkpoint from {weights_dir}: {error}") from None
+        if layers is not None:
+            raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint")
+        config_name = spec.config_name_of(hf.config)
+    else:
+        if config not in spec.configs:
+            raise UserError(f"unknown {spec.name} config {config!r}; valid: {', '.join(spec.configs)}")
+        hf_config = spec.hf_config(config, layers)
+        hf_config._attn_implementation = "eager"
+        torch.manual_seed(seed)
+        # Built on the target device: initialising 1.5B parameters on the CPU takes far longer.
+        with torch.device(device):
+            hf = spec.hf_class()(hf_config)
+            _randomize_affine(hf)
+        config_name = config if layers is None else f"{config}-L{layers}"
+    hf = hf.to(device=device, dtype=dtype).eval()
+    return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
+
+
+@torch.no_grad()
+def _randomize_affine(hf: Any) -> None:
+    """Random biases and norm scales instead of HF's init (zeros and ones).
+
+    With zero biases and unit scales, a kernel that drops a bias or swaps a norm's weight and bias
+    still matches the reference; random ones make the correctness checks able to fail.
+    """
+    for name, parameter in hf.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "bias":
+            parameter.normal_(0.0, 0.02)
+        elif leaf == "weight" and parameter.dim() == 1:  # norm scales
+            parameter.normal_(1.0, 0.1)

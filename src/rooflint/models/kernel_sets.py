@@ -1,0 +1,320 @@
+"""Kernel sets: which implementation each kind of op of a model runs.
+
+A model's forward calls slots (layer_norm, linear, linear_gelu, prefill_attention, decode_attention,
+...) on a kernel set. ``eager`` is PyTorch as Hugging Face runs it; ``compile`` is the same code under
+torch.compile (the runner compiles the whole step); ``triton`` and ``cuda`` swap in rooflint's
+kernels from rooflint.kernels where the family supports the dtype and shape, and fall back to
+eager elsewhere, saying why in ``plan``. Slots no family covers (plain GEMMs, embedding, residual
+adds) stay PyTorch in every set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+from rooflint.core.errors import UserError, VariantSkipped
+from rooflint.core.family import dtype_name
+from rooflint.models.cache import KVCache
+
+KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
+SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "lm_head")
+LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _heads(qkv: torch.Tensor, batch: int, tokens: int, heads: int) -> torch.Tensor:
+    """[B*T, 3*H*D] -> [B, T, 3, H, D] view (GPT-2's fused QKV order: all of q, then k, then v)."""
+    return qkv.view(batch, tokens, 3, heads, -1)
+
+
+class EagerKernels:
+    """PyTorch ops, as Hugging Face's GPT-2 runs them with SDPA attention."""
+
+    name = "eager"
+    compiled = False  # the runner wraps steps in torch.compile when True
+
+    def __init__(self, dtype: torch.dtype, device: torch.device, head_dim: int, eps: float) -> None:
+        self.dtype, self.device, self.head_dim, self.eps = dtype, device, head_dim, eps
+        self.plan = {slot: "eager" for slot in SLOTS}
+
+    def describe(self) -> str:
+        return "; ".join(f"{slot}={how}" for slot, how in self.plan.items())
+
+    # ---- ops every set runs in PyTorch ----------------------------------------------------
+    def embedding(self, ids, start, wte, wpe):
+        batch, tokens = ids.shape
+        return (F.embedding(ids, wte) + wpe[start : start + tokens]).view(batch * tokens, -1)
+
+    def linear(self, x, w, b):
+        return F.linear(x, w, b)
+
+    def add(self, a, b):
+        return a + b
+
+    # ---- swappable slots ------------------------------------------------------------------
+    def layer_norm(self, x, w, b):
+        return F.layer_norm(x, (x.shape[-1],), w, b, self.eps)
+
+    def linear_gelu(self, x, w, b):
+        return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+    def lm_head(self, x, w):
+        return F.linear(x, w)
+
+    def kv_append(self, cache: KVCache, layer: int, k_rows, v_rows, slots):
+        k_pool, v_pool = cache.rows(layer)
+        k_pool.index_copy_(0, slots, k_rows)
+        v_pool.index_copy_(0, slots, v_rows)
+
+    def attend_prefill(self, q, k, v):
+        """Causal attention over [B, H, T, D] (strided views allowed); returns [B, H, T, D]."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def attend_decode(self, q, k, v):
+        """One query [B, H, 1, D] against the cache views [B, H, L, D]."""
+        return F.scaled_dot_product_attention(q, k, v)
+
+    # ---- attention, shared plumbing --------------------------------------------------------
+    def prefill_attention(self, qkv, batch, tokens, heads, cache: KVCache | None, layer: int):
+        """[B*T, 3d] -> [B*T, d]: causal attention over the tokens, appending K and V to the cache."""
+        split = _heads(qkv, batch, tokens, heads)
+        if cache is not None:
+            d = split.shape[-1]
+            self.kv_append(
+                cache, layer, split[:, :, 1].reshape(-1, d), split[:, :, 2].reshape(-1, d), cache.slots(0, tokens)
+            )
+        q, k, v = (split[:, :, i].transpose(1, 2) for i in range(3))
+        return self.attend_prefill(q, k, v).transpose(1, 2).reshape(batch * tokens, -1)
+
+    def decode_attention(self, qkv, batch, heads, cache: KVCache, layer: int, position: int):
+        """[B, 3d] for the token at ``position`` -> [B, d], after appending its K and V."""
+        split = _heads(qkv, batch, 1, heads)
+        d = split.shape[-1]
+        self.kv_append(
+            cache, layer, split[:, :, 1].reshape(-1, d), split[:, :, 2].reshape(-1, d), cache.slots(position, 1)
+        )
+        k, v = cache.view(layer, position + 1)
+        q = split[:, :, 0].transpose(1, 2)  # [B, H, 1, D]
+        return self.attend_decode(q, k, v).reshape(batch, -1)
+
+
+class CompileKernels(EagerKernels):
+    """The eager ops; the runner compiles each whole step with torch.compile."""
+
+    name = "compile"
+    compiled = True
+
+
+class _PaddedHead:
+    """lm_head against the vocab padded to whole tiles: cuBLAS picks a poor kernel for N = 50257."""
+
+    def __init__(self) -> None:
+        self._padded: dict[int, torch.Tensor] = {}
+
+    def __call__(self, x, w):
+        key = w.data_ptr()
+        if key not in self._padded:
+            rows = -(-w.shape[0] // LM_HEAD_PAD) * LM_HEAD_PAD
+            padded = torch.zeros((rows, w.shape[1]), dtype=w.dtype, device=w.device)
+            padded[: w.shape[0]] = w
+            self._padded[key] = padded
+        return F.linear(x, self._padded[key])[..., : w.shape[0]]
+
+
+class TritonKernels(EagerKernels):
+    """rooflint's Triton kernels: layernorm, attention (prefill), kv_cache append, decode_attention, gelu_linear."""
+
+    name = "triton"
+
+    def __init__(self, dtype, device, head_dim, eps) -> None:
+        super().__init__(dtype, device, head_dim, eps)
+        from rooflint.core.triton_compat import HAS_TRITON
+
+        if not HAS_TRITON:
+            raise VariantSkipped("needs the triton package")
+        if device.type != "cuda" and not interpreting():
+            raise VariantSkipped("needs a CUDA GPU (or TRITON_INTERPRET=1 for Triton's CPU interpreter)")
+        from rooflint.kernels import attention, decode_attention, gelu_linear, kv_cache, layernorm
+
+        self._modules = (attention, decode_attention, gelu_linear, kv_cache, layernorm)
+        self._workspaces: dict[tuple, object] = {}
+        self._head = _PaddedHead()
+        name = dtype_name(dtype)
+        power_of_two = head_dim >= 16 and head_dim & (head_dim - 1) == 0
+        self.plan["layer_norm"] = "triton" if eps == layernorm.EPS else f"eager (eps {eps} != kernel's {layernorm.EPS})"
+        self.plan["kv_append"] = "triton"
+        for slot, family in (
+            ("prefill_attention", attention.FAMILY),
+            ("decode_attention", decode_attention.FAMILY),
+            ("linear_gelu", gelu_linear.FAMILY),
+        ):
+            why = _dtype_gap(family, name)
+            if why is None and slot != "linear_gelu" and not power_of_two:
+                why = f"head_dim {head_dim} is not a power of two >= 16"
+            self.plan[slot] = "triton" if why is None else f"eager ({why})"
+        self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+
+    def layer_norm(self, x, w, b):
+        if self.plan["layer_norm"] != "triton":
+            return super().layer_norm(x, w, b)
+        from rooflint.kernels.layernorm import triton_layernorm
+
+        return triton_layernorm(x, w, b, torch.empty_like(x))
+
+    def linear_gelu(self, x, w, b):
+        if self.plan["linear_gelu"] != "triton":
+            return super().linear_gelu(x, w, b)
+        from rooflint.kernels.gelu_linear import triton_gelu_linear
+
+        return triton_gelu_linear(x, w, b)
+
+    def lm_head(self, x, w):
+        return self._head(x, w)
+
+    def kv_append(self, cache, layer, k_rows, v_rows, slots):
+        from rooflint.kernels.kv_cache import triton_kv_copy
+
+        k_pool, v_pool = cache.rows(layer)
+        triton_kv_copy(k_rows, v_rows, k_pool, v_pool, slots, k_rows.shape[0], k_rows.shape[1], True)
+
+    def attend_prefill(self, q, k, v):
+        if self.plan["prefill_attention"] != "triton":
+            return super().attend_prefill(q, k, v)
+        from rooflint.kernels.attention import triton_attention
+
+        return triton_attention(q, k, v, True)
+
+    def attend_decode(self, q, k, v):
+        if self.plan["decode_attention"] != "triton":
+            return super().attend_decode(q, k, v)
+        from rooflint.kernels.decode_attention import DecodeWorkspace, triton_decode
+
+        ws = self._workspace(DecodeWorkspace, q, k)
+        # k and v are strided views of the pools: triton_decode copies them contiguous first.
+        return triton_decode(q.contiguous(), k, v, ws)
+
+    def _workspace(self, make, q, k):
+        key = (tuple(q.shape), tuple(k.shape))
+        if key not in self._workspaces:  # allocated on the first (uncaptured) call of each length
+            self._workspaces[key] = make(q, k)
+        return self._workspaces[key]
+
+
+class CudaKernels(TritonKernels):
+    """rooflint's CUDA C++ kernels (built with nvcc on first use) in the same slots."""
+
+    name = "cuda"
+
+    def __init__(self, dtype, device, head_dim, eps) -> None:
+        EagerKernels.__init__(self, dtype, device, head_dim, eps)
+        if device.type != "cuda":
+            raise VariantSkipped("needs a CUDA GPU")
+        from rooflint.engine import cuda_build
+        from rooflint.kernels import attention, decode_attention, gelu_linear, kv_cache, layernorm
+
+        self._workspaces = {}
+        self._head = _PaddedHead()
+        self._libraries = {}
+        name = dtype_name(dtype)
+        for slot, module in (
+            ("layer_norm", layernorm),
+            ("prefill_attention", attention),
+            ("kv_append", kv_cache),
+            ("decode_attention", decode_attention),
+            ("linear_gelu", gelu_linear),
+        ):
+            why = _dtype_gap(module.FAMILY, name, interpreter_fp32=False)
+            if why is None and slot in ("prefill_attention", "decode_attention") and head_dim not in (64, 128):
+                why = f"the CUDA kernel is built for head_dim 64 or 128, not {head_dim}"
+            if why is None and slot == "layer_norm" and eps != layernorm.EPS:
+                why = f"eps {eps} != kernel's {layernorm.EPS}"
+            if why is None:
+                try:
+                    self._libraries[slot] = cuda_build.load(cuda_build.family_source(module.__file__))
+                except VariantSkipped as error:
+                    why = str(error)
+            self.plan[slot] = "cuda" if why is None else f"eager ({why})"
+        self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+
+    def layer_norm(self, x, w, b):
+        if self.plan["layer_norm"] != "cuda":
+            return EagerKernels.layer_norm(self, x, w, b)
+        from rooflint.kernels.layernorm import cuda_layernorm
+
+        return cuda_layernorm(self._libraries["layer_norm"], x, w, b, torch.empty_like(x))
+
+    def linear_gelu(self, x, w, b):
+        if self.plan["linear_gelu"] != "cuda":
+            return EagerKernels.linear_gelu(self, x, w, b)
+        from rooflint.kernels.gelu_linear import cuda_gelu_linear
+
+        out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+        return cuda_gelu_linear(self._libraries["linear_gelu"], x.contiguous(), w, b, out)
+
+    def kv_append(self, cache, layer, k_rows, v_rows, slots):
+        if self.plan["kv_append"] != "cuda":
+            return EagerKernels.kv_append(self, cache, layer, k_rows, v_rows, slots)
+        from rooflint.kernels import cuda_dtype
+        from rooflint.kernels.kv_cache import BLOCK_SIZE
+
+        k_pool, v_pool = cache.rows(layer)
+        rows, row_elems = k_rows.shape
+        self._libraries["kv_append"].launch(
+            "rooflint_kv_copy", k_rows, v_rows, k_pool, v_pool, slots, rows, row_elems, 1, BLOCK_SIZE,
+            cuda_dtype(k_rows.dtype),
+        )  # fmt: skip
+
+    def attend_prefill(self, q, k, v):
+        if self.plan["prefill_attention"] != "cuda":
+            return EagerKernels.attend_prefill(self, q, k, v)
+        from rooflint.kernels import cuda_dtype
+
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        b, h, n, d = q.shape
+        out = torch.empty_like(q)
+        self._libraries["prefill_attention"].launch(
+            "rooflint_attention", q, k, v, out, b * h, n, d, 1, cuda_dtype(q.dtype), 1 / math.sqrt(d)
+        )
+        return out
+
+    def attend_decode(self, q, k, v):
+        if self.plan["decode_attention"] != "cuda":
+            return EagerKernels.attend_decode(self, q, k, v)
+        from rooflint.kernels import cuda_dtype
+        from rooflint.kernels.decode_attention import LOG2E, DecodeWorkspace
+
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel strides the cache by its length
+        b, h, _, d = q.shape
+        h_kv, c = k.shape[1], k.shape[2]
+        ws = self._workspace(DecodeWorkspace, q, k)
+        self._libraries["decode_attention"].launch(
+            "rooflint_decode_attention", q, k, v, ws.part_acc, ws.part_ml, ws.out, b, h, h_kv, c, d, ws.chunk,
+            ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d),
+        )  # fmt: skip
+        return ws.out
+
+
+def _dtype_gap(family, dtype: str, interpreter_fp32: bool = True) -> str | None:
+    """Why a family's kernel is not used for ``dtype``, or None.
+
+    Families leave fp32 out where the GPU would run its dots in TF32; Triton's CPU interpreter
+    multiplies fp32 exactly, so there fp32 is allowed and the CPU tests can check the swaps in fp32.
+    """
+    if dtype in family.dtypes or (interpreter_fp32 and dtype == "fp32" and interpreting()):
+        return None
+    return f"the {family.name} family has no {dtype}"
+
+
+def make_kernel_set(name: str, dtype: torch.dtype, device: torch.device, head_dim: int, eps: float) -> EagerKernels:
+    """The kernel set ``name``; raises VariantSkipped where it cannot run here."""
+    classes = {"eager": EagerKernels, "compile": CompileKernels, "triton": TritonKernels, "cuda": CudaKernels}
+    if name not in classes:
+        raise UserError(f"unknown kernel set {name!r}; valid: {', '.join(KERNEL_SETS)}")
+    return classes[name](dtype, device, head_dim, eps)

@@ -1,0 +1,135 @@
+"""Bad input through the installed `rooflint` console script: one clear error line saying what is
+valid, exit code 2, never a traceback, and for bench no measurement before the error.
+
+Each case runs the real entry point in a subprocess (as a user or a CI job does), so a usage error
+that escapes rooflint.cli.main, or an import the console script cannot make, fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from result_factory import run, write
+
+_SCRIPT = Path(sys.executable).with_name("rooflint")
+ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+
+pytestmark = pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Fixture paths by name: valid results, broken ones, a folder, and a file blocking an --out."""
+    root = tmp_path_factory.mktemp("bad_input")
+    negative = run()
+    negative[1].median_ms = -0.55  # a hand-edited or corrupted time on an ok row
+    zero = run()
+    zero[0].median_ms = 0.0
+    malformed = root / "malformed.csv"
+    malformed.write_text('family,variant\n1,2,3,4\n"unterminated')
+    blocker = root / "blocker"
+    blocker.write_text("a file where a folder would have to be")
+    (root / "folder").mkdir()
+    return {
+        "RESULTS": str(write(run(), root / "results")),
+        "NEGATIVE": str(write(negative, root / "negative")),
+        "ZERO": str(write(zero, root / "zero")),
+        "OTHER": str(write(run()[2:], root / "other")),  # softmax only
+        "VECTOR_ADD": str(write(run()[:2], root / "vector_add")),  # vector_add only
+        "MALFORMED": str(malformed),
+        "FOLDER": str(root / "folder"),
+        "UNWRITABLE": str(blocker / "sub"),  # mkdir under a regular file fails on every OS
+        "OUT": str(root / "out"),
+    }
+
+
+# (id, arguments, what stderr must say). Every case exits 2. Arguments name fixtures in capitals.
+CASES = [
+    ("bench_unknown_option", ["bench", "--nosuchopt"], ["No such option: --nosuchopt", "--help"]),
+    ("list_extra_argument", ["list", "extra"], ["unexpected extra argument", "--help"]),
+    ("unknown_command", ["nosuchcommand"], ["No such command 'nosuchcommand'", "--help"]),
+    ("merge_without_files", ["merge"], ["Missing argument", "--help"]),
+    ("lint_folder", ["lint", "FOLDER"], ["is a directory", "give a file"]),
+    ("compare_folders", ["compare", "FOLDER", "FOLDER"], ["is a directory", "give a file"]),
+    ("report_folder", ["report", "FOLDER"], ["is a directory", "give a file"]),
+    ("merge_folder", ["merge", "FOLDER", "--out", "OUT/merged.csv"], ["is a directory", "give a file"]),
+    ("lint_missing_file", ["lint", "FOLDER/none.csv"], ["does not exist"]),
+    ("report_out_under_a_file", ["report", "RESULTS", "--out", "UNWRITABLE/report.md"], ["cannot write"]),
+    ("compare_out_under_a_file", ["compare", "RESULTS", "RESULTS", "--out", "UNWRITABLE/d.md"], ["cannot write"]),
+    ("merge_out_under_a_file", ["merge", "RESULTS", "--out", "UNWRITABLE/m.csv"], ["cannot write"]),
+    ("lint_roof_bogus", ["lint", "RESULTS", "--roof", "bogus"], ["unknown roof 'bogus'", "valid: datasheet, measured"]),
+    ("lint_gpu_unknown", ["lint", "RESULTS", "--gpu", "z80"], ["unknown GPU 'z80'", "valid:", "h100_sxm"]),
+    ("lint_negative_time", ["lint", "NEGATIVE"], ["median_ms -0.55", "valid: a time above 0"]),
+    ("lint_zero_time", ["lint", "ZERO"], ["median_ms 0", "valid: a time above 0"]),
+    ("compare_negative_time", ["compare", "RESULTS", "NEGATIVE"], ["median_ms -0.55", "valid: a time above 0"]),
+    (
+        "compare_nothing_in_common",
+        ["compare", "VECTOR_ADD", "OTHER"],
+        ["share no (family, variant, dtype, shape, gpu) row"],
+    ),
+    ("compare_bad_threshold", ["compare", "RESULTS", "RESULTS", "--threshold", "x"], ["bad threshold", "e.g. 5%"]),
+    ("lint_malformed_csv", ["lint", "MALFORMED"], ["is not a"]),
+    ("compare_malformed_csv", ["compare", "MALFORMED", "RESULTS"], ["is not a rooflint results file"]),
+    ("report_malformed_csv", ["report", "MALFORMED"], ["is not a rooflint results file"]),
+    ("report_unknown_format", ["report", "RESULTS", "--format", "pdf"], ["pdf", "md"]),
+    # bench: the error comes from engine.bench.prepare, before any worker starts or any row is timed.
+    ("bench_roof_bogus", ["bench", "vector_add", "--roof", "bogus"], ["unknown roof 'bogus'", "valid: datasheet"]),
+    ("bench_gpu_unknown", ["bench", "vector_add", "--gpu", "nosuchgpu"], ["unknown GPU 'nosuchgpu'", "valid:"]),
+    ("bench_unknown_family", ["bench", "nosuchfamily"], ["unknown family 'nosuchfamily'", "valid:", "vector_add"]),
+    ("bench_unknown_variant", ["bench", "vector_add", "-V", "nosuch"], ["unknown variant 'nosuch'", "valid:"]),
+    ("bench_unknown_dtype", ["bench", "vector_add", "--dtype", "int3"], ["unknown dtype 'int3'", "valid:"]),
+    ("bench_unknown_size", ["bench", "vector_add", "--size", "huge"], ["unknown size 'huge'", "valid:"]),
+    ("bench_out_under_a_file", ["bench", "vector_add", "--out", "UNWRITABLE"], ["cannot write"]),
+]
+
+
+def _resolve(arguments: list[str], files: dict[str, str]) -> list[str]:
+    out = []
+    for argument in arguments:
+        head, _, tail = argument.partition("/")
+        out.append(files[head] + ("/" + tail if tail else "") if head in files else argument)
+    return out
+
+
+@pytest.fixture(scope="module")
+def outcomes(files, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """Every case run once, several at a time: each bench case pays for importing torch, so in
+    sequence they would take most of a minute on a 2-core runner."""
+    root = tmp_path_factory.mktemp("runs")
+    env = dict(os.environ, ROOFLINT_CACHE=str(root / "cache"), COLUMNS="200")
+    env.pop("ROOFLINT_DEBUG", None)
+
+    def one(case) -> tuple[subprocess.CompletedProcess, Path]:
+        name, arguments, _ = case
+        argv, bench_out = _resolve(arguments, files), root / name / "bench"
+        bench_out.parent.mkdir()
+        if argv[0] == "bench":
+            # On the CPU, into a scratch folder: the error must come before anything is measured.
+            argv += [] if "--out" in argv else ["--out", str(bench_out)]
+            argv += ["--device", "cpu"]
+        done = subprocess.run(
+            [ROOFLINT, *argv], capture_output=True, text=True, timeout=300, cwd=bench_out.parent, env=env, check=False
+        )
+        return done, bench_out
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip([case[0] for case in CASES], pool.map(one, CASES)))
+
+
+@pytest.mark.parametrize("name, expected", [(case[0], case[2]) for case in CASES], ids=[case[0] for case in CASES])
+def test_bad_input_is_one_line_and_exit_2(outcomes, name, expected):
+    done, bench_out = outcomes[name]
+    everything = done.stdout + done.stderr
+    assert done.returncode == 2, everything
+    assert "Traceback" not in everything
+    errors = [line for line in done.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(errors) == 1, done.stderr  # one clear line, and only one
+    for text in expected:
+        assert text in done.stderr, done.stderr
+    assert not (bench_out / "results.csv").exists()  # nothing was measured

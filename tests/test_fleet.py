@@ -1,0 +1,181 @@
+"""Fleets on CPU: local Dask clusters of CPU workers with fake GPU-type resources run real plans.
+
+The workers run bench's own measuring processes; tests/fixtures/fleet_family.py kills the Dask
+worker from inside a task, as a machine going down would.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="the fleet tests need the rooflint[dask] extra")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from rooflint.cli.app import app  # noqa: E402
+from rooflint.core.errors import UserError  # noqa: E402
+from rooflint.engine import bench  # noqa: E402
+from rooflint.engine.fleet.client import task_groups  # noqa: E402
+from rooflint.engine.fleet.cluster import LocalWorker, local_cluster  # noqa: E402
+from rooflint.engine.fleet.resources import choose_labels, offered_labels  # noqa: E402
+
+FIXTURES = str(Path(__file__).parent / "fixtures")
+
+
+@pytest.fixture(scope="module")
+def fleet_env(tmp_path_factory):
+    """The fixture families, in this process and in every worker process started after this.
+
+    fleet_toy's kills_worker kills its Dask worker once at n=1024 and every time at n=2048; only the
+    test of lost workers runs it.
+    """
+    marker = tmp_path_factory.mktemp("fleet") / "killed-once"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROOFLINT_FAMILY_MODULES", "toy_family,fleet_family")
+        patch.setenv("PYTHONPATH", FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        patch.setenv("ROOFLINT_TEST_PID", str(os.getpid()))
+        patch.setenv("ROOFLINT_TEST_KILL_ONCE", f"1024:{marker}")
+        patch.setenv("ROOFLINT_TEST_KILL_ALWAYS_N", "2048")
+        patch.syspath_prepend(FIXTURES)
+        yield marker
+
+
+@pytest.fixture(scope="module")
+def cluster(fleet_env):
+    """Two single-threaded worker processes, as `dask worker --nthreads 1` twice would be: both of
+    fake GPU type "fake" (a task lost on one runs again on the other) and each of its own type too,
+    "fake_a" or "fake_b", 'pinned' through CUDA_VISIBLE_DEVICES to a GPU index toy reports."""
+    workers = [
+        LocalWorker("a0", ("fake", "fake_a"), {"CUDA_VISIBLE_DEVICES": "4"}),
+        LocalWorker("b0", ("fake", "fake_b"), {"CUDA_VISIBLE_DEVICES": "7"}),
+    ]
+    cluster = local_cluster(workers)
+    yield cluster
+    cluster.close()
+
+
+def read_rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run_bench(scheduler, out, on_row=lambda row: None, **fields):
+    request = bench.BenchRequest(device="cpu", dtypes=["fp32"], size="small", scheduler=scheduler, out=out, **fields)
+    return bench.execute(bench.prepare(request), on_row)
+
+
+def test_each_gpu_type_runs_the_whole_plan_into_one_csv(cluster, tmp_path):
+    outcome = run_bench(cluster.scheduler_address, tmp_path, families=["toy"], gpu_types=["fake_a", "fake_b"])
+    rows = read_rows(tmp_path / "results.csv")
+    assert len(rows) == len(outcome.rows) == 2 * 5  # toy's five variants, once per GPU type
+    # The toy variant reports the GPU its worker was pinned to: one row from each worker.
+    pinned = sorted(row["message"] for row in rows if row["variant"] == "after_crash")
+    assert pinned == ["CUDA_VISIBLE_DEVICES=4", "CUDA_VISIBLE_DEVICES=7"]
+    statuses = Counter((row["variant"], row["status"]) for row in rows)
+    expected = [
+        ("eager", "ok"),
+        ("wrong", "failed"),
+        ("raises", "error"),
+        ("crashes", "crashed"),
+        ("after_crash", "ok"),
+    ]
+    assert statuses == Counter({key: 2 for key in expected})
+    # The measuring code of a local run: the correctness gate, the restart after a crash, the host.
+    assert "process died (exit 7)" in next(row["message"] for row in rows if row["variant"] == "crashes")
+    assert all(row["host"] for row in rows)
+    assert outcome.exit_code == 1
+    log = (tmp_path / "fleet.log").read_text()
+    assert "GPU types, each running the whole plan: fake_a, fake_b" in log
+    assert "fake_a/toy/fp32/n=4096: finished on a0" in log and "fake_b/toy/fp32/n=4096: finished on b0" in log
+
+
+def test_an_unknown_gpu_type_is_one_clear_line(cluster, tmp_path):
+    with pytest.raises(UserError, match=r"--gpu-types 'h100': no worker offers it; valid: fake, fake_a, fake_b"):
+        run_bench(cluster.scheduler_address, tmp_path, families=["toy"], gpu_types=["h100"])
+
+
+def test_a_killed_worker_is_retried_and_a_task_lost_twice_becomes_error_rows(cluster, fleet_env, tmp_path):
+    run_bench(cluster.scheduler_address, tmp_path, families=["fleet_toy"], gpu_types=["fake"])
+    assert fleet_env.exists()  # a worker really died mid-task
+    rows = read_rows(tmp_path / "results.csv")
+    keys = Counter((row["variant"], row["shape"]) for row in rows)
+    assert keys == Counter({(v, s): 1 for v in ("eager", "kills_worker", "after") for s in ("n=1024", "n=2048")})
+    by_key = {(row["variant"], row["shape"]): row for row in rows}
+    # n=1024 lost its worker once and ran again: every row measured, and each kept once.
+    assert [by_key[(v, "n=1024")]["status"] for v in ("eager", "kills_worker", "after")] == ["ok"] * 3
+    # n=2048 killed its worker on both tries: the eager row, streamed back before the first loss,
+    # is kept; the rows never measured are errors that say why.
+    assert by_key[("eager", "n=2048")]["status"] == "ok"
+    for variant in ("kills_worker", "after"):
+        row = by_key[(variant, "n=2048")]
+        assert row["status"] == "error", row
+        assert "lost on the cluster (started 2 times): KilledWorker" in row["message"]
+    log = (tmp_path / "fleet.log").read_text()
+    assert "fake/fleet_toy/fp32/n=1024: its worker died under it" in log
+    assert "fake/fleet_toy/fp32/n=1024: started again on" in log
+
+
+def test_ctrl_c_keeps_every_row_received(fleet_env, tmp_path):
+    received = []
+
+    def interrupt_after_three(row):
+        received.append(row)
+        if len(received) == 3:
+            raise KeyboardInterrupt
+
+    # --scheduler local on a CPU: a cluster of one worker on this machine.
+    outcome = run_bench(
+        "local", tmp_path, interrupt_after_three, families=["toy"], variants=["eager", "wrong", "raises"]
+    )
+    assert outcome.interrupted
+    rows = read_rows(tmp_path / "results.csv")
+    assert len(rows) == len(outcome.rows) == 3
+    assert [(r["variant"], r["status"]) for r in rows] == [(r.variant, r.status) for r in received]
+    assert "GPU types, each running the whole plan: cpu" in (tmp_path / "fleet.log").read_text()
+
+
+def test_groups_keep_a_shape_whole_with_its_baseline_first(fleet_env):
+    request = bench.BenchRequest(families=["fleet_toy"], dtypes=["fp32"], size="small", device="cpu")
+    groups = task_groups(bench.plan(request))
+    assert [[t.variant for t in group] for group in groups] == [["eager", "kills_worker", "after"]] * 2
+    assert [group[0].params["n"] for group in groups] == [1024, 2048]
+
+
+def test_gpu_types_match_worker_labels_by_gpu_name():
+    workers = {
+        "tcp://a:1": {"name": "a", "resources": {"GPU": 1, "gpu-h100_sxm": 1}},
+        "tcp://b:1": {"name": "b", "resources": {"GPU": 1, "gpu-a100_80gb_sxm": 1}},
+        "tcp://c:1": {"name": "c", "resources": {}},  # no GPU: never given a task
+    }
+    offered = offered_labels(workers)
+    assert offered == {"h100_sxm": ["a"], "a100_80gb_sxm": ["b"]}
+    assert choose_labels([], offered) == ["a100_80gb_sxm", "h100_sxm"]
+    assert choose_labels(["h100", "a100"], offered) == ["h100_sxm", "a100_80gb_sxm"]  # aliases find their key
+    with pytest.raises(UserError, match="no worker of the cluster offers a GPU"):
+        choose_labels([], offered_labels({"tcp://c:1": workers["tcp://c:1"]}))
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--gpu-types", "h100"], "--gpu-types chooses among the GPU types of a Dask cluster"),
+        (["--scheduler", "tcp://10.0.0.1:8786", "--devices", "0,1"], "--devices picks GPUs of this machine"),
+    ],
+)
+def test_fleet_options_misused_are_one_clear_line(args, fragment, tmp_path):
+    result = CliRunner().invoke(app, ["bench", "vector_add", "--device", "cpu", "--out", str(tmp_path), *args])
+    assert result.exit_code == 2 and fragment in result.output, result.output
+
+
+def test_scheduler_without_dask_says_how_to_install_it(monkeypatch, tmp_path):
+    from rooflint.engine.fleet import request
+
+    monkeypatch.setattr(request, "dask_installed", lambda: False)
+    result = CliRunner().invoke(app, ["bench", "vector_add", "--device", "cpu", "--scheduler", "local"])
+    assert result.exit_code == 2
+    assert 'pip install "rooflint[dask]"' in result.output, result.output

@@ -1,0 +1,219 @@
+"""GPU-only paths, run on a CPU with fakes: scratch bytes, --cuda-graphs, --devices, and a worker
+that judges its rows on measured ceilings (--roof measured) through the spec it chooses itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from rooflint.cli.app import app
+from rooflint.core import roofs
+from rooflint.core.errors import UserError
+from rooflint.core.specs import spec_from_rows
+from rooflint.engine import bench, timing, worker
+from rooflint.outputs.report import build_report
+from rooflint.outputs.results import SKIPPED, ResultWriter, json_safe, read_results, row_from_record
+
+H100_MEASURED = {"memory_bandwidth_gbps": 2959.0, "tensor_bf16_tflops": 783.0, "cuda_fp32_tflops": 65.96}
+
+
+# ------------------------------------------------------------------------------- scratch bytes
+
+
+class FakeAllocator:
+    """torch.cuda's memory counters, driven by the test: what a call allocates and frees."""
+
+    def __init__(self, monkeypatch):
+        self.allocated = self.peak = 0
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: self.allocated)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: self.peak)
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: setattr(self, "peak", self.allocated))
+
+    def allocate(self, nbytes):
+        self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
+
+    def free(self, nbytes):
+        self.allocated -= nbytes
+
+
+def test_scratch_is_the_peak_beyond_inputs_and_fresh_outputs(monkeypatch):
+    memory = FakeAllocator(monkeypatch)
+    memory.allocate(10_000)  # inputs, allocated before the call
+
+    def attention_like():
+        memory.allocate(4096)  # the N^2 scores: scratch
+        out = torch.empty(256, dtype=torch.float32)  # a fresh 1 KiB output
+        memory.allocate(out.numel() * out.element_size())
+        memory.free(4096)
+        return out
+
+    assert worker._scratch_bytes(attention_like, attention_like()) == 4096
+
+
+def test_preallocated_outputs_and_tuples(monkeypatch):
+    memory = FakeAllocator(monkeypatch)
+    kept = torch.empty(64, dtype=torch.float32)  # written in place every call: already in `before`
+
+    def in_place_with_workspace():
+        memory.allocate(512)
+        memory.free(512)
+        return kept
+
+    assert worker._scratch_bytes(in_place_with_workspace, in_place_with_workspace()) == 512
+
+    def fresh_and_kept():  # (a fresh 400-byte tensor, the kept one): only the fresh one is output
+        fresh = torch.empty(100, dtype=torch.float32)
+        memory.allocate(400)
+        return fresh, kept
+
+    assert worker._scratch_bytes(fresh_and_kept, fresh_and_kept()) == 0
+
+    def output_in_memory_it_freed():  # frees a 1000-byte buffer and puts its fresh output there
+        memory.free(1000)
+        memory.allocate(400)
+        return torch.empty(100, dtype=torch.float32)
+
+    assert worker._scratch_bytes(output_in_memory_it_freed, kept) == 0  # never negative scratch
+
+
+# ------------------------------------------------------------------------------- --cuda-graphs
+
+
+def test_cuda_graphs_time_through_graph_replays(monkeypatch):
+    from rooflint.engine import graph_timing
+
+    graphed = timing.Timing(0.5, 0.49, 0.51, 40, "cuda_graph", True)
+    seen = {}
+
+    def fake_launch_overhead(fn, **kwargs):
+        seen.update(kwargs)
+        return graphed, 0.007
+
+    monkeypatch.setattr(graph_timing, "launch_overhead", fake_launch_overhead)
+    monkeypatch.setattr(timing, "time_cuda", lambda *a, **k: pytest.fail("--cuda-graphs must not use event timing"))
+    got = timing.measure(lambda: None, device="cuda", l2_bytes=50 * 2**20, nvtx_name="f/v", cuda_graphs=True)
+    assert got.mode == "cuda_graph" and got.median_ms == 0.5 and got.launch_overhead_ms == 0.007
+    assert seen["l2_bytes"] == 50 * 2**20 and seen["nvtx_name"] == "f/v"
+
+
+class FakePopen:
+    """A worker process that answers every task with a skipped row; records its job and env."""
+
+    started: list[FakePopen] = []
+
+    def __init__(self, command, stdin, stdout, stderr, text, env):
+        self.command, self.env, self.stdin = command, env, io.StringIO()
+        self.stdin.close = lambda: None
+        FakePopen.started.append(self)
+
+    @property
+    def job(self):
+        return json.loads(self.stdin.getvalue())
+
+    @property
+    def stdout(self):
+        for raw in self.job["tasks"]:
+            task = worker.Task(**raw)
+            row = worker.base_row(task, "eager", SKIPPED, "fake worker")
+            row.gpu = "h100_sxm"
+            yield json.dumps({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))}) + "\n"
+        yield json.dumps({"event": "done"}) + "\n"
+
+    def wait(self):
+        return 0
+
+
+def test_devices_shard_whole_families_and_each_worker_chooses_its_own_spec(monkeypatch, tmp_path):
+    FakePopen.started = []
+    monkeypatch.setattr(bench.subprocess, "Popen", FakePopen)
+    request = bench.BenchRequest(
+        families=["vector_add", "softmax"],
+        variants=["eager", "triton"],
+        dtypes=["bf16"],
+        size="small",
+        device="cuda",
+        devices=[2, 5],
+        cuda_graphs=True,
+        roof="measured",
+        gpu="h100",
+    )
+    writer = ResultWriter(tmp_path)
+    bench.run(bench.BenchPlan(request, bench.plan(request)), writer, None, lambda row: None)
+    writer.close()
+    by_device = {p.env["CUDA_VISIBLE_DEVICES"]: p.job for p in FakePopen.started}
+    assert set(by_device) == {"2", "5"}
+    families = [{t["family"] for t in job["tasks"]} for job in by_device.values()]
+    assert sorted(map(sorted, families)) == [["softmax"], ["vector_add"]]  # each family whole on one GPU
+    for job in by_device.values():
+        # The parent builds no GPU spec: each worker reads its own device, with the request's choices.
+        assert job["spec"] is None and job["device"] == "cuda"
+        assert job["cuda_graphs"] is True and job["roof"] == "measured" and job["gpu"] == "h100"
+    assert {p.name for p in tmp_path.glob("worker-gpu*.log")} == {"worker-gpu2.log", "worker-gpu5.log"}
+    assert len(read_results(tmp_path / "results.csv")) == sum(len(job["tasks"]) for job in by_device.values())
+
+
+def test_devices_are_checked_against_the_gpus_there(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(UserError, match=r"--devices: no GPU 5; this machine has 2 \(valid: 0..1\)"):
+        bench.prepare(bench.BenchRequest(families=["vector_add"], devices=[0, 5]))
+    planned = bench.prepare(bench.BenchRequest(families=["vector_add"], devices=[0, 1]))
+    assert planned.request.device == "cuda" and planned.request.size == "large"  # GPU defaults
+
+
+@pytest.mark.parametrize(
+    "devices, fragment", [("0,1", "--devices picks GPUs; it needs --device cuda"), ("0,x", "comma-separated")]
+)
+def test_devices_on_a_cpu_is_one_clear_line(devices, fragment, tmp_path):
+    result = CliRunner().invoke(app, ["bench", "vector_add", "--device", "cpu", "--devices", devices])
+    assert result.exit_code == 2 and fragment in result.output and "Traceback" not in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+
+
+# --------------------------------------------------------------------------- --roof measured
+
+
+def test_worker_judges_rows_on_the_measured_roof_it_chose(monkeypatch, tmp_path, capsys):
+    """worker.main() with no spec handed over, as on a GPU: it detects the device (a fake H100),
+    lays the stored measured ceilings over the datasheet (--roof measured) and judges on them.
+    The timing itself runs on the CPU."""
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
+    roofs.save_ceilings("h100_sxm", "NVIDIA H100 80GB HBM3", H100_MEASURED)
+    props = SimpleNamespace(name="NVIDIA H100 80GB HBM3", multi_processor_count=132, L2_cache_size=50 * 2**20)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    n = 1 << 16
+    task = {"family": "vector_add", "variant": "eager", "dtype": "fp32", "size": "custom", "params": {"n": n}}
+    job = {"device": "cpu", "roof": "measured", "tasks": [task]}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(job)))
+    worker.main()
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [row] = [row_from_record(e["row"]) for e in events if e["event"] == "row"]
+    assert row.status == "ok" and row.gpu == "h100_sxm" and row.ceiling_source == "measured"
+    assert row.bandwidth_gbps == 2959.0  # the measured ceiling, not the datasheet's 3350
+    floor_s = 3 * n * 4 / 2959e9  # read a and b, write c, fp32
+    assert row.pct_of_roof == pytest.approx(100 * floor_s / (row.median_ms / 1e3))
+    # Report and lint rebuild the same measured roof from the row.
+    rebuilt = spec_from_rows("h100_sxm", [row])
+    assert rebuilt.origin == "measured" and rebuilt.bandwidth_gbps == 2959.0
+    frame = read_results(_write([row], tmp_path / "out"))
+    [section] = build_report(frame)["gpus"]
+    assert section["ceiling_source"] == "measured" and section["ceilings"]["memory_bandwidth_gbps"] == 2959.0
+    assert math.isfinite(section["families"][0]["rows"][0]["pct_of_roof"])
+
+
+def _write(rows, out_dir):
+    writer = ResultWriter(out_dir)
+    for item in rows:
+        writer.append(item)
+    writer.close()
+    return writer.csv_path

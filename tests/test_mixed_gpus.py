@@ -1,0 +1,74 @@
+"""Rows from several GPUs in one run or one file: each GPU's rows are drawn and reported on that
+GPU's own roof, never on the first GPU's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from result_factory import CPU, row, run, write
+
+from rooflint.core.specs import get_spec
+from rooflint.engine.bench import write_plots
+from rooflint.outputs import plot
+from rooflint.outputs.merge import merge_files
+from rooflint.outputs.report import build_report, write_report
+
+
+class Drawn(dict):
+    """plot_roofline spy: out_base name -> (spec, point labels). Draws for real only when asked
+    (matplotlib takes a second or two per plot)."""
+
+    real = False
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    calls = Drawn()
+    real = plot.plot_roofline
+
+    def spy(points, spec, out_base, title, extra_ceilings=None):
+        calls[out_base.name] = (spec, set(points["label"]))
+        return real(points, spec, out_base, title, extra_ceilings) if calls.real else []
+
+    monkeypatch.setattr(plot, "plot_roofline", spy)
+    return calls
+
+
+def test_bench_plots_one_roofline_per_gpu_each_on_its_own_roof(tmp_path, drawn):
+    drawn.real = True
+    rows = run("h100_sxm") + run("a100_80gb_sxm", slower_gpu=1.6)
+    written = write_plots(rows, tmp_path, None, "datasheet", None)
+    names = {p.name for p in written}
+    for gpu in ("h100_sxm", "a100_80gb_sxm"):
+        assert {f"roofline-{gpu}.png", f"roofline-{gpu}.svg", f"roofline-{gpu}.csv"} <= names
+        assert (tmp_path / f"roofline-{gpu}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "roofline.png").exists()  # a single name would hide which GPU it shows
+    assert drawn["roofline-h100_sxm"][0] == get_spec("h100_sxm")
+    assert drawn["roofline-a100_80gb_sxm"][0] == get_spec("a100_80gb_sxm")
+    # Each plot holds its own GPU's four points, not the other's.
+    assert len(drawn["roofline-h100_sxm"][1]) == len(drawn["roofline-a100_80gb_sxm"][1]) == 4
+
+
+def test_bench_plots_a_cpu_run_on_its_measured_ceilings(tmp_path, drawn):
+    rows = [row("vector_add", "eager", 50.0, gpu="cpu", spec=CPU)]
+    write_plots(rows, tmp_path, None, "datasheet", CPU)
+    assert drawn["roofline"][0] is CPU  # one GPU (here the CPU): the plain name roofline.*
+
+
+def test_report_judges_each_gpu_on_its_own_roof(tmp_path, drawn):
+    files = [write(run("h100_sxm"), tmp_path / "h100"), write(run("a100_80gb_sxm", slower_gpu=1.6), tmp_path / "a")]
+    report = build_report(merge_files(files).frame, tmp_path / "images")
+    sections = {section.gpu: section for section in report["_sections"]}
+    assert sections["h100_sxm"].spec == get_spec("h100_sxm")
+    assert sections["a100_80gb_sxm"].spec == get_spec("a100_80gb_sxm")
+    assert drawn["roofline_h100_sxm"][0].bandwidth_gbps == 3350
+    assert drawn["roofline_a100_80gb_sxm"][0].bandwidth_gbps == 2039
+    payload = json.loads(write_report(files, "json"))
+    ceilings = {g["gpu"]: g["ceilings"]["memory_bandwidth_gbps"] for g in payload["gpus"]}
+    assert ceilings == {"h100_sxm": 3350, "a100_80gb_sxm": 2039}
+    roofs = {g["gpu"]: g["roofs_tflops"] for g in payload["gpus"]}
+    assert roofs == {
+        "h100_sxm": {"cuda fp32": get_spec("h100_sxm").cuda_peak_tflops("fp32")},
+        "a100_80gb_sxm": {"cuda fp32": get_spec("a100_80gb_sxm").cuda_peak_tflops("fp32")},
+    }

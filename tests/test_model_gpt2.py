@@ -1,0 +1,239 @@
+"""`rooflint model gpt2` on a CPU with a tiny GPT-2 (2 layers, width 64, 2 heads, vocab 256).
+
+Eager kernels and rooflint's Triton kernels (through Triton's CPU interpreter: conftest sets
+TRITON_INTERPRET=1) are checked against Hugging Face's eager model; every op's time must be
+attributed; the rows must go through the results, report and compare paths. Timing itself is
+never asserted: runs take one sample (rep_ms=0).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from rooflint.analysis.compare import compare_frames
+from rooflint.cli.app import app
+from rooflint.core.errors import UserError
+from rooflint.core.specs import measured_spec
+from rooflint.engine.timing import summarize
+from rooflint.kernels import attention, gelu_linear, layernorm
+from rooflint.models import checks, gpt2
+from rooflint.models.attribution import Attribution, OpTime
+from rooflint.models.base import Phase, build
+from rooflint.models.engine import ModelRequest, PhaseResult, SetResult, run_model, step_message
+from rooflint.models.kernel_sets import EagerKernels, make_kernel_set
+from rooflint.models.runner import Runner
+from rooflint.outputs.report import build_report
+from rooflint.outputs.results import FAILED, OK, read_results
+
+pytest.importorskip("transformers", reason="the model tests need transformers (pip install 'rooflint[models]')")
+
+
+class TinyGPT2(gpt2.GPT2):
+    vocab = 256
+    max_positions = 64
+    configs = {"tiny": {"n_layer": 2, "n_embd": 64, "n_head": 2}}
+
+
+TINY = TinyGPT2()
+LAYERS = 2
+# A fixed roof: measuring this CPU's ceilings takes seconds and says nothing about correctness.
+CPU_SPEC = measured_spec(
+    "cpu", "CPU (test)", 10.0, {"tensor_fp32_tflops": 0.1, "tensor_bf16_tflops": 0.1, "cuda_fp32_tflops": 0.1}, "test"
+)
+PREFILL_OPS = set(TINY.ops) - {"sample"}  # the prefill phase has no greedy pick
+
+
+def request(tmp_path, **fields) -> ModelRequest:
+    base = dict(model_spec=TINY, config="tiny", batch=2, seq=16, prompt=8, new_tokens=4, dtype="fp32",
+                kernels=["eager"], out=tmp_path, device="cpu", spec=CPU_SPEC, rep_ms=0, plots=False)  # fmt: skip
+    base.update(fields)
+    return ModelRequest(**base)
+
+
+@pytest.fixture(scope="module")
+def eager_run(tmp_path_factory):
+    # 33 new tokens: the first 32 are compared with HF's greedy ones.
+    out = tmp_path_factory.mktemp("eager")
+    return run_model(request(out, new_tokens=33, plots=True))
+
+
+@pytest.fixture(scope="module")
+def triton_run(tmp_path_factory):
+    # The interpreter runs each Triton program in numpy (~10 ms each): one sequence, few tokens.
+    out = tmp_path_factory.mktemp("triton")
+    return run_model(request(out, kernels=["triton"], batch=1, seq=8, prompt=4, new_tokens=3))
+
+
+def only_set(outcome):
+    (result,) = outcome.sets
+    return result
+
+
+def test_eager_logits_and_32_greedy_tokens_match_hf(eager_run):
+    result = only_set(eager_run)
+    assert result.status == OK, result.message
+    assert result.check.rel_error < 1e-5
+    assert result.check.tokens_compared == 2 * 32
+    assert result.check.token_matches == result.check.tokens_compared
+
+
+def test_triton_swaps_every_slot_and_matches_hf_in_fp32(triton_run):
+    result = only_set(triton_run)
+    assert result.status == OK, result.message
+    swapped = dict(item.split("=", 1) for item in result.plan.split("; "))
+    for slot in ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu"):
+        assert swapped[slot] == "triton", result.plan
+    assert result.check.rel_error < 1e-4
+    assert result.check.token_matches == result.check.tokens_compared == 1 * 3
+
+
+@pytest.mark.parametrize("run", ["eager_run", "triton_run"])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_every_op_is_attributed_with_its_call_count(run, phase, request):
+    attribution = only_set(request.getfixturevalue(run)).phases[phase].attribution
+    expected = PREFILL_OPS if phase == "prefill" else set(TINY.ops)
+    assert set(attribution.ops) == expected
+    calls = {name: op.calls for name, op in attribution.ops.items()}
+    # ln_1 and ln_2 per layer plus ln_f; two residual adds per layer; one of each projection per layer.
+    assert calls["layer_norm"] == 2 * LAYERS + 1
+    assert calls["residual"] == 2 * LAYERS
+    for op in ("qkv_proj", "attention", "out_proj", "mlp_up_gelu", "mlp_down"):
+        assert calls[op] == LAYERS, op
+    assert calls["embedding"] == calls["lm_head"] == 1
+    assert all(op.ms > 0 for op in attribution.ops.values())
+    # Every aten op of the step ran inside an op range (Python between ranges is idle, not work).
+    assert attribution.unattributed_ms <= 0.02 * attribution.total_ms
+
+
+@pytest.mark.parametrize("run", ["eager_run", "triton_run"])
+def test_op_times_fit_in_the_profiled_step_without_double_counting(run, request):
+    result = only_set(request.getfixturevalue(run))
+    for phase in ("prefill", "decode"):
+        attribution = result.phases[phase].attribution
+        assert attribution.mode == "cpu ranges"
+        assert 0 < attribution.total_ms <= attribution.span_ms and attribution.idle_ms >= 0
+    # Triton's interpreter makes each op slow, so the step is nearly all op time.
+    if run == "triton_run":
+        assert attribution.total_ms >= 0.8 * attribution.span_ms
+
+
+@pytest.mark.parametrize("ops_ms, verdict", [(95.0, "+5.0% (ok"), (105.0, "-5.0% (ok"), (80.0, "+20.0% (over 10%")])
+def test_the_sum_of_ops_check_reports_the_gap_to_the_timed_step(ops_ms, verdict):
+    attribution = Attribution({"lm_head": OpTime(ms=ops_ms - 1.0, calls=1)}, 1.0, ops_ms + 2.0, "device kernels")
+    phase = PhaseResult(Phase("prefill", 1, 8, 8), summarize([100.0], "cuda_events", True), 8, {}, attribution)
+    assert math.isclose(phase.gap, 1 - ops_ms / 100.0)
+    message = step_message(phase, SetResult("eager", OK, "", plan="layer_norm=eager"))
+    assert f"ops sum {ops_ms:.4g} ms vs step 100 ms, gap {verdict}" in message
+    assert "2 ms idle" in message
+
+
+def test_rows_go_through_results_report_and_compare(eager_run, tmp_path):
+    frame = read_results(eager_run.request.out / "results.csv")
+    assert set(frame["family"]) == {"model:tiny"}
+    assert not frame.duplicated(["family", "variant", "dtype", "shape", "gpu"]).any()  # compare's join key
+    steps = frame[frame["shape"].str.startswith("op=step")].set_index("shape")
+    assert set(steps.index) == {
+        "op=step,phase=prefill,B=2,T=16",
+        "op=step,phase=decode,B=2,prompt=8,new=33",
+        "op=step,phase=generate,B=2,prompt=8,new=33",
+    }
+    for shape, row in steps.iterrows():
+        assert row["status"] == OK and row["median_ms"] > 0
+        tokens_per_s = float(row["message"].split(";")[0].removeprefix("tok/s="))
+        per_step = {"prefill": 2 * 16, "decode": 2, "generate": 2 * 33}[shape.split("phase=")[1].split(",")[0]]
+        assert math.isclose(tokens_per_s, per_step / (row["median_ms"] / 1e3), rel_tol=1e-3)
+    ops = frame[frame["shape"].str.contains("phase=prefill") & ~frame["shape"].str.startswith("op=step")]
+    assert PREFILL_OPS <= {shape.split(",")[0].removeprefix("op=") for shape in ops["shape"]}
+    # fp32 matmuls are judged on the CUDA cores (no TF32), so their FLOPs sit in cuda_flops.
+    assert (ops.loc[ops["shape"].str.startswith("op=attention"), "cuda_flops"] > 0).all()
+    comparison = compare_frames(frame, frame, 0.05)
+    assert not comparison.regressions
+    report = build_report(frame)
+    assert report["summary"]["rows"] == len(frame)
+    images = sorted(path.name for path in eager_run.files if path.suffix == ".png")
+    assert images == ["roofline-tiny-eager-decode.png", "roofline-tiny-eager-prefill.png"]
+    assert "| lm_head |" in (eager_run.request.out / "model-tiny.md").read_text()
+
+
+def test_op_costs_reuse_the_family_cost_models():
+    dims = TINY.dims(TINY.hf_config("tiny"))
+    phase = Phase("prefill", 2, 16, 16)
+    costs = TINY.op_costs(dims, phase, "bf16")
+    assert (
+        costs["attention"].tensor_flops
+        == LAYERS * attention.cost({"B": 2, "H": 2, "N": 16, "D": 32, "causal": True}, "bf16").tensor_flops
+    )
+    assert costs["mlp_up_gelu"].bytes == LAYERS * gelu_linear.cost({"m": 32, "k": 64, "n": 256}, "bf16").bytes
+    assert costs["layer_norm"].bytes == (2 * LAYERS + 1) * layernorm.cost({"rows": 32, "hidden": 64}, "bf16").bytes
+    # The GEMMs: 2 FLOPs per weight per token (qkv 3d^2, out d^2, mlp 8d^2), lm_head d * vocab.
+    gemms = sum(costs[op].tensor_flops for op in ("qkv_proj", "out_proj", "mlp_up_gelu", "mlp_down", "lm_head"))
+    assert gemms == 2 * 32 * (LAYERS * 12 * 64 * 64 + 64 * 256)
+    decode = TINY.op_costs(dims, Phase("decode", 2, 1, 20), "bf16")
+    # A decode step reads every weight once: the lm_head reads the whole embedding.
+    assert decode["lm_head"].bytes >= 256 * 64 * 2 and "sample" in decode
+
+
+def test_bf16_triton_logits_within_tolerance_and_reports_the_match_rate():
+    loaded = build(TINY, "tiny", torch.bfloat16, torch.device("cpu"))
+    kernels = make_kernel_set("triton", loaded.dtype, loaded.device, loaded.dims.head_dim, 1e-5)
+    ids = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1))
+    runner = Runner(loaded, kernels, batch=1, prompt=8, new_tokens=2)
+    result = checks.compare(
+        runner.prefill(ids), checks.hf_logits(loaded.hf, ids), runner.generate(ids),
+        checks.hf_greedy(loaded.hf, ids, 2), "bf16",
+    )  # fmt: skip
+    assert result.logits_ok, result.describe()
+    assert result.rel_error > 0  # bf16 rounding: not bit-identical to HF
+    assert not result.gating_tokens and 0 <= result.match_rate <= 1
+    assert "greedy tokens match HF" in result.describe()
+
+
+def test_a_swap_that_fails_its_check_is_reported_and_never_timed(tmp_path, monkeypatch):
+    def gelu_without_bias(self, x, w, b):  # a plausible kernel bug: the bias never added
+        return F.gelu(F.linear(x, w), approximate="tanh")
+
+    monkeypatch.setattr(EagerKernels, "linear_gelu", gelu_without_bias)
+    outcome = run_model(request(tmp_path, new_tokens=2))
+    result = only_set(outcome)
+    assert result.status == FAILED and "logits differ" in result.message
+    assert not result.phases and outcome.exit_code == 1
+    rows = read_results(tmp_path / "results.csv")
+    assert (rows["status"] == FAILED).all() and rows["median_ms"].isna().all()
+
+
+def test_weights_dir_loads_a_local_checkpoint(tmp_path):
+    original = build(TINY, "tiny", torch.float32, torch.device("cpu"), seed=3)
+    original.hf.save_pretrained(tmp_path)
+    loaded = build(TINY, "tiny", torch.float32, torch.device("cpu"), weights_dir=tmp_path)
+    assert torch.equal(loaded.weights.layers[1].fc_w, original.weights.layers[1].fc_w)
+    assert loaded.config_name == "tiny"
+    with pytest.raises(UserError, match="not a directory"):
+        build(TINY, "tiny", torch.float32, torch.device("cpu"), weights_dir=tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        ({"kernels": ["eager", "bogus"]}, "unknown kernel set 'bogus'"),
+        ({"config": "gpt5"}, "unknown gpt2 config .gpt5."),
+        ({"dtype": "fp8"}, "unknown dtype"),
+        ({"prompt": 60, "new_tokens": 8}, "positions"),
+    ],
+)
+def test_bad_requests_are_one_line_user_errors(tmp_path, fields, fragment):
+    with pytest.raises(UserError, match=fragment):
+        run_model(request(tmp_path, **fields))
+
+
+def test_without_transformers_the_command_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
+    result = CliRunner().invoke(app, ["model", "gpt2", "--device", "cpu", "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert 'pip install "rooflint[models]"' in " ".join(result.output.split())
+    assert "Traceback" not in result.output

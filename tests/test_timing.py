@@ -1,0 +1,125 @@
+"""The timers' CPU-testable parts: the clean flush, the heat-up, the regime dispatch and its options."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+
+import pytest
+import torch
+
+from rooflint.core.errors import UserError
+from rooflint.engine import timing
+from rooflint.engine.bench import BenchRequest
+from rooflint.engine.nvml import Reading, Recording, Sampler
+
+
+def test_clean_flush_writes_then_reads_the_whole_buffer(monkeypatch):
+    monkeypatch.setattr(timing, "MIN_FLUSH_BYTES", 4096)
+    clean = timing.L2Flush(l2_bytes=1024, clean=True, device="cpu")
+    assert clean.nbytes == 4096 and clean.buffer.numel() == 1024
+    clean(3)
+    assert bool((clean.buffer == 3).all())
+    assert int(clean.sink) == 3 * 1024  # the read-back pass touched every element
+    write_only = timing.L2Flush(l2_bytes=1024, clean=False, device="cpu")
+    write_only.sink.fill_(-1)
+    write_only(5)
+    assert bool((write_only.buffer == 5).all()) and int(write_only.sink) == -1  # no read: the old flush
+
+
+def test_flush_buffer_is_at_least_twice_the_l2(monkeypatch):
+    monkeypatch.setattr(timing, "MIN_FLUSH_BYTES", 1024)
+    assert timing.L2Flush(l2_bytes=8192, device="cpu").nbytes == 2 * 8192
+
+
+def test_summary_counts_the_calls_and_their_busy_time():
+    summary = timing.summarize([1.0, 2.0, 3.0], "cuda_events", True)
+    assert (summary.calls, summary.busy_ms, summary.median_ms, summary.regime) == (3, 6.0, 2.0, "burst")
+
+
+class SettlingSampler(Sampler):
+    """Power climbs for ``ramp`` readings and then holds; one reading per chunk of work, 0.25 s apart."""
+
+    available = True
+
+    def __init__(self, ramp: int):
+        self.ramp = ramp
+        self.recording: Recording | None = None
+
+    @contextlib.contextmanager
+    def record(self):
+        self.recording = Recording()
+        yield self.recording
+
+    def add_reading(self, t: float) -> None:
+        index = len(self.recording.readings)
+        power = 300 + 50 * min(index, self.ramp)
+        self.recording.readings.append(Reading(t, sm_mhz=1500, power_w=power))
+
+
+def _fake_clock(step: float = 0.25):
+    ticks = itertools.count()
+    return lambda: next(ticks) * step
+
+
+def test_heat_up_runs_until_power_and_clock_settle():
+    sampler, clock = SettlingSampler(ramp=12), _fake_clock()
+    chunks = []
+
+    def chunk():
+        chunks.append(1)
+        sampler.add_reading(len(chunks) * 0.25)
+
+    timing.heat_up(chunk, sampler, min_s=2.0, max_s=10.0, clock=clock)
+    # Power stops rising at reading 12 (3 s); settled needs 2 s of flat readings after it.
+    assert 18 <= len(chunks) <= 22
+
+
+def test_heat_up_stops_at_the_cap_when_the_gpu_never_settles():
+    sampler, clock = SettlingSampler(ramp=10_000), _fake_clock()
+    chunks = []
+
+    def chunk():
+        chunks.append(1)
+        sampler.add_reading(len(chunks) * 0.25)
+
+    timing.heat_up(chunk, sampler, min_s=2.0, max_s=4.0, clock=clock)
+    assert len(chunks) == 16  # 4 s at 0.25 s per chunk
+
+
+def test_heat_up_without_nvml_runs_the_minimum():
+    chunks = []
+    timing.heat_up(lambda: chunks.append(1), Sampler(), min_s=1.0, max_s=10.0, clock=_fake_clock())
+    assert len(chunks) == 4
+
+
+def test_measure_times_on_the_cpu_and_records_the_regime():
+    calls = []
+    measured = timing.measure(lambda: calls.append(1), device="cpu", regime="burst")
+    assert measured.mode == "cpu_wall" and measured.regime == "burst" and not measured.l2_flushed
+    assert measured.calls == measured.n_samples and math.isnan(measured.telemetry.sm_clock_mhz)
+    with pytest.raises(ValueError, match="unknown regime 'hot'"):
+        timing.measure(lambda: None, device="cpu", regime="hot")
+
+
+def test_cpu_sustained_heats_up_before_timing(monkeypatch):
+    monkeypatch.setattr(timing, "HEAT_MIN_S", 0.05)
+    calls = []
+    measured = timing.time_cpu(lambda: calls.append(torch.ones(8).sum()), regime="sustained", rep_ms=1)
+    assert measured.regime == "sustained" and len(calls) > measured.n_samples + 10
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("regime", "hot", "unknown regime 'hot'; valid: burst, sustained"),
+        ("throttle_threshold", 1.5, "must be in \\(0, 1\\]"),
+        ("throttle_retries", -1, "must be 0 or more"),
+        ("recovery_delay_s", -2.0, "must be 0 or more seconds"),
+    ],
+)
+def test_bench_rejects_bad_timing_options(field, value, message):
+    with pytest.raises(UserError, match=message):
+        BenchRequest(**{field: value})
+    assert BenchRequest().regime == "burst"
