@@ -21,8 +21,10 @@ def main(burst_path: str, sustained_path: str) -> None:
     burst = burst[(burst["status"] == OK) & (burst["bound"] == "compute")]
     sustained = sustained[sustained["status"] == OK]
     joined = burst.merge(sustained, on=KEY, suffixes=("_b", "_s"))
-    print("| family | variant | shape | burst ms | sustained ms | sustained / burst | burst TFLOP/s "
-          "| sustained TFLOP/s | burst SM MHz | sustained SM MHz | sustained reasons |")
+    print(
+        "| family | variant | shape | burst ms | sustained ms | sustained / burst | burst TFLOP/s "
+        "| sustained TFLOP/s | burst SM MHz | sustained SM MHz | sustained reasons |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in joined.itertuples():
         ratio = row.median_ms_s / row.median_ms_b

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-DEFAULT_POINT = "attention/triton"  # a compute-bound point far from the crowd of memory-bound ones
+DEFAULT_POINT = "attention/eager_unfused"  # apart from the crowd, with a lint finding in the H100 run
 
 
 def find_browser() -> tuple[str, str]:
@@ -71,7 +71,7 @@ def hover(browser, element) -> str:
     return browser.find_element(By.ID, "rooflint-tip").text
 
 
-def screenshot(report: Path, out: Path, where: str = DEFAULT_POINT, width: int = 1400, height: int = 1000) -> str:
+def screenshot(report: Path, out: Path, where: str = DEFAULT_POINT, width: int = 1400, height: int = 1080) -> str:
     """Open the report, hover ``where`` (family/variant), save the window as a PNG; returns the tooltip."""
     family, _, variant = where.partition("/")
     browser = open_browser(width, height)
@@ -80,8 +80,13 @@ def screenshot(report: Path, out: Path, where: str = DEFAULT_POINT, width: int =
         # The GPU's heading, its filters and both plots in view, then the mouse onto the point.
         heading = browser.find_element("css selector", ".roofline-section").find_element("xpath", "preceding::h2[1]")
         browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", heading)
-        element = point(browser, family, variant)
+        from selenium.common.exceptions import NoSuchElementException
         from selenium.webdriver.common.action_chains import ActionChains
+
+        try:
+            element = point(browser, family, variant)
+        except NoSuchElementException:  # not in this run: the first point of the first GPU instead
+            element = browser.find_element("css selector", 'svg[data-plot="time"] .point')
 
         ActionChains(browser).move_to_element(element).perform()
         tip = browser.find_element("id", "rooflint-tip").text
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the PNG to write")
     parser.add_argument("--point", default=DEFAULT_POINT, help=f"family/variant to hover (default {DEFAULT_POINT})")
     parser.add_argument("--width", type=int, default=1400)
-    parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument("--height", type=int, default=1080)
     args = parser.parse_args(argv)
     if not args.report.is_file():
         print(f"no report at {args.report}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""`rooflint model gpt2` on a CPU with a tiny GPT-2 (2 layers, width 64, 2 heads, vocab 256).
+"""`rooflint model gpt2` on a CPU with a tiny GPT-2 (2 layers, width 64, 2 heads, vocab 250).
 
 Eager kernels and rooflint's Triton kernels (through Triton's CPU interpreter: conftest sets
 TRITON_INTERPRET=1) are checked against Hugging Face's eager model; every op's time must be
@@ -23,8 +23,8 @@ from rooflint.core.specs import measured_spec
 from rooflint.engine.timing import summarize
 from rooflint.kernels import attention, gelu_linear, layernorm
 from rooflint.models import checks, gpt2
-from rooflint.models.attribution import Attribution, OpTime
-from rooflint.models.base import Phase, build
+from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
+from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
 from rooflint.models.engine import ModelRequest, PhaseResult, SetResult, run_model, step_message
 from rooflint.models.kernel_sets import EagerKernels, make_kernel_set
 from rooflint.models.runner import Runner
@@ -35,7 +35,7 @@ pytest.importorskip("transformers", reason="the model tests need transformers (p
 
 
 class TinyGPT2(gpt2.GPT2):
-    vocab = 256
+    vocab = 250  # not a multiple of 128: the triton set's padded lm_head slices its logits
     max_positions = 64
     configs = {"tiny": {"n_layer": 2, "n_embd": 64, "n_head": 2}}
 
@@ -123,6 +123,41 @@ def test_op_times_fit_in_the_profiled_step_without_double_counting(run, request)
         assert attribution.total_ms >= 0.8 * attribution.span_ms
 
 
+def test_gpu_kernels_are_attributed_to_the_op_range_that_launched_them():
+    # A Kineto trace in miniature (times in ns): the step range with two op ranges; kernels on the
+    # device run later than their launches, which is why they are matched through their launch.
+    def cpu(name, start, end, correlation, activity="cpu_op"):
+        return _Event(name, True, start, end, correlation, 0, activity == "user_annotation", activity)
+
+    def gpu(name, start, end, correlation, linked, activity="kernel"):
+        return _Event(name, False, start, end, correlation, linked, "annotation" in activity, activity)
+
+    events = [
+        cpu(STEP_RANGE, 0, 1000, 1, "user_annotation"),
+        cpu(RANGE_PREFIX + "layer_norm", 10, 100, 2),
+        cpu("aten::layer_norm", 20, 90, 3),
+        cpu(RANGE_PREFIX + "attention", 200, 400, 4),
+        cpu("cuLaunchKernelEx", 250, 260, 900, "cuda_driver"),  # a Triton launch: no aten op
+        cpu("aten::add", 500, 520, 5),  # outside every op range
+        cpu("aten::copy_", 2000, 2100, 6),  # after the step
+        gpu("ln_kernel", 3000, 3400, 800, 3),  # linked to aten::layer_norm
+        gpu("flash_kernel", 3500, 4500, 900, 0),  # no link: found through the driver call
+        gpu("flash_kernel", 4600, 4700, 901, 4),  # linked to the attention range itself
+        gpu("add_kernel", 4800, 4900, 902, 5),
+        gpu("copy_kernel", 5000, 5500, 903, 6),  # launched after the step: not the step's
+        gpu(STEP_RANGE, 3000, 4900, 1, "gpu_user_annotation"),
+        gpu("cudaStreamSynchronize", 4900, 5000, 904, 0, "cuda_sync"),
+    ]
+    result = attribute_device(events)
+    assert result.ops["layer_norm"].ms == pytest.approx(400e-6)
+    assert result.ops["attention"].ms == pytest.approx(1100e-6)
+    assert result.ops["attention"].kernels == {"flash_kernel": pytest.approx(1100e-6)}
+    assert result.ops["layer_norm"].calls == result.ops["attention"].calls == 1
+    assert result.unattributed_ms == pytest.approx(100e-6)
+    assert result.span_ms == pytest.approx(1900e-6)  # first kernel start to last kernel end
+    assert result.idle_ms == pytest.approx(300e-6)  # the gaps between the step's kernels
+
+
 @pytest.mark.parametrize("ops_ms, verdict", [(95.0, "+5.0% (ok"), (105.0, "-5.0% (ok"), (80.0, "+20.0% (over 10%")])
 def test_the_sum_of_ops_check_reports_the_gap_to_the_timed_step(ops_ms, verdict):
     attribution = Attribution({"lm_head": OpTime(ms=ops_ms - 1.0, calls=1)}, 1.0, ops_ms + 2.0, "device kernels")
@@ -173,16 +208,16 @@ def test_op_costs_reuse_the_family_cost_models():
     assert costs["layer_norm"].bytes == (2 * LAYERS + 1) * layernorm.cost({"rows": 32, "hidden": 64}, "bf16").bytes
     # The GEMMs: 2 FLOPs per weight per token (qkv 3d^2, out d^2, mlp 8d^2), lm_head d * vocab.
     gemms = sum(costs[op].tensor_flops for op in ("qkv_proj", "out_proj", "mlp_up_gelu", "mlp_down", "lm_head"))
-    assert gemms == 2 * 32 * (LAYERS * 12 * 64 * 64 + 64 * 256)
+    assert gemms == 2 * 32 * (LAYERS * 12 * 64 * 64 + 64 * TINY.vocab)
     decode = TINY.op_costs(dims, Phase("decode", 2, 1, 20), "bf16")
     # A decode step reads every weight once: the lm_head reads the whole embedding.
-    assert decode["lm_head"].bytes >= 256 * 64 * 2 and "sample" in decode
+    assert decode["lm_head"].bytes >= TINY.vocab * 64 * 2 and "sample" in decode
 
 
 def test_bf16_triton_logits_within_tolerance_and_reports_the_match_rate():
     loaded = build(TINY, "tiny", torch.bfloat16, torch.device("cpu"))
     kernels = make_kernel_set("triton", loaded.dtype, loaded.device, loaded.dims.head_dim, 1e-5)
-    ids = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, TINY.vocab, (1, 8), generator=torch.Generator().manual_seed(1))
     runner = Runner(loaded, kernels, batch=1, prompt=8, new_tokens=2)
     result = checks.compare(
         runner.prefill(ids), checks.hf_logits(loaded.hf, ids), runner.generate(ids),

@@ -20,8 +20,12 @@ def test_wheel_claims_only_rooflint_and_carries_its_data(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names}
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"rooflint"}
-    for source in (ROOT / "kernels").glob("*.cu*"):
-        assert f"rooflint/kernels/{source.name}" in names
-    for module in (ROOT / "kernels").glob("*.py"):
-        assert f"rooflint/kernels/{module.name}" in names
+    package = ROOT / "src" / "rooflint"
+    shipped = [
+        p for p in package.rglob("*") if p.suffix in (".py", ".cu", ".cuh", ".toml") and "__pycache__" not in p.parts
+    ]
+    assert len(shipped) > 60  # the walk found the package: every module, kernel source, header and spec table
+    for path in shipped:
+        assert f"rooflint/{path.relative_to(package).as_posix()}" in names
+    assert "rooflint/kernels/include/rooflint/common.cuh" in names
     assert "rooflint/hardware_specs/gpus.toml" in names

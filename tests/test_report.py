@@ -46,6 +46,7 @@ def test_markdown_tables_image_and_text_roofline(one_gpu, tmp_path):
     assert "5 rows (4 ok, 1 not ok)" in text
     assert "## h100_sxm: NVIDIA H100 SXM5 80GB" in text
     assert "ceilings (datasheet): 3350 GB/s, cuda fp32 67 TFLOP/s" in text
+    assert "energy: no energy measured (needs NVML)." in text  # no NVML columns in these rows
     header = "| variant | time ms | TFLOP/s | GB/s | AI | % of roof | bound | vs eager | lint |"
     assert text.count(header) == 2  # vector_add and softmax
     # vector_add/triton: 0.55 ms moves 3 * 2^28 * 2 bytes -> 2928 GB/s, 87.4% of 3350 GB/s, 0.60 / 0.55 = 1.09x
@@ -96,6 +97,7 @@ def test_html_is_self_contained_and_sortable(two_gpus, tmp_path):
     assert 'addEventListener("click"' in page and "<script>" in page
     assert '<td data-v="0.55">0.55</td>' in page  # raw value kept for numeric sorting
     assert "<h2>Across GPUs</h2>" in page
+    assert page.count('<div class="roofline-section"') == 2  # one interactive roofline per GPU
 
 
 def test_json_has_a_versioned_schema_and_the_numbers(two_gpus, tmp_path):

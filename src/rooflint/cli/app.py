@@ -29,7 +29,7 @@ from rooflint.cli.commands import (
     roofline,
     specs,
 )
-from rooflint.cli.console import console, err_console
+from rooflint.cli.console import console, err_console, escape
 from rooflint.core.errors import UserError
 
 app = typer.Typer(
@@ -83,7 +83,7 @@ def main() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except UserError as error:
-        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]: rows measured so far are on disk")

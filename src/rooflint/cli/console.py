@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rooflint.core.errors import UserError
 
@@ -22,7 +23,7 @@ F = TypeVar("F", bound=Callable)
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one clear error line and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

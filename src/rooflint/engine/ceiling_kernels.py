@@ -1,4 +1,5 @@
-"""Triton kernels that measure two ceilings no library call exposes: L2 bandwidth and the FP32 FMA peak."""
+"""Triton kernels that measure ceilings no library call exposes: L2 bandwidth, a read-only DRAM
+stream and the FP32 FMA peak."""
 
 from __future__ import annotations
 
@@ -82,3 +83,58 @@ def fma_tflops(sm_count: int, timer: Timer, iters: int = 4096) -> float:
     coef = torch.tensor([0.9999, 1e-4], device="cuda")
     ms = timer(lambda: fma_chain(out, coef, iters), 10)
     return fma_flops(out.numel(), iters) / (ms * 1e-3) / 1e12
+
+
+# A read stream: HBM serves pure reads with no read/write bus turnaround, so it runs faster than a
+# copy (on the H200, SDPA decode read its KV cache at 4587 GB/s against a 4231 GB/s copy). The
+# memory ceiling is the best stream the GPU really sustains, so it is measured both ways.
+READ_BLOCK = 4096  # fp32 per load step of a program: 16 KB, 16 bytes per thread per load at 8 warps
+READ_UNROLL = 4  # independent loads issued before the first add: bytes in flight (Little's law)
+# (programs per SM, warps): a few shapes, the best one taken, since a ceiling is an upper bound.
+READ_SHAPES = ((4, 8), (8, 8), (4, 16))
+
+
+@triton.jit
+def _read_sum_kernel(src_ptr, partial_ptr, n_groups, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    # Groups of UNROLL blocks are dealt round-robin: the programs resident at one moment read one
+    # sliding window of memory rather than hundreds of streams megabytes apart (DRAM page hits).
+    for i in range(0, tl.cdiv(n_groups - pid, programs)):
+        group = pid.to(tl.int64) + i * programs
+        base = src_ptr + group * (BLOCK * UNROLL)
+        for u in tl.static_range(UNROLL):
+            # .cg: cached in L2 only; every byte is read once, so L1 would only take space.
+            acc += tl.load(base + u * BLOCK + tl.arange(0, BLOCK), cache_modifier=".cg")
+    # The sum is stored, so the loads are live; one float per program is all that is written.
+    tl.store(partial_ptr + pid, tl.sum(acc))
+
+
+def read_sum(src: torch.Tensor, partials: torch.Tensor, warps: int = 8, unroll: int = READ_UNROLL) -> None:
+    """partials[p] = the sum of the blocks program p read; src.numel() a multiple of READ_BLOCK * unroll."""
+    n_groups = src.numel() // (READ_BLOCK * unroll)
+    _read_sum_kernel[(partials.numel(),)](src, partials, n_groups, BLOCK=READ_BLOCK, UNROLL=unroll, num_warps=warps)
+
+
+def read_gbps(n_bytes: int, sm_count: int, timer: Timer) -> float:
+    """DRAM read bandwidth (bytes read per second) of a summing stream over ``n_bytes`` of fp32,
+    the best of READ_SHAPES. The buffer must dwarf the L2, as the copy's does."""
+    group = READ_BLOCK * READ_UNROLL
+    src = torch.rand(max(1, n_bytes // 4 // group) * group, device="cuda")
+    best = 0.0
+    for per_sm, warps in READ_SHAPES:
+        partials = torch.empty(sm_count * per_sm, device="cuda")
+        ms = timer(lambda partials=partials, warps=warps: read_sum(src, partials, warps), 30)
+        best = max(best, src.numel() * 4 / (ms * 1e-3) / 1e9)
+    return best
+
+
+def memory_ceilings(copy_gbps: float, read_gbps: float) -> dict[str, float]:
+    """The stored memory fields: both streams, and memory_bandwidth_gbps, the roof rooflint draws,
+    as the faster of the two (the best stream the GPU sustains; the datasheet stays the outer roof)."""
+    return {
+        "copy_bandwidth_gbps": copy_gbps,
+        "read_bandwidth_gbps": read_gbps,
+        "memory_bandwidth_gbps": max(copy_gbps, read_gbps),
+    }

@@ -158,7 +158,10 @@ def measure_gpu_ceilings(matmul_n: int = 8192, copy_gib: float = 2.0) -> dict[st
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     n = int(copy_gib * 2**30) // 4
     ms = _event_median_ms(_copier(n, "cuda"), reps=30)
-    values = {"memory_bandwidth_gbps": 2 * n * 4 / (ms * 1e-3) / 1e9}  # read + write
+    copy_gbps = 2 * n * 4 / (ms * 1e-3) / 1e9  # read + write
+    # A read-only stream outruns a copy (no read/write turnaround); the roof is the faster stream.
+    read_gbps = ceiling_kernels.read_gbps(n * 4, props.multi_processor_count, _event_median_ms)
+    values = ceiling_kernels.memory_ceilings(copy_gbps, read_gbps)
     l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
     values["l2_bandwidth_gbps"] = ceiling_kernels.l2_copy_gbps(l2, _event_median_ms)
     values["cuda_fp32_tflops"] = ceiling_kernels.fma_tflops(props.multi_processor_count, _event_median_ms)

@@ -320,3 +320,14 @@ def cuda_variant(case):
         return out
 
     return run
+
+
+# The Hopper (sm_90) path, beside the `triton` variant above that stays the sm_75/sm_80 path: TMA
+# descriptors, 128-row wgmma tiles, a pipelined K/V loop that can be warp-specialized, and the
+# causal mask only on the diagonal blocks (kernels/_attention_hopper.py, issue 14).
+@FAMILY.variant("triton_hopper", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_hopper_variant(case):
+    """sm_90 only: TMA-fed FlashAttention forward, pipelined (optionally warp-specialized), diagonal-only mask"""
+    from rooflint.kernels import _attention_hopper
+
+    return _attention_hopper.build_variant(case)

@@ -283,3 +283,13 @@ def cuda_variant(case):
     library = cuda_build.load(cuda_build.family_source(__file__))
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
     return lambda: cuda_gelu_linear(library, x, w, b, out)
+
+
+# The tile shape from the GPU's SM count, so small GEMMs fill whole waves (kernels/_gemm_small.py,
+# issue 14): GPT-2's 1024x768->3072 takes 384 tiles of 128x64 on 132 SMs, 8192^3 keeps 128x256.
+@FAMILY.variant("triton_wavefit", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_wavefit_variant(case):
+    """sm_90+: persistent TMA GEMM, bias + GELU epilogue, tile chosen from the SM count to fill the waves"""
+    from rooflint.kernels import _gemm_small
+
+    return _gemm_small.build_variant(case)

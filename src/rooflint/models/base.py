@@ -22,7 +22,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.family import Cost
 
 # The bracket is escaped for rich, which prints every user error and would read [models] as a style.
-INSTALL_HINT = 'whole models need Hugging Face transformers: pip install "rooflint\\[models]"'
+INSTALL_HINT = 'whole models need Hugging Face transformers: pip install "rooflint[models]"'
 RANGE_PREFIX = "rooflint.op::"  # record_function names the profiler attribution looks for
 STEP_RANGE = "rooflint.step"
 

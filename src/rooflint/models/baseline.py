@@ -22,7 +22,8 @@ def set_attention(hf, implementation: str) -> None:
         hf.config._attn_implementation = implementation
 
 
-def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log) -> dict:
+def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled: bool = False) -> dict:
+    """The quick baselines (SDPA, eager, generate), or with ``compiled`` the torch.compile one."""
     from rooflint.models.engine import PhaseResult
 
     hf, dims, dtype = loaded.hf, loaded.dims, request.dtype
@@ -39,13 +40,20 @@ def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log) -> dict:
         return PhaseResult(prefill, timed, batch * request.seq, costs, None, *floor)
 
     try:
+        if compiled:
+            if device.type == "cuda":
+                log("HF + torch.compile prefill (compiling)")
+                set_attention(hf, "sdpa")
+                model = torch.compile(hf)
+                results["hf_compile"] = prefill_result(lambda: model(input_ids=ids))
+            return results
         for implementation in ("sdpa", "eager"):
-            log(f"  hf_{implementation} prefill")
+            log(f"HF {implementation} prefill")
             set_attention(hf, implementation)
             results[f"hf_{implementation}"] = prefill_result(lambda: hf(input_ids=ids))
 
         set_attention(hf, "sdpa")
-        log("  hf_generate")
+        log("HF generate")
         mask = torch.ones_like(prompt)
 
         def generate() -> None:
@@ -56,11 +64,6 @@ def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log) -> dict:
         timed, _ = measure.time_generation(generate, lambda: None, 0, device, request.rep_ms)
         phase = Phase("generate", batch, new, request.prompt + new)
         results["hf_generate"] = PhaseResult(phase, timed, batch * new, {})
-
-        if device.type == "cuda":
-            log("  hf_compile prefill (compiling)")
-            compiled = torch.compile(hf)
-            results["hf_compile"] = prefill_result(lambda: compiled(input_ids=ids))
     finally:
         set_attention(hf, "eager")
     return results

@@ -33,6 +33,7 @@ class KVCache:
         # Under torch.compile a step's position is symbolic: slots are then computed as the
         # position-0 slots plus the position, instead of looked up (a lookup would recompile per step).
         self.symbolic = False
+        self._lookup(0, 1)  # built here, not first inside a compiled step (a new key would recompile it)
 
     def slots(self, start: int, tokens: int) -> torch.Tensor:
         """int64 slot of each new row, rows ordered (sequence, token, head) as the QKV output holds them.

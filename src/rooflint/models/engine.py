@@ -172,8 +172,18 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     def emit(row: ResultRow) -> None:
         writer.append(R.stamp(row, gpu_spec, device.type))
 
+    def baselines(compiled: bool) -> None:
+        from rooflint.models.baseline import run_baselines
+
+        measured = run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled=compiled)
+        outcome.baselines.update(measured)
+        for row in baseline_rows(measured, family, request, gpu_spec):
+            emit(row)
+
     try:
         for name in wanted:
+            if name == "compile" and request.hf_baseline and not outcome.baselines:
+                baselines(compiled=False)  # the quick baselines before the minutes of compiling
             log(f"kernel set {name}")
             result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits, reference_tokens)
             outcome.sets.append(result)
@@ -184,12 +194,9 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
                 torch.cuda.empty_cache()
         del reference_logits
         if request.hf_baseline:
-            from rooflint.models.baseline import run_baselines
-
-            log("Hugging Face baselines")
-            outcome.baselines = run_baselines(loaded, request, device, gpu_spec, ids, prompt, log)
-            for row in baseline_rows(outcome.baselines, family, request, gpu_spec):
-                emit(row)
+            if not outcome.baselines:
+                baselines(compiled=False)
+            baselines(compiled=True)
     finally:
         writer.close()
         outcome.rows = writer.rows

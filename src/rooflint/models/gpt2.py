@@ -200,7 +200,7 @@ class GPT2(ModelSpec):
             x = kernels.layer_norm(x.contiguous() if last_only else x, weights.lnf_w, weights.lnf_b)
         with rec("lm_head"):
             logits = kernels.lm_head(x, weights.wte)
-        return logits if last_only else logits.view(batch, tokens, -1)
+            return logits if last_only else logits.view(batch, tokens, -1)
 
     def op_costs(self, dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
         """Ideal work of each op over all layers. Prefill computes every position's logits, as

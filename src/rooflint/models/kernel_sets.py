@@ -113,7 +113,8 @@ class CompileKernels(EagerKernels):
 
 
 class _PaddedHead:
-    """lm_head against the vocab padded to whole tiles: cuBLAS picks a poor kernel for N = 50257."""
+    """lm_head against the vocab padded to whole tiles (N = 50257 is a multiple of no GEMM tile;
+    50304 is 393 tiles of 128), its logits sliced back to the vocab: a view, no copy."""
 
     def __init__(self) -> None:
         self._padded: dict[int, torch.Tensor] = {}

@@ -60,7 +60,7 @@ def points(outcome, phase) -> pd.DataFrame:
 def plot_ops(outcome, set_name: str, phase, out_base: Path) -> list[Path]:
     frame = points(outcome, phase)
     spec, dtype = outcome.spec, outcome.request.dtype
-    fig, ax = plt.subplots(figsize=(14, 7), dpi=110)
+    fig, ax = plt.subplots(figsize=(13, 7), dpi=110)
     ais = [a for a in frame.get("ai_flop_per_byte", []) if a > 0 and math.isfinite(a)]
     x_low, x_high = min([0.05, *(a / 4 for a in ais)]), max([4096.0, *(a * 4 for a in ais)])
     bandwidth = spec.bandwidth_gbps / 1e3  # TB/s: TFLOP/s per FLOP/byte
@@ -107,7 +107,7 @@ def plot_ops(outcome, set_name: str, phase, out_base: Path) -> list[Path]:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([40])  # the key shows colours; areas are on the plot
     # Fixed margins, the key to the right: tight_layout measures every log tick label and costs seconds.
-    fig.subplots_adjust(left=0.07, right=0.64, top=0.9, bottom=0.09)
+    fig.subplots_adjust(left=0.07, right=0.66, top=0.9, bottom=0.09)
     out_base.parent.mkdir(parents=True, exist_ok=True)
     png, csv = out_base.with_suffix(".png"), out_base.with_suffix(".csv")
     fig.savefig(png)

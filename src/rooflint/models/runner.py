@@ -67,9 +67,10 @@ class Runner:
     def _step_eager(self, position: int, index: int) -> None:
         logits = self.spec.forward(self.weights, self.kernels, self.token, position, self.cache, self.rec, True)
         with self.rec("sample"):
-            chosen = logits.argmax(-1)
-            self.tokens[:, index].copy_(chosen)
-            self.token.copy_(chosen.view(-1, 1))
+            chosen = logits.argmax(-1, keepdim=True)
+            # narrow, not [:, index]: torch.compile keeps a narrow's start symbolic (no recompile per step)
+            self.tokens.narrow(1, index, 1).copy_(chosen)
+            self.token.copy_(chosen)
 
     def step_positions(self) -> list[tuple[int, int]]:
         """(position fed, token index written) of each decode step."""

@@ -38,6 +38,10 @@ def _num(value: Any, pattern: str, scale: float = 1.0) -> str:
     return pattern.format(value * scale) if finite(value) else ""
 
 
+def _joules(value: float) -> str:
+    return f"{value:.3g} J/call" if value >= 1 else f"{value * 1e3:.3g} mJ/call"
+
+
 def _positive(value: Any) -> bool:
     return finite(value) and value > 0
 
@@ -129,7 +133,7 @@ class Item:
                 lines.append(f"{row['pct_of_roof']:.1f}% of roof{bound}")
             if self.has_energy:
                 energy = [
-                    _num(row["energy_per_call_j"], "{:.3g} mJ/call", 1e3),
+                    _joules(row["energy_per_call_j"]),
                     _num(row.get("flop_per_j"), "{:.3g} GFLOP/J", 1e-9) if self.has_flops else "",
                     _num(row.get("bytes_per_j"), "{:.3g} GB/J", 1e-9),
                     _num(row.get("power_median_w"), "{:.0f} W median"),
@@ -261,9 +265,12 @@ def _frame(axes: LogAxes, x_label: str, y_label: str) -> list[str]:
     return parts
 
 
-def _roofs(axes: LogAxes, slope: float, slope_label: str, peaks: list[tuple[str, float]]) -> list[str]:
-    """Each compute roof min(peak, AI x slope) with its label at the right, and the slope's label
-    along it. ``slope`` (bandwidth) and the peaks are in the plot's y unit (per unit of AI)."""
+def _roofs(
+    axes: LogAxes, slope: float, slope_label: str, peaks: list[tuple[str, float]], points: list[tuple[float, float]]
+) -> list[str]:
+    """Each compute roof min(peak, AI x slope) with its label, and the slope's label along it.
+    ``slope`` (bandwidth) and the peaks are in the plot's y unit (per unit of AI); ``points`` (user
+    units) are the markers a label should not cover."""
     parts = []
     for label, peak in peaks:
         ridge = peak / slope
@@ -273,14 +280,15 @@ def _roofs(axes: LogAxes, slope: float, slope_label: str, peaks: list[tuple[str,
         corners.append((axes.x_hi, peak))
         drawn = " ".join(f"{axes.x(x):.1f},{axes.y(max(y, axes.y_lo)):.1f}" for x, y in corners)
         parts.append(f'<polyline class="roof" points="{drawn}"/>')
-        # Just right of the ridge, above the flat roof: points under a roof never hide its label.
+        # Just right of the ridge, above the flat roof (points under a roof never hide it); below
+        # the roof where points above it (the energy plot's low-power rows) would.
+        width, y_roof = len(label) * 6.2, axes.y(peak)
         start = axes.x(max(ridge, axes.x_lo)) + 4
-        fits = start + len(label) * 6.2 < axes.right
-        x, anchor = (start, "start") if fits else (axes.right - 4, "end")
-        parts.append(
-            f'<text class="roof-label" x="{x:.1f}" y="{axes.y(peak) - 5:.1f}" text-anchor="{anchor}">'
-            f"{_esc(label)}</text>"
-        )
+        starts = [start, axes.right - 4 - width] if start + width < axes.right else [axes.right - 4 - width]
+        places = [(x0, baseline) for baseline in (y_roof - 5, y_roof + 14) for x0 in starts]
+        # The first of the least covered places.
+        x0, baseline = min(places, key=lambda place: _covered(points, place[0], place[1], width))
+        parts.append(f'<text class="roof-label" x="{x0:.1f}" y="{baseline:.1f}">{_esc(label)}</text>')
     # Turned to lie along the slope: one decade of AI is one decade of rate.
     decade_x = axes.width / (math.log10(axes.x_hi) - math.log10(axes.x_lo))
     decade_y = axes.height / (math.log10(axes.y_hi) - math.log10(axes.y_lo))
@@ -293,6 +301,12 @@ def _roofs(axes: LogAxes, slope: float, slope_label: str, peaks: list[tuple[str,
             f"{_esc(slope_label)}</text>"
         )
     return parts
+
+
+def _covered(points: list[tuple[float, float]], x0: float, baseline: float, width: float) -> int:
+    """How many markers a label of ``width`` at (x0, baseline) would cover."""
+    box = (x0 - RADIUS, x0 + width + RADIUS, baseline - 11 - RADIUS, baseline + 2 + RADIUS)
+    return sum(box[0] < px < box[1] and box[2] < py < box[3] for px, py in points)
 
 
 def _marker(kind: str, x: float, y: float, r: float = RADIUS) -> str:
@@ -379,7 +393,8 @@ def time_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> str:
     parts = _frame(axes, "arithmetic intensity (FLOP per byte of DRAM traffic)", "TFLOP/s")
     if spec:
         labels = [(f"{label} {peak:g} TFLOP/s", peak) for label, peak in roofs]
-        parts += _roofs(axes, slope, f"{spec.bandwidth_gbps:g} GB/s", labels)
+        markers = [(axes.x(i.row["ai_flop_per_byte"]), axes.y(i.row["achieved_tflops"])) for i in plotted]
+        parts += _roofs(axes, slope, f"{spec.bandwidth_gbps:g} GB/s", labels, markers)
     for item in plotted:
         parts += _twin(item, axes, item.row["achieved_tflops"])
     for item in plotted:
@@ -408,12 +423,13 @@ def energy_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> tuple[str,
     power = median_power(items)
     roofs = ceilings_for(spec, {i.row["dtype"] for i in items} | {"bf16"}) if spec and finite(power) else []
     slope = spec.bandwidth_gbps / power if roofs else 0.0  # GFLOP/J per FLOP/byte at that power
-    peaks = [(f"{label} {peak:g} TFLOP/s ÷ {power:.0f} W", peak * 1e3 / power) for label, peak in roofs]
+    peaks = [(f"{label} {peak * 1e3 / power:.4g} GFLOP/J", peak * 1e3 / power) for label, peak in roofs]
     values = [i.gflop_per_j for i in plotted] + [p for _, p in peaks] + ([x_lo * slope] if slope else [])
     axes = LogAxes(x_lo, x_hi, *y_range(values))
     parts = _frame(axes, "arithmetic intensity (FLOP per byte of DRAM traffic)", "GFLOP per joule")
     if roofs:
-        parts += _roofs(axes, slope, f"{spec.bandwidth_gbps:g} GB/s ÷ {power:.0f} W", peaks)
+        markers = [(axes.x(i.row["ai_flop_per_byte"]), axes.y(i.gflop_per_j)) for i in plotted]
+        parts += _roofs(axes, slope, f"{spec.bandwidth_gbps:g} GB/s ÷ {power:.0f} W", peaks, markers)
     for item in plotted:
         parts += _twin(item, axes, item.gflop_per_j)
     for item in plotted:
@@ -422,7 +438,8 @@ def energy_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> tuple[str,
     if roofs:
         caption = (
             f"Energy roofline: the same points in FLOP per joule (NVML's energy counter over the timed calls). "
-            f"Roofs at the median measured power, {power:.0f} W: each peak and the bandwidth divided by it. "
+            f"Roofs at the median measured power, {power:.0f} W: each compute peak and the bandwidth "
+            f"({spec.bandwidth_gbps:g} GB/s) divided by it. "
             f"A point above a roof ran at less than {power:.0f} W."
         )
     else:
@@ -542,8 +559,9 @@ tr.hl td{background:#fff3c4}
  padding:6px 8px;font-size:12px;box-shadow:0 2px 8px rgba(0,0,0,.25);pointer-events:none}
 .tip.pinned{pointer-events:auto;border-color:#333}
 .tip-title{font-weight:700}
-.tip-body{white-space:pre-line}
-.tip-cmd{display:block;margin-top:4px;background:#f3f3f3;padding:2px 4px;user-select:all}
+.tip-body{white-space:pre-line;overflow-wrap:anywhere}
+.tip-cmd{display:block;margin-top:4px;background:#f3f3f3;padding:2px 4px;user-select:all;overflow-wrap:anywhere}
+.tip-cmd span{white-space:nowrap}
 .tip-near{color:#555;margin-top:3px}
 """
 
@@ -556,7 +574,13 @@ SCRIPT = """
   function fill(el) {
     tip.querySelector(".tip-title").textContent = el.dataset.title;
     tip.querySelector(".tip-body").textContent = el.dataset.tip;
-    tip.querySelector(".tip-cmd").textContent = el.dataset.cmd || "";
+    var cmd = tip.querySelector(".tip-cmd");  // short words kept whole: no line breaks inside "--dtype"
+    cmd.textContent = "";
+    (el.dataset.cmd || "").split(" ").forEach(function (word, i) {
+      if (i) cmd.appendChild(document.createTextNode(" "));
+      if (word.length > 24) cmd.appendChild(document.createTextNode(word));
+      else cmd.appendChild(document.createElement("span")).textContent = word;
+    });
     var x = +el.dataset.x, y = +el.dataset.y, near = [];
     el.ownerSVGElement.querySelectorAll(".point, .ncu").forEach(function (o) {
       if (o !== el && !o.classList.contains("hidden") &&

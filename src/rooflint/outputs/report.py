@@ -166,6 +166,8 @@ def _add_counters(frame: pd.DataFrame, counters: dict[tuple[str, str, str, str],
     Returns the number of rows matched."""
     keys = zip(*(frame[c].astype(str) for c in ("family", "variant", "dtype", "shape")))
     dram = pd.Series([counters.get(key, math.nan) for key in keys], index=frame.index, dtype=float)
+    if "measured_dram_bytes" in frame:  # a results file that already carries them keeps them
+        dram = dram.fillna(pd.to_numeric(frame["measured_dram_bytes"], errors="coerce"))
     units = [c for c in ("tensor_flops", "cuda_flops") if c in frame]
     flops = sum(pd.to_numeric(frame[c], errors="coerce").fillna(0.0) for c in units)
     frame["measured_dram_bytes"] = dram

@@ -24,14 +24,14 @@ def bench_command(
     ),
     device: DeviceOption = None,
     devices: Annotated[
-        str | None, typer.Option("--devices", help="GPU indices to shard families over, e.g. 0,1,2,3.")
+        str | None, typer.Option("--devices", help="GPU indices to run on, e.g. 0,1,2,3: one worker each.")
     ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
             "--scheduler",
             help="Run on a Dask cluster: 'local' (one worker per GPU of --devices, or of this machine) or a "
-            "scheduler address, e.g. tcp://head:8786. Needs rooflint[dask] (docs/fleet.md).",
+            "scheduler address, e.g. tcp://head:8786. Needs rooflint's dask extra (docs/fleet.md).",
         ),
     ] = None,
     gpu_types: Annotated[

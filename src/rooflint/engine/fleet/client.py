@@ -15,7 +15,9 @@ from typing import Any
 
 from distributed import KilledWorker
 
+from rooflint.core.errors import UserError
 from rooflint.core.family import shape_label
+from rooflint.core.paths import existing_file
 from rooflint.core.registry import get_family
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.fleet.cluster import describe_workers, open_client
@@ -94,6 +96,11 @@ def run_fleet(bench: Any, record: Callable[[ResultRow], None], spec: GpuSpec | N
         for address, info in sorted(workers.items()):
             log.line(f"  worker {info.get('name', address)} at {address}: resources {info.get('resources') or {}}")
         labels = choose_labels(request.gpu_types, offered_labels(workers), request.spec_file)
+        if request.gpu and len(labels) > 1:
+            raise UserError(
+                f"--gpu {request.gpu} would judge every GPU type as that one; without it each worker "
+                f"reads its own GPU (types here: {', '.join(labels)})"
+            )
         log.line("GPU types, each running the whole plan: " + ", ".join(label or "(untyped)" for label in labels))
         FleetRun(client, bench, labels, record, spec, log).run()
 
@@ -119,6 +126,9 @@ class FleetRun:
     ) -> None:
         self.client, self.request, self.labels = client, bench.request, labels
         self.record, self.spec, self.log = record, spec, log
+        # The --spec-file travels with each task: the workers' machines need not have it.
+        spec_file = self.request.spec_file
+        self.spec_file_text = existing_file(spec_file, "--spec-file").read_text() if spec_file else None
         self.run_id = uuid.uuid4().hex[:8]
         self.topic = f"rooflint-rows-{self.run_id}"
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -183,6 +193,7 @@ class FleetRun:
             device=self.request.device,
             spec=self.spec,
             request=self.request,
+            spec_file_text=self.spec_file_text,
             resources=task_resources(label),
             retries=1,  # an exception in the task (a worker that cannot import a family) runs once more
             pure=False,
@@ -217,8 +228,8 @@ class FleetRun:
         if event["kind"] == "start":
             where = f"{event['name']} ({event['host']})"
             if submission.workers:
-                after = submission.workers[-1]
-                self.log.line(f"{submission.name}: started again on {where} after {after} was lost (retry)")
+                before = ", ".join(submission.workers)
+                self.log.line(f"{submission.name}: started again on {where} (retry; before on {before})")
             else:
                 self.log.line(f"{submission.name}: started on {where}")
             submission.workers.append(event["name"])

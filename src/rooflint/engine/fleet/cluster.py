@@ -58,7 +58,7 @@ def local_cluster(workers: list[LocalWorker]) -> Any:
     from distributed import Nanny, Scheduler, SpecCluster
 
     common = {"host": "127.0.0.1", "protocol": "tcp://"}
-    scheduler = {"cls": Scheduler, "options": {**common, "port": 0, "dashboard": False, "dashboard_address": None}}
+    scheduler = {"cls": Scheduler, "options": {**common, "port": 0, "dashboard": False, "dashboard_address": ":0"}}
     specs = {
         worker.name: {
             "cls": Nanny,
@@ -91,6 +91,7 @@ def open_client(request: Any) -> Iterator[Any]:
                 client.wait_for_workers(len(workers), timeout=CONNECT_TIMEOUT_S)
                 yield client
         finally:
+            stop_measuring()
             cluster.close()
         return
     try:
@@ -104,6 +105,19 @@ def open_client(request: Any) -> Iterator[Any]:
             waited = f"in {CONNECT_TIMEOUT_S} s"
             raise UserError(f"no worker joined the Dask scheduler at {request.scheduler} {waited}") from None
         yield client
+
+
+def stop_measuring() -> None:
+    """Kill the measuring processes still running under this process's local workers (after Ctrl-C):
+    closing a worker cannot stop a running task, and its process would go on timing on the GPU."""
+    import psutil
+
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "rooflint.engine.worker" in process.cmdline():
+                process.kill()
+        except psutil.Error:
+            pass  # already gone
 
 
 def describe_workers(client: Any) -> dict[str, Any]:

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# GPT-2 124M and GPT-2 medium end to end on one H100 (issue 12): every kernel set (eager, triton,
+# cuda, compile) op by op, plus Hugging Face as users run it (SDPA, eager, torch.compile prefill and
+# generate), measured in the same process. Writes $OUT/gpt2 and $OUT/gpt2-medium (results.csv/.json,
+# model-<config>.md, one roofline per set and phase), $OUT/doctor.txt and $OUT/commands.txt, and
+# prints a summary table last. Finishes in under 9 minutes: each model runs under a deadline
+# (SIGINT: rows measured so far stay on disk), cheap sets first, the compiling ones last.
+#   bash scripts/device/model_gpt2.sh
+set -u
+OUT=${OUT:?set OUT to the output directory}
+began=$SECONDS
+budget=${BUDGET_S:-530}  # 8 min 50 s for everything
+mkdir -p "$OUT"
+
+# The README install, offline: the image holds torch, triton, transformers and the other dependencies.
+python3 -m pip install -q --no-deps --no-build-isolation . >"$OUT/install.log" 2>&1 || echo "install failed (see install.log)"
+python3 -c "import transformers; print('transformers', transformers.__version__)" | tee "$OUT/versions.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv >>"$OUT/versions.txt" 2>&1
+(rooflint doctor >"$OUT/doctor.txt" 2>&1 || echo "(rooflint doctor: exit $?)" >>"$OUT/doctor.txt") &
+
+# Build the CUDA kernels the cuda set loads, in parallel, while the first sets run (nvcc takes a
+# while per .cu; cuda_build caches each .so, and a second build of the same source is harmless).
+for family in layernorm attention kv_cache decode_attention gelu_linear; do
+  python3 -c "
+from rooflint.engine import cuda_build
+from rooflint.kernels import $family as m
+cuda_build.load(cuda_build.family_source(m.__file__))" >"$OUT/build-$family.log" 2>&1 &
+done
+
+run_model() {  # config, seconds allowed
+  local config=$1 allowed=$2
+  local command="rooflint model gpt2 --config $config --batch 8 --seq 1024 --prompt 512 --new-tokens 128 --dtype bf16 --kernels eager,compile,triton,cuda --hf-baseline --out $OUT/$config"
+  echo "$command" >>"$OUT/commands.txt"
+  echo "== $config ($allowed s allowed)"
+  timeout -s INT -k 20 "$allowed" $command >"$OUT/$config.log" 2>&1
+  echo "exit $? after $((SECONDS - began)) s" | tee -a "$OUT/$config.log"
+}
+
+run_model gpt2 $((budget * 56 / 100 - (SECONDS - began)))
+run_model gpt2-medium $((budget - (SECONDS - began) - 15))
+wait
+
+python3 - "$OUT" <<'EOF'
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+rows = []
+for path in sorted(Path(sys.argv[1]).glob("*/results.csv")):
+    frame = pd.read_csv(path, keep_default_na=False)
+    steps = frame[frame["shape"].str.startswith("op=step")]
+    for _, row in steps.iterrows():
+        phase = row["shape"].split("phase=")[1].split(",")[0]
+        message = str(row["message"])
+        tok_s = message.split(";")[0].removeprefix("tok/s=") if message.startswith("tok/s=") else "-"
+        pct = f"{float(row['pct_of_roof']):.1f}" if str(row["pct_of_roof"]) not in ("", "nan") else "-"
+        ms = f"{float(row['median_ms']):.4g}" if str(row["median_ms"]) not in ("", "nan") else "-"
+        rows.append((row["family"], row["variant"], phase, row["status"], tok_s, ms, pct))
+print(f"\n{'model':<18} {'kernels':<12} {'phase':<9} {'status':<7} {'tok/s':>10} {'ms':>10} {'% floor':>8}")
+for family, variant, phase, status, tok_s, ms, pct in rows:
+    print(f"{family:<18} {variant:<12} {phase:<9} {status:<7} {tok_s:>10} {ms:>10} {pct:>8}")
+EOF

@@ -1,0 +1,226 @@
+"""Y = GELU_tanh(X W^T + b) as a persistent TMA GEMM whose tile shape comes from the GPU's SM count.
+
+gelu_linear's `triton` variant autotunes between two tiles measured on an H100. At GPT-2's MLP shape
+(1024x768 -> 3072) both leave the grid unbalanced: 192 tiles of 128x128 on 132 SMs is 1.45 waves,
+so for the second half of the kernel 72 SMs idle, and with only 12 K-steps per tile the pipeline
+fill and the epilogue are not hidden either. Here the tile is chosen at call time from the GPU's
+own multiprocessor count: the largest tile of the table whose tile count fills the SMs' last wave
+to at least MIN_WAVE_FILL, so on 132 SMs GPT-2 takes 128x64 tiles (384 = 2.9 waves, 97% full,
+three blocks resident per SM)
+while 8192^3 keeps 128x256 (2048 tiles, 15.5 waves). Nothing is tuned for one GPU: a GPU with
+another SM count gets another choice from the same rule.
+
+Not taken: split-K and stream-K. At K=768 a 128x128 tile is only 25 MFLOP (about 4.4 us of one
+SM's tensor cores); its fp32 partial is 64 KB, and writing and re-reading that through L2 costs
+about as long as the K-slices it would rebalance, so the fix-up eats the gain (see
+docs/perf-notes/kernels-at-limit.md).
+
+TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsewhere with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.triton_compat import tl, triton
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+    warps: int
+    group_m: int  # tile rows swept per W panel (L2 reuse of the panel)
+    blocks_per_sm: int  # resident blocks an SM holds (from registers and shared memory): sets the grid
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.block_m}x{self.block_n}x{self.block_k} s{self.stages} w{self.warps} "
+            f"g{self.group_m} {self.blocks_per_sm}/SM"
+        )
+
+    def tiles(self, m: int, n: int) -> int:
+        return math.ceil(m / self.block_m) * math.ceil(n / self.block_n)
+
+
+# ---------------------------------------------------------------------------------------------
+# TILE TABLE (edit from scripts/device/kernel_sweep.py's results; docs/perf-notes/kernels-at-limit.md).
+# Largest tile first: choose_tile() takes the first whose tiles fill the SMs' last wave to at least
+# MIN_WAVE_FILL, else the fullest. blocks_per_sm is what fits an SM's 64K registers and 228 KB of
+# shared memory (1 KB of it reserved per block), from compiling each tile for sm_90a with the
+# Triton 3.6 wheel ahead of time (bf16; registers per thread, shared bytes per block):
+TILES: tuple[GemmTile, ...] = (
+    # 168 regs, 229,920 B: one block. The 8192^3 winner of the earlier sweep (754 TFLOP/s, 1.06x cuBLAS).
+    GemmTile(128, 256, 64, 4, 8, 16, 1),
+    # 128 regs, 114,712 B: two blocks, so one's epilogue and pipeline fill overlap the other's MMAs.
+    GemmTile(128, 128, 64, 3, 8, 8, 2),
+    # One warpgroup a block, 96 regs, 65,552 B / 57,616 B: three blocks, so on 132 SMs GPT-2's 384
+    # tiles are all resident at once and each SM interleaves three tiles' loads, MMAs and epilogues.
+    GemmTile(128, 64, 64, 2, 4, 8, 3),
+    GemmTile(64, 128, 64, 2, 4, 8, 3),
+)
+MIN_WAVE_FILL = 0.85
+# What the sweep times at both gelu_linear shapes (at most 6): the table and two deeper-K small
+# tiles (6 K-steps of 128 at GPT-2 instead of 12 of 64; 96 regs, 114,704 B / 106,768 B: two blocks).
+SWEEP_CANDIDATES: tuple[GemmTile, ...] = TILES + (
+    GemmTile(128, 64, 128, 2, 4, 8, 2),
+    GemmTile(64, 128, 128, 2, 4, 8, 2),
+)
+# Under TRITON_INTERPRET=1 every program runs in numpy: small tiles keep the CPU tests fast.
+INTERPRETER_TILE = GemmTile(32, 32, 32, 1, 4, 4, 1)
+# ---------------------------------------------------------------------------------------------
+
+
+def interpreting() -> bool:
+    """Under TRITON_INTERPRET, tl.dot on bf16 operands returns garbage; the kernel then upcasts its
+    operands to fp32 first (exact), so tests check indexing, edges and the epilogue."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def wave_fill(tiles: int, sm_count: int) -> float:
+    """The fraction of SM-slots busy over the waves the tiles need: 192 tiles on 132 SMs = 0.73."""
+    return tiles / (math.ceil(tiles / sm_count) * sm_count)
+
+
+def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TILES) -> GemmTile:
+    """The largest tile of ``table`` whose tile count keeps the SMs' last wave at least
+    MIN_WAVE_FILL full; if none does, the one that fills it most (the larger on a tie)."""
+    best = table[0]
+    for tile in table:
+        fill = wave_fill(tile.tiles(m, n), sm_count)
+        if fill >= MIN_WAVE_FILL:
+            return tile
+        if fill > wave_fill(best.tiles(m, n), sm_count):
+            best = tile
+    return best
+
+
+def sm_count(device: torch.device) -> int:
+    # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 3
+
+
+# log2(e) folded into the GELU constants: 0.5 z (1 + tanh u) = z sigmoid(2u) = z / (1 + 2^(-2u log2 e)),
+# with u = sqrt(2/pi) (z + 0.044715 z^3); ex2 is one MUFU instruction.
+GELU_C1 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)
+GELU_C3 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634 * 0.044715)
+
+
+@triton.jit
+def _gemm_gelu_kernel(
+    x_desc, w_desc, y_desc, b_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    # Each program strides over the tiles. The tile loop is flattened into the K loop, so the
+    # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs.
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    width = GROUP_M * tiles_n
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=True):
+        # Grouped order: consecutive tiles sweep GROUP_M tile rows per W panel, which L2 then serves.
+        first_m = (tile // width) * GROUP_M
+        rows = tl.minimum(tiles_m - first_m, GROUP_M)
+        off_m = (first_m + (tile % width) % rows) * BLOCK_M
+        off_n = ((tile % width) // rows) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(k_tiles):
+            # TMA zero-fills reads past M, N or K: edge tiles need no masks.
+            a = x_desc.load([off_m, kt * BLOCK_K])
+            b = w_desc.load([off_n, kt * BLOCK_K])
+            if UPCAST:
+                acc = tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
+            else:
+                acc = tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+        # One ex2 and an approximate divide (no Newton steps) per output.
+        out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
+        if SPLIT_STORE:
+            # Two half-width TMA stores: the shared staging tile halves, room for another stage.
+            left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            y_desc.store([off_m, off_n], left)
+            y_desc.store([off_m, off_n + BLOCK_N // 2], right)
+        else:
+            y_desc.store([off_m, off_n], out)  # TMA clips the store at M and N
+
+
+def prepare(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor | None = None,
+    tile: GemmTile | None = None,
+) -> Callable[[], torch.Tensor]:
+    """Build the descriptors once and return the launch: ``prepare(x, w, b)()`` -> Y [M, N].
+
+    x [M, K], w [N, K], b [N], fp16 or bf16, contiguous; K and N multiples of 8 (16-byte TMA rows).
+    ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
+    """
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, k = x.shape
+    n = w.shape[0]
+    if k % 8 or n % 8:
+        raise VariantSkipped("TMA needs 16-byte row strides: K and N multiples of 8")
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise VariantSkipped(f"the GEMM takes fp16 or bf16, not {x.dtype}")
+    x, w, b = x.contiguous(), w.contiguous(), b.contiguous()
+    sms = sm_count(x.device)
+    if tile is None:
+        tile = INTERPRETER_TILE if interpreting() else choose_tile(m, n, sms)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    split = tile.block_n >= 128
+    x_desc = TensorDescriptor.from_tensor(x, [tile.block_m, tile.block_k])
+    w_desc = TensorDescriptor.from_tensor(w, [tile.block_n, tile.block_k])
+    y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tile.block_n // 2 if split else tile.block_n])
+    # As many programs as blocks fit at once (never more than tiles): all resident, each striding.
+    grid = (min(tile.tiles(m, n), sms * tile.blocks_per_sm),)
+    meta = {
+        "BLOCK_M": tile.block_m,
+        "BLOCK_N": tile.block_n,
+        "BLOCK_K": tile.block_k,
+        "GROUP_M": tile.group_m,
+        "SPLIT_STORE": split,
+        "UPCAST": interpreting(),
+    }
+
+    def run() -> torch.Tensor:
+        _gemm_gelu_kernel[grid](
+            x_desc, w_desc, y_desc, b, m, n, k, **meta, num_warps=tile.warps, num_stages=tile.stages
+        )
+        return out
+
+    run.tile = tile  # the chosen tile, for notes and the sweep
+    return run
+
+
+def unsupported_reason(device: torch.device) -> str | None:
+    """Why this kernel cannot run on ``device`` (None: it can). The CPU counts only under the interpreter."""
+    if device.type != "cuda":
+        return None if interpreting() else "needs a CUDA GPU (or TRITON_INTERPRET=1)"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 9:
+        return f"needs TMA (sm_90 or newer); this GPU is sm_{major}{minor}: the `cuda` variant runs here"
+    return None
+
+
+def build_variant(case) -> Callable[[], torch.Tensor]:
+    """The `triton_wavefit` variant of gelu_linear: skipped before sm_90 (no TMA), with the reason."""
+    reason = unsupported_reason(case.device)
+    if reason:
+        raise VariantSkipped(reason)
+    x, w, b = case["x"], case["w"], case["b"]
+    run = prepare(x, w, b, torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device))
+    run.note = f"tile {run.tile.label} for {sm_count(x.device)} SMs"
+    return run
