@@ -1,7 +1,7 @@
 """rooflint doctor: is this GPU fit to benchmark on, before a bench spends an hour on it?
 
 It reads the GPU through NVML (name, driver, persistence and ECC mode, power limit, clocks idle
-and under a 0.2 s bf16 matmul burst, clock-event reasons, other processes), measures the copy and
+and under a 0.3 s bf16 matmul burst, clock-event reasons, other processes), measures the copy and
 bf16 matmul ceilings against the datasheet (engine.ceilings' own measurements), and times one
 large copy with rooflint's timer and with triton.testing.do_bench. It only reads: it never sets
 clocks, power limits or any other setting.
@@ -46,7 +46,7 @@ class DoctorReport:
     idle_sm_clock_mhz: float = NAN
     idle_mem_clock_mhz: float = NAN
     idle_reasons: list[str] = field(default_factory=list)
-    loaded_sm_clock_mhz: float = NAN  # median over a 0.2 s bf16 matmul burst
+    loaded_sm_clock_mhz: float = NAN  # median over a 0.3 s bf16 matmul burst
     loaded_sm_clock_min_mhz: float = NAN
     loaded_power_w: float = NAN
     loaded_temperature_c: float = NAN

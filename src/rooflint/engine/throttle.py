@@ -44,7 +44,7 @@ class Reference:
 def reference_clock(loaded_mhz: float, max_mhz: float, regime: str, threshold: float) -> Reference:
     """The reference for throttle detection.
 
-    It is the SM clock measured at the start of the run under the regime's own load (a 0.2 s
+    It is the SM clock measured at the start of the run under the regime's own load (a 0.3 s
     matmul burst for burst, a settled matmul load for sustained), since some GPUs never reach
     their maximum clock under load. In burst, though, a GPU already slow at the start (another
     job holding it at its power cap, a failing fan) would make its own slow clock the reference

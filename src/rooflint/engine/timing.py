@@ -357,8 +357,8 @@ def matmul_load(n: int = 4096) -> Callable[[], Any]:
     return lambda: torch.mm(a, b, out=c)
 
 
-def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0.2) -> Telemetry:
-    """Clocks, power and reasons under back-to-back bf16 matmuls: 0.2 s of them after a 50 ms
+def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0.3, ramp_s: float = 0.5) -> Telemetry:
+    """Clocks, power and reasons under back-to-back bf16 matmuls: 0.3 s of them after a 0.5 s
     ramp from idle (burst), or after a heat-up until power and clock settle (sustained). Its SM
     clock is the reference a run's rows are judged against for throttling."""
     if not sampler.available or not torch.cuda.is_available():
@@ -370,7 +370,10 @@ def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0
             load()
         torch.cuda.synchronize()
 
-    ramp_until = time.perf_counter() + 0.05  # cuBLAS picks its kernel; the clock leaves idle
+    # cuBLAS picks its kernel and the clock leaves idle. A shorter ramp (50 ms) caught the H100's
+    # power controller mid-step from idle: 1575 MHz with sw_power_cap at a lagging 141 W, while
+    # the bench rows right after it ran at 1980 MHz (reports/h100/doctor-before.txt).
+    ramp_until = time.perf_counter() + ramp_s
     while time.perf_counter() < ramp_until:
         chunk()
     if regime == "sustained":

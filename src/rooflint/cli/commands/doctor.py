@@ -78,7 +78,7 @@ def report_table(report):
     maximum = f"max {_num(report.max_sm_clock_mhz, 'MHz')}, datasheet boost {_num(report.boost_clock_mhz, 'MHz')}"
     table.add_row("SM clock idle", f"{_num(report.idle_sm_clock_mhz, 'MHz')} ({maximum})")
     loaded = f"{_num(report.loaded_sm_clock_mhz, 'MHz')} median, {_num(report.loaded_sm_clock_min_mhz, 'MHz')} min"
-    table.add_row("SM clock under load (0.2 s bf16 matmuls)", loaded)
+    table.add_row("SM clock under load (0.3 s bf16 matmuls after 0.5 s)", loaded)
     idle = _num(report.temperature_c, "C")
     power = f"{_num(report.loaded_power_w, 'W')}, {_num(report.loaded_temperature_c, 'C')} (idle {idle})"
     table.add_row("power, temperature under load", power)
