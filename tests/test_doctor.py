@@ -46,6 +46,21 @@ def test_each_unfit_condition_is_its_own_reason():
     assert judge(dataclasses.replace(HEALTHY, loaded_reasons=["sw_power_cap"])) == []  # the cap alone is normal
 
 
+def test_the_power_cap_under_matmul_load_is_a_note_until_the_clock_falls_under_60_percent():
+    # Measured: a healthy H200 under back-to-back bf16 matmuls at 1545 MHz, NVML giving sw_power_cap.
+    capped = dataclasses.replace(HEALTHY, loaded_sm_clock_mhz=1545, loaded_reasons=["sw_power_cap"])
+    capped.problems = judge(capped)
+    assert capped.problems == [] and capped.exit_code == 0
+    assert capped.verdict.startswith("fit to benchmark (at its power cap under matmul load: 1545 of 1980 MHz")
+    # The throttled H100 of issue 11 sat at 390-1000 MHz: unfit, cap or not.
+    slow = dataclasses.replace(HEALTHY, loaded_sm_clock_mhz=1000, loaded_reasons=["sw_power_cap"])
+    assert judge(slow) == ["throttled under load: SM clock 1000 MHz is under 60% of its 1980 MHz maximum (power cap)"]
+    # Slow with no reason given, or with another reason beside the cap: the 90% rule.
+    for reasons in ([], ["sw_power_cap", "sync_boost"]):
+        report = dataclasses.replace(HEALTHY, loaded_sm_clock_mhz=1545, loaded_reasons=reasons)
+        assert judge(report) == ["throttled under load: SM clock 1545 MHz is under 90% of its 1980 MHz maximum"]
+
+
 def test_without_an_nvml_maximum_the_datasheet_boost_clock_is_the_reference():
     report = dataclasses.replace(HEALTHY, max_sm_clock_mhz=math.nan, boost_clock_mhz=1980, loaded_sm_clock_mhz=1500)
     assert "1980 MHz maximum" in judge(report)[0]
