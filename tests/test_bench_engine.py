@@ -155,3 +155,37 @@ def test_rows_record_which_gpu_index_measured_them(monkeypatch):
     assert environment.physical_gpu_index() == 6  # nvidia-smi's numbering, not the remapped one
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert environment.physical_gpu_index() == 1
+
+
+def test_a_kept_measuring_process_takes_many_jobs_and_is_restarted_after_a_crash(toy_env, tmp_path):
+    """What a Dask worker does (fleet/task.py): one child across task groups, not one per group."""
+    from rooflint.engine.bench import BenchRequest, plan
+    from rooflint.engine.ceilings import measure_cpu_ceilings
+    from rooflint.engine.measuring import MeasuringProcess, run_worker
+
+    request = BenchRequest(families=["toy"], variants=["eager", "crashes", "after_crash"], dtypes=["fp32"])
+    request.device, request.size = "cpu", "small"
+    tasks = {t.variant: t for t in plan(request)}
+    spec, rows = measure_cpu_ceilings(), []
+    process = MeasuringProcess(None, tmp_path / "worker.log")
+
+    def run(*variants):
+        kw = dict(device="cpu", device_index=None, spec=spec, request=request, log_path=process.log_path)
+        run_worker([tasks[v] for v in variants], on_row=rows.append, process=process, **kw)
+
+    try:
+        run("eager")
+        first = process.process.pid
+        run("eager")
+        assert process.process.pid == first  # the second job went to the same child
+        run("crashes", "after_crash")
+        assert [(r.variant, r.status) for r in rows] == [
+            ("eager", "ok"),
+            ("eager", "ok"),
+            ("crashes", "crashed"),
+            ("after_crash", "ok"),
+        ]
+        assert process.process.pid != first  # the crash took the child down; a new one took the rest
+    finally:
+        process.close()
+    assert process.process is None

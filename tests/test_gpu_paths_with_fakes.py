@@ -17,7 +17,7 @@ from rooflint.cli.app import app
 from rooflint.core import roofs
 from rooflint.core.errors import UserError
 from rooflint.core.specs import spec_from_rows
-from rooflint.engine import bench, timing, worker
+from rooflint.engine import bench, measuring, timing, worker
 from rooflint.outputs.report import build_report
 from rooflint.outputs.results import SKIPPED, ResultWriter, json_safe, read_results, row_from_record
 
@@ -117,7 +117,7 @@ class FakePopen:
 
     @property
     def job(self):
-        return json.loads(self.stdin.getvalue())
+        return json.loads(self.stdin.getvalue().splitlines()[0])  # one job per line
 
     @property
     def stdout(self):
@@ -128,13 +128,16 @@ class FakePopen:
             yield json.dumps({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))}) + "\n"
         yield json.dumps({"event": "done"}) + "\n"
 
-    def wait(self):
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
         return 0
 
 
 def test_devices_shard_whole_families_and_each_worker_chooses_its_own_spec(monkeypatch, tmp_path):
     FakePopen.started = []
-    monkeypatch.setattr(bench.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(measuring.subprocess, "Popen", FakePopen)
     request = bench.BenchRequest(
         families=["vector_add", "softmax"],
         variants=["eager", "triton"],

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +18,11 @@ from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
 from rooflint.core.roofs import DEFAULT_ROOF, ROOF_CHOICES
 from rooflint.core.selection import check_variant_names, select_variants
-from rooflint.core.specs import GpuSpec, get_spec, spec_to_dict
+from rooflint.core.specs import GpuSpec, get_spec
 from rooflint.engine import fleet
-from rooflint.engine.worker import Task, base_row
-from rooflint.outputs.results import CRASHED, ERROR, FAILING_STATUSES, OK, ResultRow, ResultWriter, row_from_record
+from rooflint.engine.measuring import run_worker
+from rooflint.engine.worker import Task
+from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter
 
 # What a bench measures when the user says nothing: bf16, on the GPU when there is one, the large
 # size there (it fills an H100 with 4x its L2) and the small one on a CPU (large takes minutes there).
@@ -204,100 +200,6 @@ def shard(tasks: list[Task], devices: list[int]) -> dict[int, list[Task]]:
         lightest = min(shards, key=lambda d: len(shards[d]))
         shards[lightest].extend(family_tasks)
     return shards
-
-
-def _worker_env(device_index: int | None) -> dict[str, str]:
-    env = dict(os.environ)
-    # Never let the current directory shadow the installed package in the child (Python 3.11+).
-    env["PYTHONSAFEPATH"] = "1"
-    if device_index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(device_index)
-    return env
-
-
-def run_worker(
-    tasks: list[Task],
-    *,
-    device: str,
-    device_index: int | None,
-    spec: GpuSpec | None,
-    request: BenchRequest,
-    log_path: Path,
-    on_row: Callable[[ResultRow], None],
-) -> None:
-    """Run tasks in child processes, restarting after a crash, until every task has a row."""
-    host = socket.gethostname()  # on the rows made here, for a crash or a broken worker
-    kinds = {}
-    for task in tasks:
-        kinds[task.key] = get_family(task.family).variants[task.variant].kind
-    remaining = list(tasks)
-    while remaining:
-        job = {
-            "device": device,
-            "spec": spec_to_dict(spec) if spec is not None else None,
-            "spec_file": request.spec_file,
-            "gpu": request.gpu,
-            "cuda_graphs": request.cuda_graphs,
-            "roof": request.roof,
-            "regime": request.regime,
-            "throttle_threshold": request.throttle_threshold,
-            "throttle_retries": request.throttle_retries,
-            "recovery_delay_s": request.recovery_delay_s,
-            "tasks": [dataclasses.asdict(t) for t in remaining],
-        }
-        with log_path.open("a") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "rooflint.engine.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env=_worker_env(device_index),
-            )
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(json.dumps(job))
-            process.stdin.close()
-            started: str | None = None
-            done: set[str] = set()
-            for line in process.stdout:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a variant printed to stdout; rows only come as JSON events
-                if event.get("event") == "start":
-                    started = event["task"]
-                elif event.get("event") == "row":
-                    on_row(row_from_record(event["row"]))
-                    done.add(event["task"])
-                    started = None
-            code = process.wait()
-        remaining = [t for t in remaining if t.key not in done]
-        if not remaining:
-            return
-        tail = _log_tail(log_path)
-        if started is None:
-            # The worker died before any task started: its environment is broken, not one variant.
-            for task in remaining:
-                on_row(_host_row(task, kinds[task.key], ERROR, f"worker failed to start (exit {code}): {tail}", host))
-            return
-        crashed = next(t for t in remaining if t.key == started)
-        on_row(_host_row(crashed, kinds[crashed.key], CRASHED, f"process died (exit {code}): {tail}", host))
-        remaining = [t for t in remaining if t.key != started]
-
-
-def _host_row(task: Task, kind: str, status: str, message: str, host: str) -> ResultRow:
-    """A row the parent writes for a task its worker never finished (no GPU was read for it)."""
-    row = base_row(task, kind, status, message)
-    row.host = host
-    return row
-
-
-def _log_tail(path: Path) -> str:
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "no log"
-    return lines[-1][:300] if lines else "no output"
 
 
 def resolve_device(device: str | None) -> str:

@@ -269,8 +269,31 @@ def _jsonable(value: Any) -> Any:
 
 
 def main() -> None:
-    """Entry: ``python -m rooflint.engine.worker`` with a JSON job on stdin; events on stdout."""
-    job = json.loads(sys.stdin.read())
+    """Entry: ``python -m rooflint.engine.worker``; one JSON job per stdin line, events on stdout.
+
+    Each job ends with a "done" event. The process ends when stdin closes. Jobs with the same
+    settings share one Worker (its CUDA context, reference clock and compile caches): a Dask worker
+    sends each task group as a job to the same process (engine/measuring.py).
+    """
+    worker: Worker | None = None
+    settings: tuple | None = None
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        tasks = job.pop("tasks")
+        key = tuple(sorted((name, json.dumps(value, sort_keys=True)) for name, value in job.items()))
+        if worker is None or key != settings:
+            worker, settings = _worker_for(job), key
+        for raw in tasks:
+            task = Task(**raw)
+            emit({"event": "start", "task": task.key})
+            row = worker.run(task)
+            emit({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))})
+        emit({"event": "done"})
+
+
+def _worker_for(job: dict[str, Any]) -> Worker:
     device = job["device"]
     # The one place a bench's spec is chosen: a CPU run hands over the ceilings its parent measured
     # once (every worker then judges against the same ones); on a GPU each worker reads its own device.
@@ -278,7 +301,7 @@ def main() -> None:
         spec = spec_from_dict(job["spec"])
     else:
         spec = current_gpu_spec(job.get("spec_file"), job.get("gpu"), job.get("roof"))
-    worker = Worker(
+    return Worker(
         device,
         spec,
         job.get("cuda_graphs", False),
@@ -287,12 +310,6 @@ def main() -> None:
             job.get("throttle_threshold", 0.90), job.get("throttle_retries", 3), job.get("recovery_delay_s", 2.0)
         ),
     )
-    for raw in job["tasks"]:
-        task = Task(**raw)
-        emit({"event": "start", "task": task.key})
-        row = worker.run(task)
-        emit({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))})
-    emit({"event": "done"})
 
 
 if __name__ == "__main__":

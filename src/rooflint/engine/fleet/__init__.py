@@ -3,9 +3,9 @@
 ``bench --scheduler local`` starts a cluster of one worker per GPU of this machine; ``--scheduler
 tcp://host:8786`` uses a cluster started by hand, by dask-jobqueue or by dask-kubernetes
 (docs/fleet.md). Each Dask task runs one family x dtype x shape with all its variants through
-``bench.run_worker``, the same child process, correctness gate, timer and throttle checks as a
-local run. Dask itself is the optional extra ``rooflint[dask]``: nothing here imports it until a
-fleet runs.
+``measuring.run_worker``: the same child process (kept up across a worker's tasks), correctness
+gate, timer and throttle checks as a local run. Dask itself is the optional extra
+``rooflint[dask]``: nothing here imports it until a fleet runs.
 """
 
 from rooflint.engine.fleet.request import INSTALL_HINT, LOCAL, dask_installed, remote_device, settle
