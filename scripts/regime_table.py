@@ -28,10 +28,11 @@ def main(burst_path: str, sustained_path: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in joined.itertuples():
         ratio = row.median_ms_s / row.median_ms_b
+        reasons = row.clock_event_reasons_s if isinstance(row.clock_event_reasons_s, str) else ""
         print(
             f"| {row.family} | {row.variant} | {row.shape} | {fmt(row.median_ms_b, 4)} | {fmt(row.median_ms_s, 4)} "
             f"| {ratio:.3f} | {fmt(row.achieved_tflops_b, 4)} | {fmt(row.achieved_tflops_s, 4)} "
-            f"| {fmt(row.sm_clock_mhz_b, 4)} | {fmt(row.sm_clock_mhz_s, 4)} | {row.clock_event_reasons_s or '-'} |"
+            f"| {fmt(row.sm_clock_mhz_b, 4)} | {fmt(row.sm_clock_mhz_s, 4)} | {reasons or '-'} |"
         )
     missing = len(burst) - len(joined)
     if missing:

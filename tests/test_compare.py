@@ -211,7 +211,7 @@ def test_throttled_rows_are_untrusted_not_slower(tmp_path):
     result = runner.invoke(app, ["compare", str(base), str(write(new_rows, tmp_path / "new"))])
     assert result.exit_code == 0, result.output  # untrusted is counted and shown, never failed
     assert "2 untrusted" in result.output and "pass, no regression" in result.output
-    untrusted = [line for line in result.output.splitlines() if "untrusted, throttled" in line]
+    untrusted = [line for line in result.output.splitlines() if "untrusted: new: throttled" in line]
     assert len(untrusted) == 2 and all("+50.0%" in line for line in untrusted)
     assert any("hw_slowdown" in line for line in untrusted)
     assert any("50% of the 1980 MHz boost clock" in line for line in untrusted)
@@ -221,6 +221,20 @@ def test_throttled_rows_are_untrusted_not_slower(tmp_path):
         item.sm_clock_mhz = 1980.0
     failing = runner.invoke(app, ["compare", str(base), str(write(healthy, tmp_path / "healthy"))])
     assert failing.exit_code == 1 and "FAIL, 2 regressions" in failing.output
+
+
+def test_rows_timed_beside_another_process_are_untrusted(tmp_path):
+    # Measured on an H100 (reports/throttle): beside a matmul load, attention/cuda ran 2.6x slower
+    # at 1800 MHz, a clock bench does not call throttled; only NVML's process list tells.
+    base = write(run(), tmp_path / "base")
+    new_rows = run(scale=2.6)
+    for item in new_rows:
+        item.sm_clock_mhz = 1800.0
+    new_rows[1].message = "another process was using the GPU: pid 886 (1.1 GiB)"
+    result = runner.invoke(app, ["compare", str(base), str(write(new_rows, tmp_path / "new"))])
+    assert result.exit_code == 1  # the other slowed rows are still regressions
+    shared = [line for line in result.output.splitlines() if "untrusted: new: shared GPU" in line]
+    assert len(shared) == 1 and "pid 886" in shared[0]
 
 
 def test_rows_match_per_gpu_type_not_device_or_host(tmp_path):

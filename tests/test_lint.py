@@ -189,6 +189,16 @@ def test_throttled_rule():
     assert "throttled" not in rules(lint_row(good_row(sm_clock_mhz=1300.0, regime="sustained"), H100))
 
 
+def test_shared_gpu_rule():
+    shared = good_row(message="another process was using the GPU: pid 886 (1.0 GiB)")
+    finding = next(f for f in lint_row(shared, H100) if f.rule == "shared_gpu")
+    assert finding.severity == Severity.WARNING and "another process" in finding.message
+    assert "shared_gpu" not in rules(lint_row(good_row(), H100))
+    # A throttled row says so once, as the error.
+    both = dataclasses.replace(shared, throttled=True, sm_clock_mhz=1500.0)
+    assert "throttled" in rules(lint_row(both, H100)) and "shared_gpu" not in rules(lint_row(both, H100))
+
+
 def test_throttled_rule_needs_a_boost_clock(tmp_path):
     spec_file = tmp_path / "mygpu.toml"
     spec_file.write_text('[mygpu]\nname = "My GPU"\nmemory_bandwidth_gbps = 3350\ncuda_fp32_tflops = 67\n')

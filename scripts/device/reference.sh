@@ -22,7 +22,8 @@ if [ ! -f "$state/started" ]; then
     fi
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
     # The device gets a copy of the tree without .git: the caller passes ROOFLINT_GIT_COMMIT.
-    git rev-parse HEAD >"$state/commit.txt" 2>/dev/null || echo "${ROOFLINT_GIT_COMMIT:-unknown}" >"$state/commit.txt"
+    # (its .git, where it has one, can be stale, so the variable comes first).
+    echo "${ROOFLINT_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}" >"$state/commit.txt"
     # The README install, offline: no build isolation (no registry), no dependency resolution (the
     # image already holds torch, triton, typer, rich, pandas, matplotlib and nvidia-ml-py).
     python3 -m pip install -q --no-deps --no-build-isolation . >"$state/install.log" 2>&1 || echo "install failed" >>"$state/log"

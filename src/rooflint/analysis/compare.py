@@ -18,6 +18,7 @@ Throttled rows are never called faster or slower: where either side of an ok pai
 (its `throttled` column, or lint's throttled rule: an SM clock under 90% of the GPU's boost clock
 on a row whose clocks bench did not sample), the verdict is "untrusted" with the reason. The
 clock, not the code, may explain the change; untrusted rows are counted and shown, never failed.
+So is a row timed while NVML saw another process computing on its GPU ("shared GPU").
 
 Rows are matched per GPU type: the gpu column read as a spec key ("h100" and "h100_sxm" are one
 GPU), never the device index or the host, so a run on GPU 1 of another machine compares with a
@@ -44,7 +45,7 @@ from rooflint.analysis.lint import boost_clock_mhz, gpu_key, throttle_reason
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.outputs.merge import KEY, dedupe
-from rooflint.outputs.results import OK, row_from_record
+from rooflint.outputs.results import OK, SHARED_GPU_NOTE, ResultRow, row_from_record
 
 SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
 NOW_FAILING, FIXED, STILL_FAILING = "now failing", "fixed", "still failing"
@@ -83,7 +84,7 @@ class Measured:
     p20_ms: float
     p80_ms: float
     message: str = ""
-    throttled: str = ""  # lint's throttle reason, "" when the clock is trusted
+    throttled: str = ""  # why its time cannot be trusted (throttled, a shared GPU); "" when it can
 
     @classmethod
     def of(cls, record: dict) -> Measured:
@@ -94,7 +95,7 @@ class Measured:
             number(record.get("p20_ms")),
             number(record.get("p80_ms")),
             text(record.get("message")),
-            throttle_reason(row, boost_clock_mhz(row)) if row.status == OK else "",
+            untrusted_reason(row) if row.status == OK else "",
         )
 
     @property
@@ -110,6 +111,18 @@ class Measured:
             return f"{self.status or '?'}"
         spread = f" [{self.p20_ms:.4g}–{self.p80_ms:.4g}]" if self.has_spread else ""
         return f"{self.median_ms:.4g}{spread}"
+
+
+def untrusted_reason(row: ResultRow) -> str:
+    """Throttled (bench's verdict, or lint's rule on rows without NVML samples), or timed while
+    another process computed on the same GPU: measured under load, such rows ran 2-2.6x slower at
+    clocks bench did not call throttled (reports/throttle)."""
+    reason = throttle_reason(row, boost_clock_mhz(row))
+    if reason:
+        return "throttled: " + reason
+    if SHARED_GPU_NOTE in row.message:
+        return "shared GPU: " + row.message[row.message.index(SHARED_GPU_NOTE) :][:120]
+    return ""
 
 
 def classify(base: Measured, new: Measured, threshold: float) -> tuple[str, float]:
@@ -257,7 +270,7 @@ def _verdict_cell(entry: Entry) -> str:
         return f"still {entry.new.status}"
     if entry.verdict == UNTRUSTED:
         sides = [(name, m.throttled) for name, m in (("base", entry.base), ("new", entry.new)) if m and m.throttled]
-        return "untrusted, throttled: " + "; ".join(f"{name}: {why}" for name, why in sides)
+        return "untrusted: " + "; ".join(f"{name}: {why}" for name, why in sides)
     return f"**{entry.verdict}**" if entry.regression else entry.verdict
 
 
@@ -290,7 +303,8 @@ def render_markdown(result: Comparison) -> str:
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
         "(reported, not failed). A variant that was ok and now fails, skips or crashes is a regression. "
-        "A pair where either side ran throttled is untrusted: its clock, not its code, may explain the change.",
+        "A pair where either side ran throttled, or beside another process on its GPU, is untrusted: "
+        "its clock or its neighbour, not its code, may explain the change.",
     ]
     lines += [f"\n> {note}" for note in result.notes]
     compared = [e for e in result.entries if e.verdict not in (BASE_ONLY, NEW_ONLY, SAME)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from rooflint.core.fmt import finite
 from rooflint.core.roofline import CUDA_CORE_PRECISION
 from rooflint.core.specs import GpuSpec, builtin_specs, detect, spec_from_rows, unit_precisions
-from rooflint.outputs.results import FAILED, OK, ResultRow
+from rooflint.outputs.results import FAILED, OK, SHARED_GPU_NOTE, ResultRow
 
 
 class Severity:
@@ -277,6 +277,19 @@ def lint_row(
                 Severity.ERROR,
                 "throttled",
                 f"{throttled}; the time reflects the clock, not the kernel: rerun on an idle, cool GPU",
+                label,
+            )
+        )
+
+    if not throttled and SHARED_GPU_NOTE in row.message:
+        # Another process's kernels took SMs from this one while it was timed: on an H100 beside a
+        # matmul load, rows ran 2-2.6x slower at clocks bench did not call throttled (reports/throttle).
+        findings.append(
+            Finding(
+                Severity.WARNING,
+                "shared_gpu",
+                "timed while another process computed on this GPU: its time includes the neighbour's; "
+                "rerun on a GPU no one else uses (rooflint doctor lists other processes)",
                 label,
             )
         )

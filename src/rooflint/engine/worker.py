@@ -31,7 +31,7 @@ from rooflint.engine import environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
 from rooflint.engine.throttle import ThrottlePolicy
-from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SKIPPED, ResultRow, json_safe
+from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ class Worker:
         notes = [
             str(getattr(fn, "note", "") or ""),
             judged.message,
-            ("another process was using the GPU: " + ", ".join(p.describe() for p in others)) if others else "",
+            (SHARED_GPU_NOTE + ": " + ", ".join(p.describe() for p in others)) if others else "",
         ]
         if any(notes):
             row.message = "; ".join(note for note in notes if note)

@@ -28,6 +28,9 @@ STATUSES = (OK, FAILED, SKIPPED, OOM, ERROR, CRASHED)
 # Rows that make a bench exit 1: a wrong answer or a variant that could not be measured. Skipped rows
 # (no GPU, no nvcc here) are not failures of the run.
 FAILING_STATUSES = (FAILED, OOM, ERROR, CRASHED)
+# A row's message carries this when NVML saw another process computing on its GPU while it was
+# timed: its SMs were shared, so its time says as little about its code as a throttled clock does.
+SHARED_GPU_NOTE = "another process was using the GPU"
 
 
 @dataclass
