@@ -28,6 +28,10 @@ def test_cpu_ceilings_are_a_measured_spec():
         assert spec.tensor_peak_tflops(precision) > 0
     assert spec.cuda_peak_tflops("fp32") == spec.tensor_peak_tflops("fp32")
     assert ceilings.measure_cpu_ceilings() is spec  # measured once per process
+    # Each precision's roof is at least the fp32 GEMM's: a CPU without a fast bf16 GEMM still runs
+    # bf16 ops upcast at the fp32 rate, and a roof below them would call them impossible.
+    for precision in ("bf16", "fp16"):
+        assert spec.tensor_peak_tflops(precision) >= spec.tensor_peak_tflops("fp32")
 
 
 def test_cache_dir_honours_rooflint_cache(monkeypatch, tmp_path):

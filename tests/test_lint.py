@@ -407,3 +407,15 @@ def test_zero_flop_rows_need_no_compute_ceiling():
     assert "no_ceiling" not in rules(lint_row(gather, H100))
     too_fast = dataclasses.replace(gather, median_ms=0.3)  # 5.4 TB/s on a 3.35 TB/s part
     assert "above_roof" in rules(lint_row(too_fast, H100))
+
+
+def test_a_cache_resident_row_is_judged_on_compute_alone():
+    # 24 MiB in 4 us is 6.3 TB/s, past the H100's DRAM roof, but it fits the 50 MiB L2: the DRAM
+    # roof does not apply (fits_in_cache says so), so it is no proof of an impossible time.
+    small = dict(ideal_bytes=24 * 2**20, cuda_flops=1e6, median_ms=0.004, p20_ms=0.004, p80_ms=0.004)
+    found = rules(lint_row(good_row(**small), H100))
+    assert "fits_in_cache" in found and "above_roof" not in found
+    # Its compute floor still binds: 1 PFLOP/s of fp32 CUDA-core work is impossible, cache or not.
+    impossible = lint_row(good_row(**{**small, "cuda_flops": 4e9}), H100)
+    finding = next(f for f in impossible if f.rule == "above_roof")
+    assert "a wrong unit or precision" in finding.message

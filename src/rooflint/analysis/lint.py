@@ -314,7 +314,10 @@ def lint_row(
         findings.append(
             Finding(Severity.WARNING, "no_ceiling", f"{spec.name} has no {roof.missing} peak to judge against", label)
         )
-    if finite(bound.pct) and bound.pct > 100 * ABOVE_ROOF:
+    # A cache-resident working set is not bound by DRAM (fits_in_cache says so): only its compute
+    # floor can prove a time impossible.
+    judged = bound.compute_pct if fits else bound.pct
+    if finite(judged) and judged > 100 * ABOVE_ROOF:
         causes = []
         if fits or (finite(bound.memory_pct) and bound.memory_pct > 100 * ABOVE_ROOF):
             causes.append("a cache-resident working set" + (" (it fits in cache)" if fits else ""))
@@ -327,7 +330,7 @@ def lint_row(
             Finding(
                 Severity.ERROR,
                 "above_roof",
-                f"{bound.pct:.0f}% of the attainable ceiling on {spec.name}{ceilings}: impossible; likely "
+                f"{judged:.0f}% of the attainable ceiling on {spec.name}{ceilings}: impossible; likely "
                 + ", ".join(causes),
                 label,
             )

@@ -90,6 +90,12 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
         b = torch.randn(size, size).to(dtype)
         seconds = _wall_best(lambda a=a, b=b: torch.mm(a, b), reps=3)
         peaks[f"tensor_{precision}_tflops"] = 2 * size**3 / seconds / 1e12
+    # A roof must bound every kernel from above. Where a CPU has no fast bf16/fp16 GEMM, torch.mm
+    # in that dtype is a slow fallback (bf16 at 0.9 GFLOP/s on a 2-core CI box) while other bf16
+    # ops upcast and run at the fp32 rate (SDPA's math path: 57 GFLOP/s on the same box), so each
+    # precision's peak is at least the fp32 GEMM's.
+    for precision in ("bf16", "fp16"):
+        peaks[f"tensor_{precision}_tflops"] = max(peaks[f"tensor_{precision}_tflops"], peaks["tensor_fp32_tflops"])
     peaks["tensor_tf32_tflops"] = peaks["tensor_fp32_tflops"]  # no TF32 on a CPU: fp32 matmuls run fp32
     peaks["cuda_fp32_tflops"] = peaks["tensor_fp32_tflops"]
     peaks["l2_mib"] = llc / 2**20
