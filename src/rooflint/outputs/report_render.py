@@ -26,6 +26,7 @@ TABLE = (
     ("% of roof", "pct_of_roof", "{:.1f}"),
     ("bound", "bound", None),
     ("vs eager", "speedup_vs_eager", "{:.2f}x"),
+    ("vs best compile", "speedup_vs_best_compile", "{:.2f}x"),
     ("mJ/call", "energy_per_call_j", "{:.3g}"),
     ("GFLOP/J", "flop_per_j", "{:.3g}"),
     ("GB/J", "bytes_per_j", "{:.3g}"),
@@ -45,10 +46,14 @@ def _cell(value: Any, pattern: str | None, name: str = "") -> str:
     return pattern.format(value * SCALE.get(name, 1.0)) if finite(value) else ""
 
 
+OPTIONAL_FIELDS = (*ENERGY_FIELDS, "speedup_vs_best_compile")
+
+
 def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
-    """TABLE without the energy columns nobody measured in these rows."""
-    measured = {name for name in ENERGY_FIELDS if any(finite(r.get(name)) for r in rows)}
-    return [column for column in TABLE if column[1] not in ENERGY_FIELDS or column[1] in measured]
+    """TABLE without the columns no row has a value for: energy without NVML, "vs best compile"
+    in a family or run without compiled variants."""
+    present = {name for name in OPTIONAL_FIELDS if any(finite(r.get(name)) for r in rows)}
+    return [column for column in TABLE if column[1] not in OPTIONAL_FIELDS or column[1] in present]
 
 
 def energy_note(section) -> str:
