@@ -72,3 +72,24 @@ def test_report_judges_each_gpu_on_its_own_roof(tmp_path, drawn):
         "h100_sxm": {"cuda fp32": get_spec("h100_sxm").cuda_peak_tflops("fp32")},
         "a100_80gb_sxm": {"cuda fp32": get_spec("a100_80gb_sxm").cuda_peak_tflops("fp32")},
     }
+
+
+def test_roofline_without_gpu_draws_each_gpu_of_the_file_on_its_own_roof(tmp_path, drawn):
+    from typer.testing import CliRunner
+
+    from rooflint.cli.app import app
+
+    rows = (
+        run("h100_sxm") + run("a100_80gb_sxm", slower_gpu=1.6) + [row("vector_add", "eager", 50.0, gpu="cpu", spec=CPU)]
+    )
+    results = write(rows, tmp_path / "mixed")
+    done = CliRunner().invoke(app, ["roofline", str(results), "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    assert set(drawn) == {"roofline-h100_sxm", "roofline-a100_80gb_sxm", "roofline-cpu"}
+    assert drawn["roofline-a100_80gb_sxm"][0] == get_spec("a100_80gb_sxm")  # never projected onto an H100
+    assert drawn["roofline-cpu"][0].bandwidth_gbps == CPU.bandwidth_gbps  # the ceilings the CPU rows recorded
+    assert len(drawn["roofline-h100_sxm"][1]) == len(drawn["roofline-a100_80gb_sxm"][1]) == 4
+    # --gpu still picks one roof, projecting rows measured elsewhere onto it.
+    drawn.clear()
+    done = CliRunner().invoke(app, ["roofline", str(results), "--gpu", "t4", "--out", str(tmp_path / "t4")])
+    assert done.exit_code == 0 and set(drawn) == {"roofline-t4"}

@@ -172,6 +172,25 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def measured_specs(results, spec_file=None) -> list[GpuSpec]:
+    """The spec of each GPU a results file was measured on, as its rows were judged (spec_from_rows),
+    in the file's order: what `rooflint roofline RESULTS` draws without --gpu."""
+    from rooflint.core.errors import UserError
+    from rooflint.core.specs import spec_from_rows
+    from rooflint.outputs.results import read_results
+
+    frame = read_results(results)
+    frame["gpu"] = frame["gpu"].fillna("").astype(str)
+    specs = []
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        spec = spec_from_rows(gpu, rows.to_dict("records"), spec_file)
+        if spec is not None:
+            specs.append(spec)
+    if not specs:
+        raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
+    return specs
+
+
 def roofline_points(spec: GpuSpec, results=None) -> tuple[pd.DataFrame, str]:
     """The points `rooflint roofline` draws on ``spec``, and the plot's title.
 

@@ -14,7 +14,14 @@ from rooflint.cli.options import SpecFileOption
 @user_errors
 def roofline_command(
     results: Annotated[Path | None, typer.Argument(help="results.csv or .json from bench; optional.")] = None,
-    gpu: Annotated[str, typer.Option("--gpu", help="GPU whose ceilings to draw (t4, h100, ...).")] = "h100_sxm",
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="GPU whose ceilings to draw (t4, h100, ...). Default: each GPU the results were measured on, "
+            "on its own roof; h100_sxm without results.",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for roofline.png/.svg/.csv.")] = Path("rooflint-out"),
     spec_file: SpecFileOption = None,
     ceilings: Annotated[
@@ -28,20 +35,24 @@ def roofline_command(
     projected onto this one, and with no results each family's attainable point is predicted from its
     cost model; predicted points are hollow and marked "predicted" in the plot and the CSV.
 
-    Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are drawn dashed beside
-    the datasheet ones.
+    Without --gpu, each GPU in the results gets its own roofline (roofline-<gpu>.png), its rows on
+    its own roof. Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are
+    drawn dashed beside the datasheet ones.
 
     Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
     rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
     """
-    from rooflint.analysis.projection import roofline_points
+    from rooflint.analysis.projection import measured_specs, roofline_points
     from rooflint.core.paths import output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec
     from rooflint.outputs.plot import plot_roofline
 
-    spec = get_spec(gpu, spec_file)
     output_dir(out)
-    points, title = roofline_points(spec, results)
-    written = plot_roofline(points, spec, out / f"roofline-{spec.key}", title, measured_overlay(spec, ceilings))
+    specs = [get_spec(gpu or "h100_sxm", spec_file)] if gpu or results is None else measured_specs(results, spec_file)
+    written = []
+    for spec in specs:
+        points, title = roofline_points(spec, results)
+        base = out / f"roofline-{spec.key}"
+        written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))
