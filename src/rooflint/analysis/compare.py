@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rooflint.analysis.lint import boost_clock_mhz, gpu_key, throttle_reason
+from rooflint.analysis.lint import boost_clock_mhz, gpu_key, shared_gpu_note, throttle_reason
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.outputs.merge import KEY, dedupe
-from rooflint.outputs.results import OK, SHARED_GPU_NOTE, ResultRow, row_from_record
+from rooflint.outputs.results import OK, ResultRow, row_from_record
 
 SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
 NOW_FAILING, FIXED, STILL_FAILING = "now failing", "fixed", "still failing"
@@ -115,14 +115,12 @@ class Measured:
 
 def untrusted_reason(row: ResultRow) -> str:
     """Throttled (bench's verdict, or lint's rule on rows without NVML samples), or timed while
-    another process computed on the same GPU: measured under load, such rows ran 2-2.6x slower at
-    clocks bench did not call throttled (reports/throttle)."""
+    another process computed on the same GPU (lint's shared_gpu rule)."""
     reason = throttle_reason(row, boost_clock_mhz(row))
     if reason:
         return "throttled: " + reason
-    if SHARED_GPU_NOTE in row.message:
-        return "shared GPU: " + row.message[row.message.index(SHARED_GPU_NOTE) :][:120]
-    return ""
+    shared = shared_gpu_note(row)
+    return "shared GPU: " + shared if shared else ""
 
 
 def classify(base: Measured, new: Measured, threshold: float) -> tuple[str, float]:

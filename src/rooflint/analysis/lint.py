@@ -247,6 +247,16 @@ def throttle_reason(row: ResultRow, boost_mhz: float | None) -> str:
     return ""
 
 
+def shared_gpu_note(row: ResultRow) -> str:
+    """The row's note that NVML saw another process computing on its GPU while it was timed, or "".
+
+    Its SMs were shared, so its time says as little about its code as a throttled clock: beside a
+    matmul load on an H100, rows ran 2-2.6x slower at clocks bench did not call throttled
+    (reports/throttle)."""
+    at = row.message.find(SHARED_GPU_NOTE)
+    return row.message[at:][:120] if at >= 0 else ""
+
+
 def lint_row(
     row: ResultRow,
     spec: GpuSpec,
@@ -281,9 +291,7 @@ def lint_row(
             )
         )
 
-    if not throttled and SHARED_GPU_NOTE in row.message:
-        # Another process's kernels took SMs from this one while it was timed: on an H100 beside a
-        # matmul load, rows ran 2-2.6x slower at clocks bench did not call throttled (reports/throttle).
+    if not throttled and shared_gpu_note(row):
         findings.append(
             Finding(
                 Severity.WARNING,

@@ -172,37 +172,27 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def measured_specs(results, spec_file=None) -> list[GpuSpec]:
-    """The spec of each GPU a results file was measured on, as its rows were judged (spec_from_rows),
-    in the file's order: what `rooflint roofline RESULTS` draws without --gpu."""
-    from rooflint.core.errors import UserError
+def measured_specs(frame: pd.DataFrame, spec_file=None) -> list[GpuSpec]:
+    """The spec of each GPU a results frame was measured on, as its rows were judged (spec_from_rows),
+    in the file's order: what `rooflint roofline RESULTS` draws without --gpu. Empty when no row
+    recorded a ceiling (nothing was timed)."""
     from rooflint.core.specs import spec_from_rows
-    from rooflint.outputs.results import read_results
 
-    frame = read_results(results)
-    frame["gpu"] = frame["gpu"].fillna("").astype(str)
-    specs = []
-    for gpu, rows in frame.groupby("gpu", sort=False):
-        spec = spec_from_rows(gpu, rows.to_dict("records"), spec_file)
-        if spec is not None:
-            specs.append(spec)
-    if not specs:
-        raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
-    return specs
+    gpus = frame["gpu"].fillna("").astype(str)
+    specs = (spec_from_rows(gpu, rows.to_dict("records"), spec_file) for gpu, rows in frame.groupby(gpus, sort=False))
+    return [spec for spec in specs if spec is not None]
 
 
-def roofline_points(spec: GpuSpec, results=None) -> tuple[pd.DataFrame, str]:
+def points_for_roofline(spec: GpuSpec, frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """The points `rooflint roofline` draws on ``spec``, and the plot's title.
 
     Rows measured on that GPU are plotted as measured; rows from other GPUs are projected onto it;
     with no results, each family's attainable point is predicted from its cost model.
     """
     from rooflint.outputs.plot import points_from_results
-    from rooflint.outputs.results import read_results
 
-    if results is None:
+    if frame is None:
         return predicted_points(spec), f"{spec.name}: predicted attainable points from rooflint's cost models"
-    frame = read_results(results)
     here = frame[frame["gpu"] == spec.key]
     if len(here):
         return points_from_results(here), f"{spec.name}: measured"

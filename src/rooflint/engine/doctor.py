@@ -72,6 +72,11 @@ class DoctorReport:
         return self.timer_ms / self.do_bench_ms if ok else NAN
 
     @property
+    def max_clock_mhz(self) -> float:
+        """The clock the loaded one is judged against: NVML's maximum, else the datasheet's boost."""
+        return self.max_sm_clock_mhz if math.isfinite(self.max_sm_clock_mhz) else self.boost_clock_mhz
+
+    @property
     def fit(self) -> bool:
         return not self.problems
 
@@ -79,7 +84,7 @@ class DoctorReport:
     def verdict(self) -> str:
         if not self.fit:
             return "unfit: " + "; ".join(self.problems)
-        maximum = self.max_sm_clock_mhz if math.isfinite(self.max_sm_clock_mhz) else self.boost_clock_mhz
+        maximum = self.max_clock_mhz
         if self.loaded_sm_clock_mhz < THRESHOLD * maximum:  # only the power cap: a note, not a fault
             return (
                 f"fit to benchmark (at its power cap under matmul load: {self.loaded_sm_clock_mhz:.0f} of "
@@ -106,7 +111,7 @@ def judge(report: DoctorReport, threshold: float = THRESHOLD, timer_tolerance: f
         problems.append(f"NVML cannot read the GPU, so throttling cannot be detected ({report.nvml_error})")
     if not report.cuda_device:
         problems.append(f"torch sees no CUDA device, though NVML lists {report.gpu_name}")
-    maximum = report.max_sm_clock_mhz if math.isfinite(report.max_sm_clock_mhz) else report.boost_clock_mhz
+    maximum = report.max_clock_mhz
     loaded = report.loaded_sm_clock_mhz
     if math.isfinite(loaded) and math.isfinite(maximum) and maximum > 0 and loaded < threshold * maximum:
         power_capped = set(report.loaded_reasons) == {"sw_power_cap"}

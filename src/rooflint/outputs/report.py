@@ -86,17 +86,23 @@ class GpuSection:
     points: pd.DataFrame | None = None
 
 
+_SHAPE_KEY = ["family", "dtype", "shape", "gpu"]
+
+
+def _base_over_row(frame: pd.DataFrame, base_ms: dict[tuple, float]) -> pd.Series:
+    """base_ms[(family, dtype, shape, gpu)] / the row's median for each ok row with a base, else NaN."""
+    keys = frame[_SHAPE_KEY].itertuples(index=False, name=None)
+    base = pd.Series([base_ms.get(key, math.nan) for key in keys], index=frame.index, dtype=float)
+    median = pd.to_numeric(frame["median_ms"], errors="coerce")
+    return (base / median).where((frame["status"] == OK) & (median > 0) & (base > 0))
+
+
 def _speedups(frame: pd.DataFrame) -> pd.Series:
     """speedup_vs_eager as recorded, or eager median / this median where the row lacks it."""
-    speed = pd.to_numeric(frame["speedup_vs_eager"], errors="coerce")
     eager = frame[(frame["kind"] == "eager") & (frame["status"] == OK)]
-    lookup = {(r.family, r.dtype, r.shape, r.gpu): r.median_ms for r in eager.itertuples()}
-    for index, row in frame.iterrows():
-        if not math.isfinite(speed[index]) and row["status"] == OK:
-            base = lookup.get((row["family"], row["dtype"], row["shape"], row["gpu"]))
-            if base and row["median_ms"] > 0:
-                speed[index] = base / row["median_ms"]
-    return speed
+    recorded = pd.to_numeric(frame["speedup_vs_eager"], errors="coerce")
+    computed = _base_over_row(frame, eager.groupby(_SHAPE_KEY)["median_ms"].last().to_dict())
+    return recorded.where(recorded.abs() < math.inf, computed)
 
 
 def _vs_best_compile(frame: pd.DataFrame) -> pd.Series:
@@ -105,13 +111,7 @@ def _vs_best_compile(frame: pd.DataFrame) -> pd.Series:
     form, the built-in op, max-autotune), never the weakest (issue 11: softmax's unfused compile
     was 1.5x slower than its natural form)."""
     compiled = frame[(frame["kind"] == "compile") & (frame["status"] == OK)]
-    best = compiled.groupby(["family", "dtype", "shape", "gpu"])["median_ms"].min().to_dict()
-    speed = pd.Series(math.nan, index=frame.index)
-    for index, row in frame.iterrows():
-        base = best.get((row["family"], row["dtype"], row["shape"], row["gpu"]))
-        if base and row["status"] == OK and row["median_ms"] > 0:
-            speed[index] = base / row["median_ms"]
-    return speed
+    return _base_over_row(frame, compiled.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
 
 
 def build_report(

@@ -42,17 +42,25 @@ def roofline_command(
     Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
     rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
     """
-    from rooflint.analysis.projection import measured_specs, roofline_points
+    from rooflint.analysis.projection import measured_specs, points_for_roofline
+    from rooflint.core.errors import UserError
     from rooflint.core.paths import output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec
     from rooflint.outputs.plot import plot_roofline
+    from rooflint.outputs.results import read_results
 
+    frame = read_results(results) if results is not None else None
+    if gpu or frame is None:
+        specs = [get_spec(gpu or "h100_sxm", spec_file)]
+    else:
+        specs = measured_specs(frame, spec_file)
+        if not specs:
+            raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
     output_dir(out)
-    specs = [get_spec(gpu or "h100_sxm", spec_file)] if gpu or results is None else measured_specs(results, spec_file)
     written = []
     for spec in specs:
-        points, title = roofline_points(spec, results)
+        points, title = points_for_roofline(spec, frame)
         base = out / f"roofline-{spec.key}"
         written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))
