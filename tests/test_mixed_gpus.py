@@ -20,15 +20,18 @@ class Drawn(dict):
     (matplotlib takes a second or two per plot)."""
 
     real = False
+    titles: dict
 
 
 @pytest.fixture
 def drawn(monkeypatch):
     calls = Drawn()
+    calls.titles = {}
     real = plot.plot_roofline
 
     def spy(points, spec, out_base, title, extra_ceilings=None):
         calls[out_base.name] = (spec, set(points["label"]))
+        calls.titles[out_base.name] = title
         return real(points, spec, out_base, title, extra_ceilings) if calls.real else []
 
     monkeypatch.setattr(plot, "plot_roofline", spy)
@@ -93,3 +96,16 @@ def test_roofline_without_gpu_draws_each_gpu_of_the_file_on_its_own_roof(tmp_pat
     drawn.clear()
     done = CliRunner().invoke(app, ["roofline", str(results), "--gpu", "t4", "--out", str(tmp_path / "t4")])
     assert done.exit_code == 0 and set(drawn) == {"roofline-t4"}
+
+
+def test_roofline_draws_rows_whose_gpu_column_is_an_alias_as_measured(tmp_path, drawn):
+    from typer.testing import CliRunner
+
+    from rooflint.cli.app import app
+
+    results = write(run("h100"), tmp_path / "alias")  # "h100": an alias of the table's h100_sxm
+    done = CliRunner().invoke(app, ["roofline", str(results), "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    spec, labels = drawn["roofline-h100_sxm"]
+    assert spec == get_spec("h100_sxm") and len(labels) == 4
+    assert drawn.titles["roofline-h100_sxm"].endswith(": measured")  # not projected onto its own GPU

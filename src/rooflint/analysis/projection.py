@@ -24,9 +24,9 @@ import math
 
 import pandas as pd
 
-from rooflint.core.family import Cost
+from rooflint.core.fmt import number, text
 from rooflint.core.roofline import floor_seconds
-from rooflint.core.specs import GpuSpec
+from rooflint.core.specs import GpuSpec, unit_precisions
 from rooflint.outputs.results import OK
 
 MEASURED, PREDICTED = "measured", "predicted"
@@ -58,22 +58,6 @@ PROJECTION_COLUMNS = [
 ]
 
 
-def _number(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return value
-
-
-def _tensor_precision(record: dict) -> str:
-    # A row records the precision of its dominant unit; when that is the CUDA cores, the tensor
-    # work (if any) runs in the storage dtype, which is the family default.
-    if record.get("compute_unit") == "tensor" and record.get("precision"):
-        return str(record["precision"])
-    return str(record.get("dtype", ""))
-
-
 def project(frame: pd.DataFrame, target: GpuSpec) -> pd.DataFrame:
     """Predict each measured row's time on the `target` GPU; returns one predicted point per row.
 
@@ -86,25 +70,29 @@ def project(frame: pd.DataFrame, target: GpuSpec) -> pd.DataFrame:
     point_kind is "predicted". A row whose cost needs a peak the target lacks (say bf16 tensor cores
     on a T4) gets NaN times and a note saying why.
     """
+    from rooflint.core.family import Cost  # torch, which drawing measured points does not need
+
     out = []
     for record in frame.to_dict("records"):
         if record.get("status") != OK or str(record.get("gpu", "")) == target.key:
             continue
-        tensor_flops = _number(record.get("tensor_flops"))
-        cuda_flops = _number(record.get("cuda_flops"))
-        ideal_bytes = _number(record.get("ideal_bytes"))
+        tensor_flops = number(record.get("tensor_flops"))
+        cuda_flops = number(record.get("cuda_flops"))
+        ideal_bytes = number(record.get("ideal_bytes"))
         cost = Cost(
             tensor_flops=0.0 if math.isnan(tensor_flops) else tensor_flops,
             cuda_flops=0.0 if math.isnan(cuda_flops) else cuda_flops,
             bytes=0.0 if math.isnan(ideal_bytes) else ideal_bytes,
         )
-        precision = _tensor_precision(record)
+        precision = unit_precisions(
+            text(record.get("compute_unit")), text(record.get("precision")), text(record.get("dtype"))
+        )[0]
         floor_s, bound = floor_seconds(cost, target, precision)
         note = ""
         if math.isnan(floor_s):
             note = f"{target.key} has no {precision} tensor-core peak in its spec"
         source_gpu = str(record.get("gpu", ""))
-        pct = _number(record.get("pct_of_roof"))
+        pct = number(record.get("pct_of_roof"))
         if source_gpu != "cpu" and math.isfinite(pct) and pct > 0:
             model, predicted_s = KEEP_FRACTION, floor_s / (pct / 100.0)
         else:
@@ -125,7 +113,7 @@ def project(frame: pd.DataFrame, target: GpuSpec) -> pd.DataFrame:
                 "source_gpu": source_gpu,
                 "point_kind": PREDICTED,
                 "model": model,
-                "source_median_ms": _number(record.get("median_ms")),
+                "source_median_ms": number(record.get("median_ms")),
                 "source_pct_of_roof": pct,
                 "floor_ms": floor_s * 1e3,
                 "predicted_ms": predicted_s * 1e3,
@@ -172,15 +160,17 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def measured_specs(frame: pd.DataFrame, spec_file=None) -> list[GpuSpec]:
-    """The spec of each GPU a results frame was measured on, as its rows were judged (spec_from_rows),
-    in the file's order: what `rooflint roofline RESULTS` draws without --gpu. Empty when no row
-    recorded a ceiling (nothing was timed)."""
+def measured_groups(frame: pd.DataFrame, spec_file=None) -> list[tuple[GpuSpec, pd.DataFrame]]:
+    """Each GPU a results frame was measured on, in the file's order, with its spec as its rows were
+    judged (spec_from_rows) and those rows: what `rooflint roofline RESULTS` draws without --gpu.
+    Empty when no row recorded a ceiling (nothing was timed)."""
     from rooflint.core.specs import spec_from_rows
 
     gpus = frame["gpu"].fillna("").astype(str)
-    specs = (spec_from_rows(gpu, rows.to_dict("records"), spec_file) for gpu, rows in frame.groupby(gpus, sort=False))
-    return [spec for spec in specs if spec is not None]
+    groups = (
+        (spec_from_rows(gpu, rows.to_dict("records"), spec_file), rows) for gpu, rows in frame.groupby(gpus, sort=False)
+    )
+    return [(spec, rows) for spec, rows in groups if spec is not None]
 
 
 def points_for_roofline(spec: GpuSpec, frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:

@@ -42,25 +42,29 @@ def roofline_command(
     Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
     rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
     """
-    from rooflint.analysis.projection import measured_specs, points_for_roofline
+    from rooflint.analysis.projection import measured_groups, points_for_roofline
     from rooflint.core.errors import UserError
     from rooflint.core.paths import output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec
-    from rooflint.outputs.plot import plot_roofline
+    from rooflint.outputs.plot import plot_roofline, points_from_results
     from rooflint.outputs.results import read_results
 
     frame = read_results(results) if results is not None else None
     if gpu or frame is None:
-        specs = [get_spec(gpu or "h100_sxm", spec_file)]
+        # One roof: rows measured on it, else projected from other GPUs' rows or predicted.
+        spec = get_spec(gpu or "h100_sxm", spec_file)
+        plots = [(spec, *points_for_roofline(spec, frame))]
     else:
-        specs = measured_specs(frame, spec_file)
-        if not specs:
+        # Each GPU's own rows on its own roof, whatever name its gpu column spells it by.
+        plots = [
+            (spec, points_from_results(rows), f"{spec.name}: measured")
+            for spec, rows in measured_groups(frame, spec_file)
+        ]
+        if not plots:
             raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
     output_dir(out)
     written = []
-    for spec in specs:
-        points, title = points_for_roofline(spec, frame)
-        base = out / f"roofline-{spec.key}"
-        written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
+    for spec, points, title in plots:
+        written += plot_roofline(points, spec, out / f"roofline-{spec.key}", title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))
