@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rooflint.core.registry import get_family
 from rooflint.core.specs import GpuSpec, spec_to_dict
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
@@ -120,7 +119,6 @@ def run_worker(
     own = process is None
     process = process or MeasuringProcess(device_index, log_path)
     host = socket.gethostname()  # on the rows made here, for a crash or a broken worker
-    kinds = {task.key: get_family(task.family).variants[task.variant].kind for task in tasks}
     remaining = list(tasks)
     try:
         while remaining:
@@ -155,19 +153,19 @@ def run_worker(
                 # It died before any task started: its environment is broken, not one variant.
                 for task in remaining:
                     message = f"worker failed to start (exit {code}): {tail}"
-                    on_row(host_row(task, kinds[task.key], ERROR, message, host))
+                    on_row(host_row(task, ERROR, message, host))
                 return
             crashed = next(t for t in remaining if t.key == started)
-            on_row(host_row(crashed, kinds[crashed.key], CRASHED, f"process died (exit {code}): {tail}", host))
+            on_row(host_row(crashed, CRASHED, f"process died (exit {code}): {tail}", host))
             remaining = [t for t in remaining if t.key != started]
     finally:
         if own:
             process.close()
 
 
-def host_row(task: Task, kind: str, status: str, message: str, host: str) -> ResultRow:
+def host_row(task: Task, status: str, message: str, host: str) -> ResultRow:
     """A row the parent writes for a task its worker never finished (no GPU was read for it)."""
-    row = base_row(task, kind, status, message)
+    row = base_row(task, task.kind, status, message)
     row.host = host
     return row
 

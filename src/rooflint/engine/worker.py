@@ -27,6 +27,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Fam
 from rooflint.core.registry import get_family
 from rooflint.core.roofline import analyse, copy_to_row
 from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
+from rooflint.core.triton_compat import HAS_TRITON
 from rooflint.engine import environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
@@ -49,6 +50,11 @@ class Task:
         return f"{self.family}/{self.variant}/{self.dtype}/{shape_label(self.params)}"
 
     @property
+    def kind(self) -> str:
+        """Its variant's kind, for a row written without running it (a crash, a lost worker)."""
+        return get_family(self.family).variants[self.variant].kind
+
+    @property
     def nvtx_name(self) -> str:
         return f"{self.family}/{self.variant}/{self.dtype}/{self.size}"
 
@@ -58,11 +64,8 @@ def missing_requirement(variant: Variant, device: str) -> str | None:
     for need in variant.needs:
         if need == NEEDS_CUDA and device != "cuda":
             return "needs a CUDA GPU"
-        if need == NEEDS_TRITON:
-            try:
-                import triton  # noqa: F401
-            except ImportError:
-                return "needs the triton package"
+        if need == NEEDS_TRITON and not HAS_TRITON:
+            return "needs the triton package"
         if need == NEEDS_NVCC and nvcc_path() is None:
             return "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
     return None

@@ -18,7 +18,6 @@ from distributed import KilledWorker
 from rooflint.core.errors import UserError
 from rooflint.core.family import shape_label
 from rooflint.core.paths import existing_file
-from rooflint.core.registry import get_family
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.fleet.cluster import describe_workers, open_client
 from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
@@ -267,7 +266,7 @@ class FleetRun:
         for task in submission.tasks:
             if task.key not in submission.delivered:
                 submission.delivered.add(task.key)
-                row = base_row(task, get_family(task.family).variants[task.variant].kind, ERROR, reason[:400])
+                row = base_row(task, task.kind, ERROR, reason[:400])
                 row.gpu = gpu_key(submission.label, self.request.spec_file)
                 self.record(row)
 
