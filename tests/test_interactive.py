@@ -21,7 +21,8 @@ from rooflint.cli.app import app
 from rooflint.core.family import Cost
 from rooflint.core.specs import get_spec
 from rooflint.outputs.merge import merge_files
-from rooflint.outputs.plot import draw_roofline, points_from_results
+from rooflint.outputs.plot import draw_roofline
+from rooflint.outputs.points import points_from_results
 from rooflint.outputs.report import build_report
 from rooflint.outputs.report_render import render_html, render_markdown
 from rooflint.outputs.results import read_results

@@ -179,7 +179,7 @@ def points_for_roofline(spec: GpuSpec, frame: pd.DataFrame | None = None) -> tup
     Rows measured on that GPU are plotted as measured; rows from other GPUs are projected onto it;
     with no results, each family's attainable point is predicted from its cost model.
     """
-    from rooflint.outputs.plot import points_from_results
+    from rooflint.outputs.points import points_from_results
 
     if frame is None:
         return predicted_points(spec), f"{spec.name}: predicted attainable points from rooflint's cost models"

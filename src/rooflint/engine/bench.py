@@ -153,7 +153,8 @@ def write_plots(
     import pandas as pd
 
     from rooflint.core.roofs import measured_overlay, roof_spec
-    from rooflint.outputs.plot import plot_roofline, points_from_results
+    from rooflint.outputs.plot import plot_roofline
+    from rooflint.outputs.points import points_from_results
 
     measured = [row for row in rows if row.status == OK]
     gpus = sorted({row.gpu for row in measured})

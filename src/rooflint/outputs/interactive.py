@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflint.core.fmt import finite, text
-from rooflint.outputs.plot import KIND_MARKERS, ceilings_for, family_colours
+from rooflint.outputs.points import KIND_MARKERS, ceilings_for, family_colours
 from rooflint.outputs.results import OK
 
 WIDTH, HEIGHT = 620, 430  # SVG user units; the page scales the SVG to its column

@@ -14,7 +14,6 @@ so a number read off a plot can always be traced back to a row.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,54 +26,14 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from rooflint.core.roofline import CUDA_CORE_PRECISION  # noqa: E402
-from rooflint.core.specs import TENSOR_PRECISIONS, GpuSpec  # noqa: E402
-
-KIND_MARKERS = {"eager": "s", "eager_unfused": "v", "compile": "D", "triton": "o", "cuda": "^"}
-# Families by colour: tab10, then the dark shades of tab20b (dark enough for text on white), so a
-# dozen families stay apart. The interactive report uses the same mapping.
-FAMILY_PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-    "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
-)  # fmt: skip
-
-
-def family_colours(families) -> dict[str, str]:
-    """Colour per family, by sorted name, so the same families get the same colours in every plot."""
-    return {family: FAMILY_PALETTE[i % len(FAMILY_PALETTE)] for i, family in enumerate(sorted(set(families)))}
-
-
-POINT_COLUMNS = [
-    "label",
-    "family",
-    "variant",
-    "kind",
-    "dtype",
-    "ai_flop_per_byte",
-    "achieved_tflops",
-    "achieved_gbps",
-    "point_kind",
-    "link",
-]
-
-
-def ceilings_for(spec: GpuSpec, precisions: set[str] | None = None) -> list[tuple[str, float]]:
-    """(label, TFLOP/s) for the CUDA-core roof and the tensor-core roofs worth drawing."""
-    roofs = []
-    cuda = spec.cuda_peak_tflops(CUDA_CORE_PRECISION)
-    unit = "CPU" if spec.key == "cpu" else "CUDA cores"
-    if cuda:
-        roofs.append((f"{unit} {CUDA_CORE_PRECISION}", cuda))
-    wanted = precisions or {"bf16", "fp16"}
-    drawn = set()
-    for precision in TENSOR_PRECISIONS:
-        peak = spec.tensor_peak_tflops(precision)
-        if peak and precision in wanted and peak not in drawn:
-            same = [p for p in TENSOR_PRECISIONS if spec.tensor_peak_tflops(p) == peak and p in wanted]
-            roofs.append((f"{'CPU matmul' if spec.key == 'cpu' else 'tensor'} {'/'.join(same)}", peak))
-            drawn.add(peak)
-    return roofs
-
+from rooflint.core.specs import GpuSpec  # noqa: E402
+from rooflint.outputs.points import (  # noqa: E402
+    KIND_MARKERS,
+    POINT_COLUMNS,
+    ceilings_for,
+    family_colours,
+    shape_tag,
+)
 
 LABEL_POINTS = 7.5  # font size of point labels: readable in a PNG shown at page width
 HOLLOW = ("predicted", "ncu")  # point kinds drawn as outlines
@@ -212,19 +171,13 @@ def _marker(kind) -> str:
     return KIND_MARKERS.get(kind, "o") if isinstance(kind, str) else "o"
 
 
-def _tag(label) -> str:
-    """The shape parameters a label carries ("[op=append]"), or ""."""
-    found = re.search(r"\[[^\]]*\]", str(label))
-    return found.group(0) if found else ""
-
-
 def _off_plot_lines(byte_only: pd.DataFrame) -> list[str]:
     """Rows with no FLOPs, one line per family and shape: AI 0 lies at minus infinity on a log axis."""
     rows = byte_only[pd.to_numeric(byte_only["achieved_gbps"], errors="coerce") > 0]
     if rows.empty:
         return []
     lines = ["← not on the plot: no FLOPs (AI 0 lies left of the axis, at minus infinity); judged on bandwidth:"]
-    groups = rows.assign(tag=[_tag(label) for label in rows["label"]]).groupby(["family", "tag"], sort=False)
+    groups = rows.assign(tag=[shape_tag(label) for label in rows["label"]]).groupby(["family", "tag"], sort=False)
     for (family, tag), group in groups:
         rates = ", ".join(f"{v} {gbps:.0f}" for v, gbps in zip(group["variant"], group["achieved_gbps"]))
         lines.append(f"   {family}{' ' + tag if tag else ''}: {rates} GB/s")
@@ -268,7 +221,7 @@ def _label_points(fig, ax, points: pd.DataFrame, colours: dict[str, str], fixed=
     labels = []  # (text, colour, anchors in order of preference)
     key = points["ai_flop_per_byte"].astype(float).apply(lambda v: round(math.log10(v) * 40))
     for (family, _, point_kind), column in points.groupby(["family", key, "point_kind"], sort=False):
-        tags = {_tag(label) for label in column["label"]}
+        tags = {shape_tag(label) for label in column["label"]}
         name = family + (" " + tags.pop() if len(tags) == 1 and "" not in tags else "")
         name += f" {column['dtype'].iloc[0]}" if len(dtypes) > 1 else ""
         name += f" ({point_kind})" if point_kind in HOLLOW else ""
@@ -276,7 +229,7 @@ def _label_points(fig, ax, points: pd.DataFrame, colours: dict[str, str], fixed=
         labels.append((name, colours.get(family, "black"), [position[i] for i in by_height], True))
         # A variant's name where its marker does not tell it apart: several points of one kind in
         # one shape (attention's sdpa_* are eager), or a name that is not its kind (rope's triton_table).
-        shape_tags = column["label"].map(_tag)
+        shape_tags = column["label"].map(shape_tag)
         for _, same_kind in column.groupby([column["kind"], shape_tags]):
             if len(same_kind) > 1 or (same_kind["variant"] != same_kind["kind"]).any():
                 for index, point in same_kind.iterrows():
@@ -315,22 +268,3 @@ def _place(ax, renderer, frame, taken: list, text: str, colour: str, anchors, bo
                         ax.add_line(Line2D(ends[:, 0], ends[:, 1], color=colour, lw=0.5, alpha=0.7))
                     return
     artist.remove()  # no free spot: the colour and marker still tell the point, the CSV names it
-
-
-def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:
-    """Plottable points from result rows: only rows that passed the correctness gate.
-
-    Labels name the family, variant and dtype, plus only the shape parameters that differ between
-    the family's rows (causal=1, op=append), so a label stays short enough to read.
-    """
-    ok = frame[frame["status"] == "ok"].reset_index(drop=True)
-    ok["label"] = ok["family"] + "/" + ok["variant"] + " " + ok["dtype"]
-    for _family, rows in ok.groupby("family"):
-        shapes = [dict(item.split("=", 1) for item in str(shape).split(",") if "=" in item) for shape in rows["shape"]]
-        varying = [key for key in shapes[0] if len({s.get(key) for s in shapes}) > 1]
-        if varying:
-            suffix = [" [" + ",".join(f"{k}={s.get(k)}" for k in varying) + "]" for s in shapes]
-            ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + suffix
-    ok["point_kind"] = "measured"
-    ok["link"] = None
-    return ok.reindex(columns=POINT_COLUMNS)

@@ -155,7 +155,7 @@ def build_report(
                 if peak:
                     section.roofs[f"{unit} {precision}"] = peak
         if image_dir is not None and spec is not None:
-            from rooflint.outputs.plot import points_from_results
+            from rooflint.outputs.points import points_from_results
 
             # The static image also lists the rows it cannot place (no FLOPs), so it gets every ok row.
             section.images = _draw(points_from_results(rows), spec, Path(image_dir))
@@ -224,7 +224,7 @@ def _across_gpus(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The measured points to draw: ok rows (rooflint.outputs.plot labels them) with a positive AI and rate."""
-    from rooflint.outputs.plot import points_from_results
+    from rooflint.outputs.points import points_from_results
 
     points = points_from_results(rows)
     keep = (pd.to_numeric(points["ai_flop_per_byte"], errors="coerce") > 0) & (

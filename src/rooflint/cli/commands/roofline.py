@@ -47,7 +47,8 @@ def roofline_command(
     from rooflint.core.paths import output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec
-    from rooflint.outputs.plot import plot_roofline, points_from_results
+    from rooflint.outputs.plot import plot_roofline
+    from rooflint.outputs.points import points_from_results
     from rooflint.outputs.results import read_results
 
     frame = read_results(results) if results is not None else None
