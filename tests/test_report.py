@@ -190,3 +190,13 @@ def test_kernels_are_also_judged_against_the_fastest_compiled_form(tmp_path):
     assert _table_row(text, "triton", "### softmax")[8] == "1.07x"
     assert "vs best compile" in text[text.index("### softmax") :].splitlines()[2]
     assert "vs best compile" not in text[text.index("### vector_add") :].splitlines()[2]
+
+
+def test_the_roofs_come_in_one_order_whatever_the_hash_seed(tmp_path):
+    # The text roofline draws the roofs in this order, one over another where they meet; they came
+    # from a set of strings, so the same file rendered differently from one process to the next.
+    rows = [*run(), row("attention", "eager", 1.6, cost=Cost(tensor_flops=1.1e12, cuda_flops=3e9, bytes=2e8))]
+    rows[-1].compute_unit, rows[-1].precision = "tensor", "bf16"
+    payload = json.loads(runner.invoke(app, ["report", str(write(rows, tmp_path / "r")), "--format", "json"]).output)
+    roofs = list(payload["gpus"][0]["roofs_tflops"])
+    assert roofs == sorted(roofs) and {"cuda fp32", "tensor bf16"} <= set(roofs)

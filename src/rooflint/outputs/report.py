@@ -26,6 +26,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.fmt import text as text_cell
 from rooflint.core.paths import write_text
 from rooflint.core.specs import GpuSpec, spec_from_rows
+from rooflint.outputs.points import points_from_results
 from rooflint.outputs.results import OK
 
 REPORT_SCHEMA = "rooflint.report/1"
@@ -148,17 +149,20 @@ def build_report(
         }
         ceiling = ", ".join(sorted(set(rows["ceiling_source"].fillna("").astype(str)) - {""})) or "unknown"
         section = GpuSection(gpu, spec.name if spec else gpu, spec, ceiling, environment, families)
-        section.points = roofline_points(rows)
+        points = points_from_results(rows)  # every ok row; the interactive plot keeps those it can place
+        section.points = placeable(points)
         if spec is not None:
-            for unit, precision in set(zip(rows["compute_unit"].astype(str), rows["precision"].astype(str))):
+            # Sorted: a set of strings iterates in a per-process hash order, and the text roofline draws
+            # the roofs in this order, so an unsorted loop made the same file render differently.
+            for unit, precision in sorted(
+                set(zip(rows["compute_unit"].fillna("").astype(str), rows["precision"].fillna("").astype(str)))
+            ):
                 peak = spec.get(f"{unit}_{precision}_tflops")
                 if peak:
                     section.roofs[f"{unit} {precision}"] = peak
         if image_dir is not None and spec is not None:
-            from rooflint.outputs.points import points_from_results
-
             # The static image also lists the rows it cannot place (no FLOPs), so it gets every ok row.
-            section.images = _draw(points_from_results(rows), spec, Path(image_dir))
+            section.images = _draw(points, spec, Path(image_dir))
         sections.append(section)
     summary_extra = {"counters_matched": matched} if counters is not None else {}
     return {
@@ -222,11 +226,8 @@ def _across_gpus(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(item, gpus=gpus) for item in out]
 
 
-def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """The measured points to draw: ok rows (rooflint.outputs.plot labels them) with a positive AI and rate."""
-    from rooflint.outputs.points import points_from_results
-
-    points = points_from_results(rows)
+def placeable(points: pd.DataFrame) -> pd.DataFrame:
+    """The points a log-log roofline can place: a positive AI and rate."""
     keep = (pd.to_numeric(points["ai_flop_per_byte"], errors="coerce") > 0) & (
         pd.to_numeric(points["achieved_tflops"], errors="coerce") > 0
     )
