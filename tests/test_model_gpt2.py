@@ -9,6 +9,7 @@ never asserted: runs take one sample (rep_ms=0).
 from __future__ import annotations
 
 import math
+import socket
 import sys
 
 import pytest
@@ -172,6 +173,8 @@ def test_rows_go_through_results_report_and_compare(eager_run, tmp_path):
     frame = read_results(eager_run.request.out / "results.csv")
     assert set(frame["family"]) == {"model:tiny"}
     assert not frame.duplicated(["family", "variant", "dtype", "shape", "gpu"]).any()  # compare's join key
+    # Stamped as bench's rows are: the host too, which a fleet's table and merge need.
+    assert (frame["host"] == socket.gethostname()).all() and (frame["gpu"] == "cpu").all()
     steps = frame[frame["shape"].str.startswith("op=step")].set_index("shape")
     assert set(steps.index) == {
         "op=step,phase=prefill,B=2,T=16",

@@ -6,13 +6,19 @@ import datetime
 import functools
 import os
 import platform
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from rooflint import __version__
+
+if TYPE_CHECKING:
+    from rooflint.core.specs import GpuSpec
+    from rooflint.outputs.results import ResultRow
 
 
 @dataclass(frozen=True)
@@ -86,3 +92,20 @@ def physical_gpu_index() -> int:
 
 def timestamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def stamp(row: ResultRow, spec: GpuSpec, device: str, env: Environment | None = None) -> ResultRow:
+    """Fill in where and when a row was measured and on which roof it is judged: bench's worker and
+    `rooflint model` both stamp their rows here, so the two kinds of row carry the same columns."""
+    env = env or collect(device)
+    row.gpu = spec.key
+    row.device_name = env.device_name
+    row.device_index = physical_gpu_index() if device == "cuda" else -1
+    row.sm_count = int(spec.get("sm_count") or 0)
+    row.l2_bytes = spec.l2_bytes
+    row.torch_version, row.triton_version, row.cuda_version = env.torch_version, env.triton_version, env.cuda_version
+    row.rooflint_version, row.git_commit = env.rooflint_version, env.git_commit
+    row.timestamp = timestamp()
+    row.ceiling_source = spec.origin  # datasheet | measured | user (a --spec-file GPU)
+    row.host = socket.gethostname()  # a fleet measures one plan on many machines
+    return row

@@ -12,7 +12,6 @@ import functools
 import gc
 import json
 import math
-import socket
 import sys
 import time
 import traceback
@@ -130,20 +129,7 @@ class Worker:
         self._baseline_ms: dict[tuple, float] = {}  # (family, dtype, shape) -> the family baseline's median
 
     def _stamp(self, row: ResultRow) -> ResultRow:
-        row.gpu = self.spec.key
-        row.device_name = self.env.device_name
-        row.device_index = environment.physical_gpu_index() if self.device == "cuda" else -1
-        row.sm_count = int(self.spec.get("sm_count") or 0)
-        row.l2_bytes = self.spec.l2_bytes
-        row.torch_version = self.env.torch_version
-        row.triton_version = self.env.triton_version
-        row.cuda_version = self.env.cuda_version
-        row.rooflint_version = self.env.rooflint_version
-        row.git_commit = self.env.git_commit
-        row.timestamp = environment.timestamp()
-        row.ceiling_source = self.spec.origin  # datasheet | measured | user (a --spec-file GPU)
-        row.host = socket.gethostname()  # a fleet measures one plan on many machines
-        return row
+        return environment.stamp(row, self.spec, self.device, self.env)
 
     def _prepare(self, family: Family, task: Task) -> tuple[Case, Any]:
         key = (task.family, task.dtype, task.size, json.dumps(task.params, sort_keys=True))

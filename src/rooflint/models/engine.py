@@ -21,6 +21,7 @@ import torch
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import DTYPES, Cost
 from rooflint.core.specs import GpuSpec
+from rooflint.engine import environment
 from rooflint.engine.timing import Timing
 from rooflint.models import checks, measure
 from rooflint.models import rows as R
@@ -170,7 +171,7 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
 
     def emit(row: ResultRow) -> None:
-        writer.append(R.stamp(row, gpu_spec, device.type))
+        writer.append(environment.stamp(row, gpu_spec, device.type))
 
     def baselines(compiled: bool) -> None:
         from rooflint.models.baseline import run_baselines

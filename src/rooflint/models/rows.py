@@ -17,7 +17,6 @@ import math
 from rooflint.core.family import Cost
 from rooflint.core.roofline import analyse, copy_to_row
 from rooflint.core.specs import GpuSpec
-from rooflint.engine import environment
 from rooflint.engine.timing import Timing
 from rooflint.outputs.results import OK, ResultRow
 
@@ -57,21 +56,6 @@ def total_cost(costs: dict[str, Cost]) -> Cost:
         sum(c.cuda_flops for c in costs.values()),
         sum(c.bytes for c in costs.values()),
     )
-
-
-def stamp(row: ResultRow, spec: GpuSpec, device: str) -> ResultRow:
-    """Where and when, as bench's worker fills them."""
-    env = environment.collect(device)
-    row.gpu = spec.key
-    row.device_name = env.device_name
-    row.device_index = environment.physical_gpu_index() if device == "cuda" else -1
-    row.sm_count = int(spec.get("sm_count") or 0)
-    row.l2_bytes = spec.l2_bytes
-    row.torch_version, row.triton_version, row.cuda_version = env.torch_version, env.triton_version, env.cuda_version
-    row.rooflint_version, row.git_commit = env.rooflint_version, env.git_commit
-    row.timestamp = environment.timestamp()
-    row.ceiling_source = spec.origin
-    return row
 
 
 def set_timing(row: ResultRow, result: Timing) -> None:
