@@ -105,8 +105,6 @@ class ModelSpec(ABC):
     name: str  # the CLI name: rooflint model <name>
     configs: dict[str, dict[str, int]]  # preset -> the HF config fields that differ between presets
     ops: tuple[str, ...]  # every op name its forward records, in forward order
-    # op -> the KernelSet slot that implements it, for the ops a kernel set may swap
-    swappable: dict[str, str]
 
     # ---- building -----------------------------------------------------------------------
     @abstractmethod
@@ -154,9 +152,6 @@ class ModelSpec(ABC):
     @abstractmethod
     def op_costs(self, dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
         """Analytic cost of each op over the whole step (all layers), ideal HBM bytes."""
-
-    def weight_bytes(self, hf_model: Any) -> int:
-        return sum(p.numel() * p.element_size() for p in hf_model.parameters())
 
 
 def build(

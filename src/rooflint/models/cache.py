@@ -63,8 +63,3 @@ class KVCache:
     def rows(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The pools as [slots, D]: what an append writes into."""
         return self.k[layer].view(-1, self.head_dim), self.v[layer].view(-1, self.head_dim)
-
-    def nbytes(self, length: int) -> int:
-        """K and V bytes of ``length`` positions over all layers: what one decode step must read."""
-        per_layer = 2 * self.batch * self.kv_heads * length * self.head_dim * self.k[0].element_size()
-        return per_layer * len(self.k)

@@ -83,12 +83,6 @@ class GPT2(ModelSpec):
         "lm_head",
         "sample",
     )
-    swappable = {
-        "layer_norm": "layer_norm",
-        "attention": "prefill_attention, kv_append, decode_attention",
-        "mlp_up_gelu": "linear_gelu",
-        "lm_head": "lm_head",
-    }
 
     def hf_class(self):
         return require_transformers().GPT2LMHeadModel
