@@ -10,6 +10,7 @@ Family modules (and plugins) write ``from rooflint.core.triton_compat import tl,
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rooflint.core.errors import VariantSkipped
@@ -48,4 +49,12 @@ except ImportError:  # pragma: no cover - exercised by the no-triton test in a s
     triton = _Missing("triton")  # type: ignore[assignment]
     tl = _Missing("triton.language")  # type: ignore[assignment]
 
-__all__ = ["HAS_TRITON", "tl", "triton"]
+
+def interpreting() -> bool:
+    """Whether Triton kernels run in its CPU interpreter (TRITON_INTERPRET=1). The interpreter
+    multiplies bf16 tl.dot operands as raw 16-bit patterns, so kernels that use tl.dot upcast their
+    operands to fp32 there (exact): CPU tests still check indexing, masking and epilogues."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+__all__ = ["HAS_TRITON", "interpreting", "tl", "triton"]

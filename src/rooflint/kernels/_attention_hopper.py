@@ -20,14 +20,13 @@ what DEFAULT_CONFIGS should hold (docs/perf-notes/kernels-at-limit.md).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128, 256)
@@ -86,13 +85,6 @@ SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
 # Under TRITON_INTERPRET=1 every program runs in numpy: small tiles keep the CPU tests fast.
 INTERPRETER_CONFIG = AttentionConfig(16, 16, 4, 1)
 # ---------------------------------------------------------------------------------------------
-
-
-def interpreting() -> bool:
-    """Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; the kernel
-    then upcasts the operands to fp32 holding the same values (exact), so tests check the indexing,
-    masking and online softmax with the products the tensor cores would form."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def unsupported_reason(device: torch.device) -> str | None:

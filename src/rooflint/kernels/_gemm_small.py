@@ -21,14 +21,13 @@ TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsew
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 
 
 @dataclass(frozen=True)
@@ -78,12 +77,6 @@ SWEEP_CANDIDATES: tuple[GemmTile, ...] = TILES + (
 # Under TRITON_INTERPRET=1 every program runs in numpy: small tiles keep the CPU tests fast.
 INTERPRETER_TILE = GemmTile(32, 32, 32, 1, 4, 4, 1)
 # ---------------------------------------------------------------------------------------------
-
-
-def interpreting() -> bool:
-    """Under TRITON_INTERPRET, tl.dot on bf16 operands returns garbage; the kernel then upcasts its
-    operands to fp32 first (exact), so tests check indexing, edges and the epilogue."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def wave_fill(tiles: int, sm_count: int) -> float:

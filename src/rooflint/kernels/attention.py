@@ -9,14 +9,13 @@ Triton, CUDA) keep the scores on chip with the online softmax and allocate nothi
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype
 
@@ -188,7 +187,7 @@ for _name, _backend in _sdpa.BACKENDS.items():
 
 
 def _autotune_configs():
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if interpreting():
         # The CPU interpreter runs every config it is given: one small tile keeps tests fast.
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
     # For H100: 128-row query tiles (two warpgroups' wgmma M, or one at 4 warps), 64- or 128-key
@@ -284,7 +283,7 @@ def triton_attention(q, k, v, causal, out=None):
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]), b * h)
     # Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; fp32 operands
     # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
-    upcast = os.environ.get("TRITON_INTERPRET") == "1"
+    upcast = interpreting()
     _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, D=d, CAUSAL=bool(causal), UPCAST=upcast)
     return out
 

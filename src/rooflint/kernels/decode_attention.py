@@ -14,13 +14,12 @@ partials of a row with the usual rescaling by exp(m_i - max m).
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype
 
@@ -167,12 +166,6 @@ def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tupl
     splits = max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS)))
     chunk = triton.cdiv(triton.cdiv(c, splits), block) * block  # whole key blocks per program
     return triton.cdiv(c, chunk), chunk
-
-
-def interpreting() -> bool:
-    # Triton 3.9's interpreter returns garbage from tl.dot on bf16 operands; the kernels then
-    # upcast to fp32 first (exact), so tests still check indexing, masking and the softmax.
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _sm_count(device: torch.device) -> int:

@@ -11,14 +11,12 @@ reject); neither says anything about the fused epilogue, so fp32 is left out rat
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 
@@ -125,13 +123,6 @@ def compiled_builtin(case):
     x, w, b = case["x"], case["w"], case["b"]
     fn = torch.compile(fused_epilogue, dynamic=False)
     return lambda: fn(x, w, b)
-
-
-def interpreting() -> bool:
-    """Under TRITON_INTERPRET (triton 3.9), tl.dot on bf16 operands returns garbage; kernels
-    then upcast their operands to fp32 first, which is exact, so the test still checks the
-    kernel's indexing, masking and epilogue with fp32 accumulation."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _set_tma_blocks(nargs):

@@ -11,22 +11,18 @@ adds) stay PyTorch in every set.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import dtype_name
+from rooflint.core.triton_compat import interpreting
 from rooflint.models.cache import KVCache
 
 KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
 SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "lm_head")
 LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _heads(qkv: torch.Tensor, batch: int, tokens: int, heads: int) -> torch.Tensor:
