@@ -31,19 +31,12 @@ def save_ceilings(
 ) -> Path:
     """Write <dir>/<gpu_key>.toml: one [gpu_key] table, each value with where and when it was measured."""
     directory = Path(out_dir) if out_dir else cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"cannot write ceilings to {directory}: {error.strerror}") from None
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     source = json.dumps(f"measured by rooflint ceilings on {device_name} at {stamp}{how}")
     lines = [f"# rooflint ceilings measured on {device_name}", f"[{gpu_key}]", f"name = {json.dumps(device_name)}"]
     lines += [f"{name} = {{ value = {value:.6g}, source = {source} }}" for name, value in sorted(values.items())]
     path = directory / f"{gpu_key}.toml"
-    try:
-        path.write_text("\n".join(lines) + "\n")
-    except OSError as error:
-        raise UserError(f"cannot write ceilings to {path}: {error.strerror}") from None
+    paths.write_text(path, "\n".join(lines) + "\n", "ceilings")
     return path
 
 
