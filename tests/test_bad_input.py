@@ -20,7 +20,11 @@ from result_factory import run, write
 _SCRIPT = Path(sys.executable).with_name("rooflint")
 ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 
-pytestmark = pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+pytestmark = [
+    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    # One xdist worker takes every case, so the module fixture's 30 subprocesses run once, not per worker.
+    pytest.mark.xdist_group("cli_subprocess"),
+]
 
 
 @pytest.fixture(scope="module")
