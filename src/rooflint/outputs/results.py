@@ -111,7 +111,6 @@ class ResultRow:
 
 COLUMNS = [f.name for f in fields(ResultRow)]
 _TYPES = {f.name: f.type for f in fields(ResultRow)}
-_DEFAULTS = {f.name: f.default for f in fields(ResultRow)}
 
 
 class ResultWriter:
@@ -160,7 +159,7 @@ def read_results(path: Path | str) -> pd.DataFrame:
             payload = json.loads(path.read_text())
             frame = pd.DataFrame(payload["rows"])
         else:
-            frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+            frame = pd.read_csv(path, keep_default_na=False, na_values=NA_VALUES)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a rooflint results file: {str(error).splitlines()[0]}") from None
     missing = [c for c in ("family", "variant", "dtype", "shape", "status", "median_ms") if c not in frame.columns]
@@ -186,20 +185,7 @@ def read_results(path: Path | str) -> pd.DataFrame:
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:
     """A ResultRow from a CSV/JSON record: missing or NaN values take the field's default."""
-    values = {}
-    for name in COLUMNS:
-        value = record.get(name)
-        missing = value is None or (isinstance(value, float) and math.isnan(value))
-        kind = _TYPES[name]
-        if kind == "str":
-            values[name] = "" if missing else str(value)
-        elif kind == "bool":
-            values[name] = str(value).lower() in ("true", "1")
-        elif kind == "int":
-            values[name] = _DEFAULTS[name] if missing else int(value)
-        else:
-            values[name] = math.nan if missing else float(value)
-    return ResultRow(**values)
+    return from_record(ResultRow, record)
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
@@ -214,8 +200,8 @@ NA_VALUES = ["", "nan", "NaN"]  # what rooflint writes for "not measured"; "NA",
 
 
 def from_record(cls: type, record: dict[str, Any]) -> Any:
-    """A ``cls`` instance from a CSV/JSON record, as row_from_record does for ResultRow: missing or
-    NaN text is "", a missing int takes the field's default (else 0), a missing float is NaN."""
+    """A ``cls`` instance from a CSV/JSON record: missing or NaN text is "", a missing int takes the
+    field's default (else 0), a missing float is NaN, a bool is true for "true" or "1"."""
     values = {}
     for item in fields(cls):
         value = record.get(item.name)
@@ -234,9 +220,9 @@ def from_record(cls: type, record: dict[str, Any]) -> Any:
 
 def read_typed_csv(path: Path | str, cls: type, what: str) -> list[Any]:
     """Every row of a CSV written from dataclass ``cls``, or one clear error naming ``what`` it should be."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{what} {path} does not exist")
+    from rooflint.core.paths import existing_file
+
+    path = existing_file(path, what)
     try:
         frame = pd.read_csv(path, keep_default_na=False, na_values=NA_VALUES)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
