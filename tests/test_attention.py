@@ -28,6 +28,23 @@ def test_triton_attention_separates_batches_and_heads(causal):
     )
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_triton_attention_reads_qkv_views_and_writes_token_major_rows_in_place(causal, dtype):
+    """A model's layout: q, k, v are views of one fused [B, N, 3, H, D] QKV output, and O goes straight
+    into a [B, N, H, D] buffer, so [B*N, H*D] is a view. Nothing is copied; batches and heads stay apart."""
+    b, n, h, d = 2, 37, 3, 64
+    qkv = torch.randn(b, n, 3, h, d, generator=torch.Generator().manual_seed(5)).to(dtype)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, H, N, D], strided
+    out = torch.full((b, n, h, d), float("nan"), dtype=dtype)
+    got = attention.triton_attention(q, k, v, causal, out.transpose(1, 2))
+    assert got.data_ptr() == out.data_ptr() and not torch.isnan(out).any()
+    inputs = {"q": q.contiguous(), "k": k.contiguous(), "v": v.contiguous()}
+    want = attention.reference(inputs, {"B": b, "H": h, "N": n, "D": d, "causal": causal})
+    tol = 2e-3 if dtype == torch.float16 else 1.6e-2
+    assert torch.allclose(out.transpose(1, 2).double(), want, atol=tol, rtol=tol)
+
+
 @pytest.mark.parametrize("variant", ["eager", "eager_unfused"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

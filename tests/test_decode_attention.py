@@ -4,7 +4,15 @@ from kernel_checks import assert_variant_matches_reference
 
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
-from rooflint.kernels.decode_attention import split_plan
+from rooflint.kernels.decode_attention import (
+    PAGE,
+    DecodeWorkspace,
+    kv_layout,
+    paged_copy,
+    q_layout,
+    split_plan,
+    triton_decode,
+)
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
 # G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split.
@@ -87,3 +95,48 @@ def test_large_preset_is_the_peer_shape_and_exceeds_l2():
     large = family.sizes["large"]
     assert large[0] == params_of(32, 32, 32, 8192, 128)
     assert all(family.cost(p, "bf16").bytes > 4 * 50e6 for p in large)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_triton_paged_decode_matches_reference(shape, dtype):
+    # The pages are scattered by a random permutation: reading them in order would fail the check.
+    assert_variant_matches_reference("decode_attention", "triton_paged", params_of(*shape), dtype)
+
+
+def test_paged_copy_scatters_pages_and_the_table_gathers_them_back():
+    k = torch.randn(2, 3, 37, 16)
+    v = torch.randn(2, 3, 37, 16)
+    k_pool, v_pool, table = paged_copy(k, v, torch.Generator().manual_seed(0))
+    assert k_pool.shape == (2 * 3 * 3, PAGE, 1, 16) and table.shape == (6, 3) and table.dtype == torch.int32
+    assert not torch.equal(table.view(-1).long(), torch.arange(18))  # scattered, not in order
+    gathered = k_pool[table.long()].reshape(2, 3, 3 * PAGE, 16)[:, :, :37]
+    assert torch.equal(gathered, k) and torch.equal(v_pool[table.long()].reshape(2, 3, 48, 16)[:, :, :37], v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_triton_decode_reads_a_qkv_view_and_a_cache_prefix_in_place(dtype):
+    """The model's layout: q a view of the fused QKV rows [B, 3, H, D], K and V the first `length`
+    rows of a preallocated [B, H_kv, capacity, D] cache. Neither is copied, and the result is exact."""
+    b, h, d, capacity, length = 3, 4, 32, 80, 45
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(b, 3, h, d, generator=gen).to(dtype)
+    k_cache = torch.randn(b, h, capacity, d, generator=gen).to(dtype)
+    v_cache = torch.randn(b, h, capacity, d, generator=gen).to(dtype)
+    q, k, v = qkv[:, 0].unsqueeze(2), k_cache[:, :, :length], v_cache[:, :, :length]
+    assert q_layout(q)[0] is q and q_layout(q)[1] == 3 * h * d
+    assert kv_layout(k)[0] is k and kv_layout(k)[1] == capacity
+    ws = DecodeWorkspace(q, h, length)
+    got = triton_decode(q, k, v, ws).double()
+    inputs = {"q": q.contiguous(), "k": k.contiguous(), "v": v.contiguous()}
+    want = get_family("decode_attention").reference(inputs, params_of(b, h, h, length, d))
+    tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5}[dtype]
+    assert torch.allclose(got, want, atol=tol, rtol=tol)
+
+
+def test_layouts_that_are_not_dense_rows_are_copied():
+    k = torch.randn(2, 4, 30, 16).transpose(1, 2)  # heads and tokens swapped: not a cache prefix
+    copied, rows = kv_layout(k)
+    assert copied is not k and copied.is_contiguous() and rows == k.shape[2]
+    q = torch.randn(2, 16, 4, 1).permute(0, 2, 3, 1)  # D not the innermost stride
+    assert q_layout(q)[0] is not q

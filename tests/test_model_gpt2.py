@@ -22,7 +22,7 @@ from rooflint.cli.app import app
 from rooflint.core.errors import UserError
 from rooflint.core.specs import measured_spec
 from rooflint.engine.timing import summarize
-from rooflint.kernels import attention, gelu_linear, layernorm
+from rooflint.kernels import attention, decode_attention, gelu_linear, layernorm
 from rooflint.models import checks, gpt2
 from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
@@ -90,6 +90,7 @@ def test_triton_swaps_every_slot_and_matches_hf_in_fp32(triton_run):
     swapped = dict(item.split("=", 1) for item in result.plan.split("; "))
     for slot in ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu"):
         assert swapped[slot] == "triton", result.plan
+    assert swapped["linear"].startswith("triton for decode"), result.plan  # the decode GEMMs stream weights
     assert result.check.rel_error < 1e-4
     assert result.check.token_matches == result.check.tokens_compared == 1 * 3
 
@@ -215,6 +216,9 @@ def test_op_costs_reuse_the_family_cost_models():
     decode = TINY.op_costs(dims, Phase("decode", 2, 1, 20), "bf16")
     # A decode step reads every weight once: the lm_head reads the whole embedding.
     assert decode["lm_head"].bytes >= TINY.vocab * 64 * 2 and "sample" in decode
+    # Attention = the family's decode read + the append: K and V rows read and written, one slot each.
+    read = decode_attention.cost({"b": 2, "h": 2, "h_kv": 2, "c": 20, "d": 32}, "bf16").bytes
+    assert decode["attention"].bytes == LAYERS * (read + 2 * 2 * (2 * 2 * 32 * 2) + 2 * 2 * 8)
 
 
 def test_bf16_triton_logits_within_tolerance_and_reports_the_match_rate():
@@ -275,3 +279,30 @@ def test_without_transformers_the_command_says_how_to_install_it(monkeypatch, tm
     assert result.exit_code == 2, result.output
     assert 'pip install "rooflint[models]"' in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_triton_decode_reads_the_paged_cache_in_place(monkeypatch):
+    """Decode attention gets the cache's pools and block table, not a copy, and agrees with SDPA."""
+    from rooflint.kernels import decode_attention
+    from rooflint.models.cache import KVCache
+    from rooflint.models.kernel_sets import make_kernel_set
+
+    batch, heads, d, length = 2, 3, 16, 21
+    cache = KVCache(1, batch, heads, d, 40, torch.float32, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(0)
+    for pool in cache.pools(0):
+        pool.copy_(torch.randn(pool.shape, generator=gen))
+    seen = {}
+    real = decode_attention.triton_paged_decode
+
+    def spy(q, k_pool, v_pool, table, *args):
+        seen.update(k=k_pool, table=table)
+        return real(q, k_pool, v_pool, table, *args)
+
+    monkeypatch.setattr(decode_attention, "triton_paged_decode", spy)
+    q = torch.randn(batch, 1, 3, heads, d, generator=gen)[:, :, 0].transpose(1, 2)
+    triton_set = make_kernel_set("triton", torch.float32, torch.device("cpu"), d, 1e-5)
+    got = triton_set.attend_decode(q, cache, 0, length)
+    assert seen["k"] is cache.k[0] and seen["table"] is cache.block_table
+    want = make_kernel_set("eager", torch.float32, torch.device("cpu"), d, 1e-5).attend_decode(q, cache, 0, length)
+    assert torch.allclose(got, want, atol=1e-5)

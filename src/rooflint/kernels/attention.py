@@ -200,18 +200,18 @@ def _autotune_configs():
 
 @triton.jit
 def _attn_tile_loop(
-    acc, m_i, l_i, q, k_base, v_base, offs_m, lo, hi, n, qk_scale,
+    acc, m_i, l_i, q, k_base, v_base, k_row, v_row, offs_m, lo, hi, n, qk_scale,
     D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        tile = cols[:, None] * D + offs_d[None, :]
+        k_tile = cols[:, None] * k_row + offs_d[None, :]
         if MASKED:  # only the diagonal and tail tiles pay for bounds and causal masks
-            k = tl.load(k_base + tile, mask=cols[:, None] < n, other=0.0)
+            k = tl.load(k_base + k_tile, mask=cols[:, None] < n, other=0.0)
         else:
-            k = tl.load(k_base + tile)
+            k = tl.load(k_base + k_tile)
         if UPCAST:
             k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k))  # fp32 accumulate on the tensor cores
@@ -226,10 +226,11 @@ def _attn_tile_loop(
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
+        v_tile = cols[:, None] * v_row + offs_d[None, :]
         if MASKED:
-            v = tl.load(v_base + tile, mask=cols[:, None] < n, other=0.0)
+            v = tl.load(v_base + v_tile, mask=cols[:, None] < n, other=0.0)
         else:
-            v = tl.load(v_base + tile)
+            v = tl.load(v_base + v_tile)
         p = p.to(v_base.dtype.element_ty)  # P rounded to the input dtype, as the tensor cores take it
         if UPCAST:
             p, v = p.to(tl.float32), v.to(tl.float32)
@@ -238,19 +239,29 @@ def _attn_tile_loop(
     return acc, m_i, l_i
 
 
+@triton.jit
+def _head_base(ptr, batch, head, stride_b, stride_h):
+    # int64: B*H*N*D elements pass 2^31 at long sequences.
+    return ptr + batch.to(tl.int64) * stride_b + head.to(tl.int64) * stride_h
+
+
 @triton.autotune(configs=_autotune_configs(), key=["n", "D", "CAUSAL"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale,
+    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale, heads,
+    q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t,
     D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
+    # Each tensor is [B, H, N, D] with any (batch, head, token) strides and unit stride over D: a
+    # model's fused QKV output is read as strided views, and O written straight into [B, N, H, D].
     num_m = tl.cdiv(n, BLOCK_M)
     # Causal rows near the end have the most tiles: schedule them first so short ones fill the tail.
     start_m = num_m - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    head = tl.program_id(1).to(tl.int64) * n * D
+    batch, head = tl.program_id(1) // heads, tl.program_id(1) % heads
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rows = offs_m[:, None] * D + tl.arange(0, D)[None, :]
-    q = tl.load(q_ptr + head + rows, mask=offs_m[:, None] < n, other=0.0)
+    offs_d = tl.arange(0, D)
+    q_rows = offs_m[:, None] * q_t + offs_d[None, :]
+    q = tl.load(_head_base(q_ptr, batch, head, q_b, q_h) + q_rows, mask=offs_m[:, None] < n, other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -264,27 +275,39 @@ def _attn_fwd_kernel(
     else:
         mid = (n // BLOCK_N) * BLOCK_N  # whole tiles unmasked, then the ragged tail masked
         hi = n
-    k_base, v_base = k_ptr + head, v_ptr + head
+    k_base = _head_base(k_ptr, batch, head, k_b, k_h)
+    v_base = _head_base(v_ptr, batch, head, v_b, v_h)
     acc, m_i, l_i = _attn_tile_loop(
-        acc, m_i, l_i, q, k_base, v_base, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST
+        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST
     )
     acc, m_i, l_i = _attn_tile_loop(
-        acc, m_i, l_i, q, k_base, v_base, offs_m, mid, hi, n, qk_scale, D, BLOCK_N, True, CAUSAL, UPCAST
+        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, mid, hi, n, qk_scale, D, BLOCK_N, True, CAUSAL, UPCAST
     )
     out = acc / l_i[:, None]
-    tl.store(o_ptr + head + rows, out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
+    o_rows = offs_m[:, None] * o_t + offs_d[None, :]
+    o_base = _head_base(o_ptr, batch, head, o_b, o_h)
+    tl.store(o_base + o_rows, out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
+
+
+def _rows_of_d(t: torch.Tensor) -> torch.Tensor:
+    """t when each of its [B, H, N] rows is D contiguous elements (strided views allowed), else a copy."""
+    return t if t.stride(3) == 1 else t.contiguous()
 
 
 def triton_attention(q, k, v, causal, out=None):
+    """Attention over [B, H, N, D] q, k, v; each may be a strided view (unit stride over D only),
+    as may ``out`` (a [B, N, H, D] buffer transposed, say): nothing is copied to make them dense."""
     b, h, n, d = q.shape
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    out = torch.empty_like(q) if out is None else out
+    q, k, v = (_rows_of_d(t) for t in (q, k, v))
+    out = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
+    assert out.stride(3) == 1, "attention writes rows of D contiguous elements"
     qk_scale = (1 / math.sqrt(d)) * 1.4426950408889634  # fold log2(e) in: exp2 is the native MUFU op
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]), b * h)
     # Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; fp32 operands
     # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
     upcast = interpreting()
-    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, D=d, CAUSAL=bool(causal), UPCAST=upcast)
+    strides = [s for t in (q, k, v, out) for s in t.stride()[:3]]
+    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, h, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast)
     return out
 
 

@@ -48,18 +48,23 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const T* __restr
                                                                   const T* __restrict__ v,
                                                                   float* __restrict__ part_acc,
                                                                   float* __restrict__ part_ml, int C, int chunk,
-                                                                  int splits, float qk_scale) {
+                                                                  int splits, float qk_scale, int H_kv,
+                                                                  long long kv_rows, long long q_batch_stride) {
   constexpr int kRowThreads = D / 8;                // threads sharing one cache row
   constexpr int kRowsPerPass = kThreads / kRowThreads;
   const int split = blockIdx.x;
   const long long bh = blockIdx.y;  // b * H_kv + kv head
+  // q may be a strided view (a model's fused QKV output): sequence b starts q_batch_stride
+  // elements after b-1, and its heads are D apart. Each (b, kv head) owns kv_rows cache rows, of
+  // which the first C are read: a cache allocated for its final length is read in place.
+  const T* q_seq = q + (bh / H_kv) * q_batch_stride + (bh % H_kv) * G * D;
   const int sub = threadIdx.x % kRowThreads, row = threadIdx.x / kRowThreads;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   float qf[G][8];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(q + (bh * G + g) * D + sub * 8);
+    const uint4 raw = *reinterpret_cast<const uint4*>(q_seq + g * D + sub * 8);
     unpack8(raw, qf[g], q);
 #pragma unroll
     for (int j = 0; j < 8; ++j) qf[g][j] *= qk_scale;
@@ -73,8 +78,8 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const T* __restr
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
   }
 
-  const T* k_head = k + bh * C * D + sub * 8;
-  const T* v_head = v + bh * C * D + sub * 8;
+  const T* k_head = k + bh * kv_rows * D + sub * 8;
+  const T* v_head = v + bh * kv_rows * D + sub * 8;
   const int start = split * chunk, end = min(start + chunk, C);
   // The loop bound is uniform over the block so every lane reaches every shuffle.
   for (int base = start; base < end; base += kRowsPerPass * kUnroll) {
@@ -201,24 +206,31 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
   out[row * D + threadIdx.x] = from_float<T>(A / L);
 }
 
+// Where q and the cache rows live (element strides), beyond the dense [B, H, 1, D] / [B, H_kv, C, D].
+struct Layout {
+  long long kv_rows;         // cache rows each (b, kv head) owns: C when dense, the capacity when not
+  long long q_batch_stride;  // elements from one sequence's q to the next: H * D when dense
+};
+
 template <typename T, int D, int G>
 int launch(const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out, int B, int H,
-           int H_kv, int C, int chunk, int splits, float qk_scale, cudaStream_t stream) {
+           int H_kv, int C, int chunk, int splits, float qk_scale, const Layout& layout, cudaStream_t stream) {
   decode_split_kernel<T, D, G><<<dim3(splits, B * H_kv), kThreads, 0, stream>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part_acc, part_ml, C, chunk,
-      splits, qk_scale);
+      splits, qk_scale, H_kv, layout.kv_rows, layout.q_batch_stride);
   decode_combine_kernel<T><<<B * H, D, 0, stream>>>(part_acc, part_ml, static_cast<T*>(out), splits, D);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <typename T, int D>
 int dispatch_group(int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out,
-                   int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale, cudaStream_t stream) {
+                   int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale, const Layout& layout,
+                   cudaStream_t stream) {
   switch (G) {
-    case 1: return launch<T, D, 1>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
-    case 2: return launch<T, D, 2>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
-    case 4: return launch<T, D, 4>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
-    case 8: return launch<T, D, 8>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+    case 1: return launch<T, D, 1>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
+    case 2: return launch<T, D, 2>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
+    case 4: return launch<T, D, 4>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
+    case 8: return launch<T, D, 8>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
 }
@@ -226,13 +238,13 @@ int dispatch_group(int G, const void* q, const void* k, const void* v, float* pa
 template <typename T>
 int dispatch_dim(int D, int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml,
                  void* out, int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale,
-                 cudaStream_t stream) {
+                 const Layout& layout, cudaStream_t stream) {
   switch (D) {
     case 64:
-      return dispatch_group<T, 64>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, stream);
+      return dispatch_group<T, 64>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
     case 128:
       return dispatch_group<T, 128>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale,
-                                    stream);
+                                    layout, stream);
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
 }
@@ -242,23 +254,30 @@ using namespace decode_detail;
 
 // part_acc is fp32 [B*H, splits, D], part_ml fp32 [B*H, splits, 2]; chunk * splits >= C and
 // every split holds at least one token (decode_attention.split_plan guarantees both).
+// kv_rows (>= c) is the rows each (b, kv head) owns in k and v, and q_batch_stride (>= h * d) the
+// elements between sequences in q: c and h * d for dense inputs, more for views of a larger buffer.
 extern "C" int rooflint_decode_attention(const void* q, const void* k, const void* v, void* part_acc, void* part_ml,
                                          void* out, long long b, long long h, long long h_kv, long long c,
                                          long long d, long long chunk, long long splits, long long dtype,
-                                         float qk_scale, cudaStream_t stream) {
+                                         float qk_scale, long long kv_rows, long long q_batch_stride,
+                                         cudaStream_t stream) {
   if (h_kv < 1 || h % h_kv != 0 || (splits - 1) * chunk >= c || splits * chunk < c) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
+  // 16-byte loads of q rows and cache rows need the strides to keep 8-element alignment too.
+  if (kv_rows < c || q_batch_stride < h * d || q_batch_stride % 8 != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (!aligned16(q) || !aligned16(k) || !aligned16(v)) return static_cast<int>(cudaErrorMisalignedAddress);
   const int G = static_cast<int>(h / h_kv);
   float* acc = static_cast<float*>(part_acc);
   float* ml = static_cast<float*>(part_ml);
   const int B = static_cast<int>(b), H = static_cast<int>(h), Hkv = static_cast<int>(h_kv);
   const int C = static_cast<int>(c), D = static_cast<int>(d), Ch = static_cast<int>(chunk), S = static_cast<int>(splits);
+  const Layout layout{kv_rows, q_batch_stride};
   switch (dtype) {
-    case kFloat16: return dispatch_dim<__half>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, stream);
+    case kFloat16:
+      return dispatch_dim<__half>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, layout, stream);
     case kBFloat16:
-      return dispatch_dim<__nv_bfloat16>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, stream);
+      return dispatch_dim<__nv_bfloat16>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, layout, stream);
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
 }

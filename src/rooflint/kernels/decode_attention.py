@@ -174,22 +174,11 @@ def _sm_count(device: torch.device) -> int:
 
 @triton.jit
 def _decode_split_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    part_acc_ptr,
-    part_ml_ptr,
-    C,
-    chunk,
-    splits,
-    qk_scale,
-    H_KV: tl.constexpr,
-    G: tl.constexpr,
-    D: tl.constexpr,
-    BLOCK_G: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
+    q_ptr, k_ptr, v_ptr, part_acc_ptr, part_ml_ptr, table_ptr,
+    C, chunk, splits, qk_scale, q_batch_stride, kv_rows, table_stride,
+    H_KV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    PAGED: tl.constexpr, PAGE: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
     # One program: kv head (b, hk) x one chunk of the cache, for all G query heads of the group,
     # so each K/V tile is loaded once and used G times.
     bh = tl.program_id(0)
@@ -197,9 +186,14 @@ def _decode_split_kernel(
     g = tl.arange(0, BLOCK_G)
     d = tl.arange(0, D)
     g_mask = g < G
-    q_rows = bh * G + g  # (b, hk*G + g) flattened: q is [B, H, 1, D] = [B*H_kv*G, D]
-    q = tl.load(q_ptr + q_rows[:, None] * D + d[None, :], mask=g_mask[:, None], other=0.0)
-    kv_base = bh.to(tl.int64) * C * D  # int64: B*H_kv*C*D is 2^30 elements at the large size
+    # q may be a view of a model's fused QKV output: sequences q_batch_stride apart, heads D apart.
+    q_offs = (bh // H_KV) * q_batch_stride + ((bh % H_KV) * G + g) * D
+    q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)
+    q_rows = bh * G + g  # (b, hk*G + g) flattened: the row of the partials and of o [B*H, D]
+    # Dense: (b, hk) owns kv_rows consecutive rows (C, or a longer buffer's capacity), read in
+    # place. Paged: its logical page p is physical page table[bh, p] of PAGE rows. int64: the
+    # large size's cache is 2^30 elements.
+    kv_base = bh.to(tl.int64) * kv_rows * D
 
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
@@ -209,7 +203,11 @@ def _decode_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         n = n0 + tl.arange(0, BLOCK_N)
         n_mask = n < end
-        offs = kv_base + n[:, None] * D + d[None, :]
+        if PAGED:
+            page = tl.load(table_ptr + bh * table_stride + n // PAGE, mask=n_mask, other=0).to(tl.int64)
+            offs = (page * PAGE + n % PAGE)[:, None] * D + d[None, :]
+        else:
+            offs = kv_base + n[:, None] * D + d[None, :]
         k = tl.load(k_ptr + offs, mask=n_mask[:, None], other=0.0)
         v = tl.load(v_ptr + offs, mask=n_mask[:, None], other=0.0)
         # The G (padded to 16) query rows make QK^T a small tensor-core matmul; the scale folds
@@ -254,43 +252,81 @@ def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, o_ptr, splits, D: tl.const
 
 
 class DecodeWorkspace:
-    """Output and partial buffers for one problem shape, allocated once, outside the timed call."""
+    """Output and partial buffers for one problem shape, allocated once, outside the timed call.
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor) -> None:
+    ``q`` is [B, H, 1, D]; the cache holds ``h_kv`` heads of ``c`` tokens each.
+    """
+
+    def __init__(self, q: torch.Tensor, h_kv: int, c: int) -> None:
         b, h, _, d = q.shape
-        _, h_kv, c, _ = k.shape
         if h % h_kv or d & (d - 1) or d < 16:
             raise ValueError("decode kernels need h_kv | h and a power-of-two head_dim >= 16")
         self.splits, self.chunk = split_plan(b, h_kv, c, _sm_count(q.device))
-        self.out = torch.empty_like(q)
+        self.out = torch.empty((b, h, 1, d), dtype=q.dtype, device=q.device)
         self.part_acc = torch.empty((b * h, self.splits, d), dtype=torch.float32, device=q.device)
         self.part_ml = torch.empty((b * h, self.splits, 2), dtype=torch.float32, device=q.device)
 
 
-def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4):
+def q_layout(q: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(q, elements between sequences): q as given when each sequence's heads are dense rows of
+    D (a view of a fused QKV output is), else a contiguous copy."""
     b, h, _, d = q.shape
-    _, h_kv, c, _ = k.shape
+    if q.stride(3) == 1 and (h == 1 or q.stride(1) == d) and q.stride(0) % 8 == 0:
+        return q, q.stride(0)
+    return q.contiguous(), h * d
+
+
+def kv_layout(k: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(k, rows each (b, kv head) owns): k as given when it is a length-prefix view of a dense
+    [B, H_kv, capacity, D] buffer (a preallocated cache), else a contiguous copy."""
+    b, h_kv, c, d = k.shape
+    rows = k.stride(1) // d if d else c
+    dense = k.stride(3) == 1 and k.stride(2) == d and k.stride(1) == rows * d and k.stride(0) == h_kv * rows * d
+    return (k, rows) if dense else (k.contiguous(), c)
+
+
+def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4):
+    """Decode attention over a dense cache, or a length-prefix view of a preallocated one (read in place)."""
+    q, q_stride = q_layout(q)
+    (k, rows), (v, v_rows) = kv_layout(k), kv_layout(v)
+    if v_rows != rows or v.stride() != k.stride():
+        k, v, rows = k.contiguous(), v.contiguous(), k.shape[2]
+    return _decode(q, q_stride, k, v, None, 0, rows, k.shape[1], k.shape[2], ws, block_n, num_stages, num_warps)
+
+
+def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, ws: DecodeWorkspace,
+                        block_n: int = 64, num_stages: int = 3, num_warps: int = 4):  # fmt: skip
+    """Decode attention read from a paged cache in place (vLLM's block table, one kv head per page).
+
+    k_pool and v_pool are [pages, PAGE, 1, D] (kv_cache's pool with one head per page);
+    block_table is int32 [B * h_kv, pages per head]: row b * h_kv + hk lists the physical pages
+    holding that (sequence, kv head)'s tokens 0, PAGE, 2 PAGE, ...; the first ``length`` are read.
+    """
+    q, q_stride = q_layout(q)
+    page = k_pool.shape[1]
+    if k_pool.shape[2] != 1 or not (k_pool.is_contiguous() and v_pool.is_contiguous()):
+        raise ValueError("paged decode reads pools of [pages, PAGE, 1, D], contiguous")
+    if block_table.shape[1] * page < length:
+        raise ValueError(f"the block table holds {block_table.shape[1] * page} tokens, fewer than {length}")
+    return _decode(q, q_stride, k_pool, v_pool, block_table, page, 0, h_kv, length, ws, block_n, num_stages,
+                   num_warps)  # fmt: skip
+
+
+def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps):
+    b, h, _, d = q.shape
     g = h // h_kv
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    paged = table is not None
     _decode_split_kernel[(b * h_kv, ws.splits)](
-        q,
-        k,
-        v,
-        ws.part_acc,
-        ws.part_ml,
-        c,
-        ws.chunk,
-        ws.splits,
-        LOG2E / math.sqrt(d),
-        H_KV=h_kv,
-        G=g,
-        D=d,
+        q, k, v, ws.part_acc, ws.part_ml, table if paged else ws.part_ml,
+        c, ws.chunk, ws.splits, LOG2E / math.sqrt(d), q_stride, rows, table.stride(0) if paged else 0,
+        H_KV=h_kv, G=g, D=d,
         BLOCK_G=max(16, triton.next_power_of_2(g)),  # tl.dot needs at least 16 rows
         BLOCK_N=block_n,
+        PAGED=paged, PAGE=max(page, 1),
         UPCAST=interpreting(),
         num_warps=num_warps,
         num_stages=num_stages,  # 3 stages of 32 KB (K and V tiles) in flight hide HBM latency
-    )
+    )  # fmt: skip
     _decode_combine_kernel[(b * h,)](
         ws.part_acc, ws.part_ml, ws.out, ws.splits, D=d, BLOCK_S=max(2, triton.next_power_of_2(ws.splits))
     )
@@ -301,8 +337,39 @@ def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: i
 def triton_variant(case):
     """flash-decoding: split-cache online softmax, then a combine kernel"""
     q, k, v = case["q"], case["k"], case["v"]
-    ws = DecodeWorkspace(q, k)
+    ws = DecodeWorkspace(q, k.shape[1], k.shape[2])
     return lambda: triton_decode(q, k, v, ws)
+
+
+PAGE = 16  # tokens per page, kv_cache's BLOCK_SIZE (vLLM's default)
+
+
+def paged_copy(k: torch.Tensor, v: torch.Tensor, generator: torch.Generator | None = None):
+    """(k_pool, v_pool, block_table): the dense [B, H_kv, C, D] cache scattered over pages drawn by
+    a random permutation, one (sequence, kv head) per page, as a paged cache holds it."""
+    b, h_kv, c, d = k.shape
+    per_head = -(-c // PAGE)
+    pages = b * h_kv * per_head
+    order = torch.randperm(pages, generator=generator, device="cpu").to(k.device)
+    pools = []
+    for dense in (k, v):
+        padded = torch.zeros((b * h_kv, per_head * PAGE, d), dtype=dense.dtype, device=dense.device)
+        padded[:, :c] = dense.reshape(b * h_kv, c, d)
+        pool = torch.empty((pages, PAGE, 1, d), dtype=dense.dtype, device=dense.device)
+        pool[order] = padded.view(pages, PAGE, 1, d)
+        pools.append(pool)
+    return pools[0], pools[1], order.view(b * h_kv, per_head).to(torch.int32)
+
+
+@FAMILY.variant("triton_paged", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_paged_variant(case):
+    """flash-decoding read through a block table from 16-token pages scattered at random (vLLM's paged cache)"""
+    # The block table adds 4 bytes a page (0.05% of the K and V bytes at D=128): the cost stays the family's.
+    q, k = case["q"], case["k"]
+    h_kv, c = k.shape[1], k.shape[2]
+    k_pool, v_pool, table = paged_copy(k, case["v"], torch.Generator().manual_seed(0))
+    ws = DecodeWorkspace(q, h_kv, c)
+    return lambda: triton_paged_decode(q, k_pool, v_pool, table, h_kv, c, ws)
 
 
 CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instantiated for
@@ -317,27 +384,20 @@ def cuda_variant(case):
     if h // h_kv not in CUDA_GROUPS or d not in (64, 128):
         raise VariantSkipped(f"CUDA decode is built for G in {CUDA_GROUPS} and head_dim 64 or 128")
     library = cuda_build.load(cuda_build.family_source(__file__))
-    ws = DecodeWorkspace(q, k)
+    ws = DecodeWorkspace(q, h_kv, c)
+    return lambda: cuda_decode(library, q, k, v, ws)
 
-    def run():
-        library.launch(
-            "rooflint_decode_attention",
-            q,
-            k,
-            v,
-            ws.part_acc,
-            ws.part_ml,
-            ws.out,
-            b,
-            h,
-            h_kv,
-            c,
-            d,
-            ws.chunk,
-            ws.splits,
-            cuda_dtype(q.dtype),
-            LOG2E / math.sqrt(d),
-        )
-        return ws.out
 
-    return run
+def cuda_decode(library, q, k, v, ws: DecodeWorkspace):
+    """The CUDA kernel over a dense cache or a length-prefix view of a preallocated one (read in place)."""
+    b, h, _, d = q.shape
+    h_kv, c = k.shape[1], k.shape[2]
+    q, q_stride = q_layout(q)
+    (k, rows), (v, v_rows) = kv_layout(k), kv_layout(v)
+    if v_rows != rows or v.stride() != k.stride():
+        k, v, rows = k.contiguous(), v.contiguous(), c
+    library.launch(
+        "rooflint_decode_attention", q, k, v, ws.part_acc, ws.part_ml, ws.out, b, h, h_kv, c, d, ws.chunk,
+        ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d), rows, q_stride,
+    )  # fmt: skip
+    return ws.out

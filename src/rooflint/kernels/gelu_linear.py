@@ -64,8 +64,9 @@ FAMILY = Family(
     sizes={
         "small": [{"m": 256, "k": 384, "n": 512}],
         # GPT-2's MLP up-projection (1024 tokens, 768 -> 3072): 12.6 MB, L2-sized, so the timer's
-        # L2 flush is what keeps it honest; and the square 8192^3 GEMM, 384 MiB, compute-bound.
-        "large": [{"m": 1024, "k": 768, "n": 3072}, {"m": 8192, "k": 8192, "n": 8192}],
+        # L2 flush is what keeps it honest; the same layer in a decode step of 8 sequences (a 4.7 MB
+        # weight stream at 16 FLOP/B, memory-bound); and the square 8192^3 GEMM, 384 MiB, compute-bound.
+        "large": [{"m": 1024, "k": 768, "n": 3072}, {"m": 8, "k": 768, "n": 3072}, {"m": 8192, "k": 8192, "n": 8192}],
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -224,10 +225,16 @@ def num_sms(device: torch.device) -> int:
 
 
 def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None):
+    """One launch either way: up to 16 rows (a decode step) take the weight-streaming kernel of
+    kernels/_gemm_skinny.py; more take the TMA GEMM below."""
     from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from rooflint.kernels import _gemm_skinny
 
     m, k = x.shape
     n = w.shape[0]
+    if m <= _gemm_skinny.MAX_ROWS:
+        return _gemm_skinny.skinny_linear(x, w, b, gelu=True, out=out)
     # TMA descriptors need 16-byte aligned row strides.
     assert k % 8 == 0 and n % 8 == 0, "gelu_linear's Triton kernel needs K and N multiples of 8"
     x, w, b = x.contiguous(), w.contiguous(), b.contiguous()
@@ -248,7 +255,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
 
 @FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
 def triton_variant(case):
-    """TMA-fed GEMM over a flattened tile loop, bias + GELU epilogue stored by TMA, autotuned"""
+    """TMA GEMM over a flattened tile loop, bias + GELU epilogue by TMA, autotuned; <= 16 rows: weight streaming"""
     x, w, b = case["x"], case["w"], case["b"]
     if x.shape[1] % 8 or w.shape[0] % 8:
         raise VariantSkipped("TMA needs 16-byte row strides: K and N multiples of 8")

@@ -6,10 +6,9 @@ row is one head's head_dim values). New tokens are scattered into their slots (v
 mapping) by the kernel set's append.
 
 The pages of one (sequence, head) are allocated consecutively, so the block table is the identity
-and a pool reads as a [B, H, capacity, D] tensor: the layout kernels/decode_attention.py reads.
-That kernel takes no block table and strides the cache by its length, so the decode attention of
-a cache shorter than its capacity reads a copy (see KernelSet.decode_attention); a block-table
-aware decode kernel would read the pages in place.
+and a pool also reads as a [B, H, capacity, D] tensor. Decode attention reads the cache in place
+either way: the Triton set through the block table (decode_attention.triton_paged_decode), the
+CUDA set and SDPA as the first `length` rows of that dense view (strided by the capacity).
 """
 
 from __future__ import annotations
@@ -29,6 +28,9 @@ class KVCache:
         shape = (self.pages, BLOCK_SIZE, 1, head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        per_head = self.capacity // BLOCK_SIZE
+        # block_table[b * H + h, p]: the page holding tokens 16p..16p+15 of (sequence b, head h).
+        self.block_table = torch.arange(self.pages, dtype=torch.int32, device=device).view(-1, per_head)
         self._slots: dict[tuple[int, int], torch.Tensor] = {}
         # Under torch.compile a step's position is symbolic: slots are then computed as the
         # position-0 slots plus the position, instead of looked up (a lookup would recompile per step).
@@ -59,6 +61,10 @@ class KVCache:
         """K and V of the first ``length`` positions as [B, H, length, D] views (strided: no copy)."""
         shape = (self.batch, self.kv_heads, self.capacity, self.head_dim)
         return self.k[layer].view(shape)[:, :, :length], self.v[layer].view(shape)[:, :, :length]
+
+    def pools(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K and V pools as stored, [pages, 16, 1, D]: what block_table indexes."""
+        return self.k[layer], self.v[layer]
 
     def rows(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The pools as [slots, D]: what an append writes into."""

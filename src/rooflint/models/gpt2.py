@@ -203,7 +203,9 @@ class GPT2(ModelSpec):
         size = element_size(dtype)
         head_rows = phase.batch if phase.name == "decode" else rows
         if phase.name == "decode":
-            append_bytes = 2 * (2 * phase.batch * dims.kv_heads * dims.head_dim * size) + phase.batch * INDEX_BYTES
+            # read the new K and V rows, write them into the cache; one int64 slot per (sequence, kv head)
+            rows = phase.batch * dims.kv_heads
+            append_bytes = 2 * (2 * rows * dims.head_dim * size) + rows * INDEX_BYTES
             attend = decode_attention.cost(
                 {"b": phase.batch, "h": dims.heads, "h_kv": dims.kv_heads, "c": phase.context, "d": dims.head_dim},
                 dtype,

@@ -21,7 +21,7 @@ from rooflint.core.triton_compat import interpreting
 from rooflint.models.cache import KVCache
 
 KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
-SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "lm_head")
+SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head")
 LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
 
 
@@ -70,11 +70,14 @@ class EagerKernels:
         v_pool.index_copy_(0, slots, v_rows)
 
     def attend_prefill(self, q, k, v):
-        """Causal attention over [B, H, T, D] (strided views allowed); returns [B, H, T, D]."""
+        """Causal attention over [B, H, T, D] (strided views of the QKV output); returns [B, H, T, D],
+        ideally a transposed [B, T, H, D] buffer, so that the rows [B*T, H*D] are a view, not a copy."""
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    def attend_decode(self, q, k, v):
-        """One query [B, H, 1, D] against the cache views [B, H, L, D]."""
+    def attend_decode(self, q, cache: KVCache, layer: int, length: int):
+        """One query [B, H, 1, D] (a view of the QKV output) against the first ``length`` cached
+        tokens of ``layer``, read in place; returns [B, H, 1, D]."""
+        k, v = cache.view(layer, length)  # [B, H, length, D] views strided by the capacity
         return F.scaled_dot_product_attention(q, k, v)
 
     # ---- attention, shared plumbing --------------------------------------------------------
@@ -96,9 +99,8 @@ class EagerKernels:
         self.kv_append(
             cache, layer, split[:, :, 1].reshape(-1, d), split[:, :, 2].reshape(-1, d), cache.slots(position, 1)
         )
-        k, v = cache.view(layer, position + 1)
         q = split[:, :, 0].transpose(1, 2)  # [B, H, 1, D]
-        return self.attend_decode(q, k, v).reshape(batch, -1)
+        return self.attend_decode(q, cache, layer, position + 1).reshape(batch, -1)
 
 
 class CompileKernels(EagerKernels):
@@ -156,7 +158,16 @@ class TritonKernels(EagerKernels):
             if why is None and slot != "linear_gelu" and not power_of_two:
                 why = f"head_dim {head_dim} is not a power of two >= 16"
             self.plan[slot] = "triton" if why is None else f"eager ({why})"
+        why = _dtype_gap(gelu_linear.FAMILY, name)
+        self.plan["linear"] = "triton for decode (<= 16 rows), cuBLAS above" if why is None else f"eager ({why})"
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+
+    def linear(self, x, w, b):
+        from rooflint.kernels import _gemm_skinny
+
+        if x.shape[0] > _gemm_skinny.MAX_ROWS or self.plan["linear"].startswith("eager"):
+            return super().linear(x, w, b)
+        return _gemm_skinny.skinny_linear(x, w, b)  # a decode step's GEMMs stream their weights
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "triton":
@@ -186,21 +197,25 @@ class TritonKernels(EagerKernels):
             return super().attend_prefill(q, k, v)
         from rooflint.kernels.attention import triton_attention
 
-        return triton_attention(q, k, v, True)
+        b, h, t, d = q.shape
+        out = torch.empty((b, t, h, d), dtype=q.dtype, device=q.device)  # token-major: rows are a view
+        return triton_attention(q, k, v, True, out.transpose(1, 2))  # q, k, v read as strided views
 
-    def attend_decode(self, q, k, v):
+    def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":
-            return super().attend_decode(q, k, v)
-        from rooflint.kernels.decode_attention import DecodeWorkspace, triton_decode
+            return super().attend_decode(q, cache, layer, length)
+        from rooflint.kernels.decode_attention import triton_paged_decode
 
-        ws = self._workspace(DecodeWorkspace, q, k)
-        # k and v are strided views of the pools: triton_decode copies them contiguous first.
-        return triton_decode(q.contiguous(), k, v, ws)
+        k_pool, v_pool = cache.pools(layer)
+        ws = self._workspace(q, cache.kv_heads, length)
+        return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws)
 
-    def _workspace(self, make, q, k):
-        key = (tuple(q.shape), tuple(k.shape))
+    def _workspace(self, q, kv_heads: int, length: int):
+        from rooflint.kernels.decode_attention import DecodeWorkspace
+
+        key = (tuple(q.shape), kv_heads, length)
         if key not in self._workspaces:  # allocated on the first (uncaptured) call of each length
-            self._workspaces[key] = make(q, k)
+            self._workspaces[key] = DecodeWorkspace(q, kv_heads, length)
         return self._workspaces[key]
 
 
@@ -281,21 +296,13 @@ class CudaKernels(TritonKernels):
         )
         return out
 
-    def attend_decode(self, q, k, v):
+    def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "cuda":
-            return EagerKernels.attend_decode(self, q, k, v)
-        from rooflint.kernels import cuda_dtype
-        from rooflint.kernels.decode_attention import LOG2E, DecodeWorkspace
+            return EagerKernels.attend_decode(self, q, cache, layer, length)
+        from rooflint.kernels.decode_attention import cuda_decode
 
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel strides the cache by its length
-        b, h, _, d = q.shape
-        h_kv, c = k.shape[1], k.shape[2]
-        ws = self._workspace(DecodeWorkspace, q, k)
-        self._libraries["decode_attention"].launch(
-            "rooflint_decode_attention", q, k, v, ws.part_acc, ws.part_ml, ws.out, b, h, h_kv, c, d, ws.chunk,
-            ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d),
-        )  # fmt: skip
-        return ws.out
+        k, v = cache.view(layer, length)  # read in place: the kernel strides rows by the capacity
+        return cuda_decode(self._libraries["decode_attention"], q, k, v, self._workspace(q, cache.kv_heads, length))
 
 
 def _dtype_gap(family, dtype: str, interpreter_fp32: bool = True) -> str | None:

@@ -1,0 +1,55 @@
+"""The time a chain of dependent kernels costs in one CUDA graph, whatever they do (issue 12).
+
+A decode step of a small model is a chain of ~140 kernels (GPT-2 124M: 12 layers x 11, plus
+embedding, final norm, lm_head and sampling), each moving a few MB. Replayed from a CUDA graph,
+each kernel still waits for the previous one to drain and then ramps up its own blocks. This
+measures that floor with kernels that do nothing: a 1-program Triton kernel reading and writing one
+element of a shared buffer (so each depends on the last), and the same with 132 programs. The step
+time of a chain of N kernels cannot fall below N times the per-kernel figure printed here.
+  python3 scripts/device/launch_floor.py > launch-floor.txt
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _touch(ptr):
+    tl.store(ptr + tl.program_id(0), tl.load(ptr + tl.program_id(0)) + 1.0)
+
+
+def replay_us(kernels: int, programs: int, replays: int = 200) -> float:
+    buf = torch.zeros(programs, device="cuda")
+    _touch[(programs,)](buf)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(kernels):
+            _touch[(programs,)](buf)
+    for _ in range(10):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def main() -> None:
+    name = torch.cuda.get_device_name()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{name}, {sms} SMs; median of 200 replays of one CUDA graph of N dependent kernels")
+    print(f"{'kernels':>8} {'programs':>9} {'graph us':>10} {'us per kernel':>14}")
+    for programs in (1, sms):
+        for kernels in (1, 16, 64, 137):
+            total = replay_us(kernels, programs)
+            print(f"{kernels:>8} {programs:>9} {total:>10.1f} {total / kernels:>14.2f}")
+
+
+if __name__ == "__main__":
+    main()
