@@ -306,3 +306,20 @@ def test_triton_decode_reads_the_paged_cache_in_place(monkeypatch):
     assert seen["k"] is cache.k[0] and seen["table"] is cache.block_table
     want = make_kernel_set("eager", torch.float32, torch.device("cpu"), d, 1e-5).attend_decode(q, cache, 0, length)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_phase_floor_is_bytes_over_bandwidth_or_matmul_flops_over_the_matmul_peak():
+    from rooflint.core.family import Cost
+    from rooflint.core.specs import get_spec
+    from rooflint.models.rows import phase_floor
+
+    h100 = get_spec("h100_sxm")
+    decode = Cost(tensor_flops=2e9, cuda_flops=1e12, bytes=423.6e6)  # CUDA-core FLOPs are left out
+    seconds, bound = phase_floor(decode, h100, "bf16")
+    assert bound == "memory" and seconds == pytest.approx(423.6e6 / (h100.bandwidth_gbps * 1e9))
+    prefill = Cost(tensor_flops=2.179e12, bytes=1e9)
+    seconds, bound = phase_floor(prefill, h100, "bf16")
+    assert bound == "compute" and seconds == pytest.approx(2.179e12 / (h100.tensor_peak_tflops("bf16") * 1e12))
+    # fp32 matmuls run on the CUDA cores (TF32 off): judged against the fp32 CUDA-core peak.
+    seconds, _ = phase_floor(prefill, h100, "fp32")
+    assert seconds == pytest.approx(2.179e12 / (h100.cuda_peak_tflops("fp32") * 1e12))

@@ -162,11 +162,15 @@ class FakeNvmlDevice:
 def test_nvml_sampler_reads_in_the_background_while_a_block_runs():
     sampler = NvmlSampler(FakeNvmlDevice(), interval_s=0.005)
     with sampler.record() as recording:
-        time.sleep(0.06)
+        # The block runs until the background thread has taken 5 readings (at most 10 s): no fixed
+        # sleep that a loaded CI runner could outlast before the thread is scheduled.
+        deadline = time.perf_counter() + 10
+        while len(recording.readings) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.005)
     telemetry = recording.telemetry
-    assert telemetry.n_readings >= 3 and telemetry.sm_clock_min_mhz == 1200
+    assert telemetry.n_readings >= 5 and telemetry.sm_clock_min_mhz == 1200
     assert telemetry.sm_clock_mhz == 1200  # most readings came after the drop
-    assert telemetry.energy_j == pytest.approx(7.5) and 0.05 < telemetry.window_s < 1.0
+    assert telemetry.energy_j == pytest.approx(7.5) and 0 < telemetry.window_s < 10.5
     assert telemetry.reasons == ("sw_power_cap", "sw_thermal")
 
 

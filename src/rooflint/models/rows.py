@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from rooflint.core.family import Cost
-from rooflint.core.roofline import analyse, copy_to_row
+from rooflint.core.roofline import analyse, copy_to_row, floor_seconds
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.timing import Timing
 from rooflint.outputs.results import OK, ResultRow
@@ -43,11 +43,7 @@ def phase_floor(cost: Cost, spec: GpuSpec, dtype: str) -> tuple[float, str]:
     plus KV cache over bandwidth). The few CUDA-core FLOPs (norms, GELU, softmax) are left out, as
     the matmul term dominates whenever compute is the limit.
     """
-    memory_s = cost.bytes / (spec.bandwidth_gbps * 1e9)
-    matmul = cost.tensor_flops
-    peak = spec.cuda_peak_tflops("fp32") if dtype == "fp32" else spec.tensor_peak_tflops(dtype)
-    compute_s = matmul / (peak * 1e12) if peak and matmul else 0.0
-    return (memory_s, "memory") if memory_s >= compute_s else (compute_s, "compute")
+    return floor_seconds(unit_cost(Cost(tensor_flops=cost.tensor_flops, bytes=cost.bytes), dtype), spec, dtype)
 
 
 def total_cost(costs: dict[str, Cost]) -> Cost:
