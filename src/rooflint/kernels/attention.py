@@ -332,16 +332,15 @@ def cuda_variant(case):
         raise VariantSkipped("the CUDA attention needs sm_80 or newer (bf16 mma.sync, cp.async)")
     library = cuda_build.load(cuda_build.family_source(__file__))
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
-    b, h, n, d = q.shape
     out = torch.empty_like(q)
+    return lambda: cuda_attention(library, q, k, v, causal, out)
 
-    def run():
-        library.launch(
-            "rooflint_attention", q, k, v, out, b * h, n, d, int(causal), cuda_dtype(q.dtype), 1 / math.sqrt(d)
-        )
-        return out
 
-    return run
+def cuda_attention(library, q, k, v, causal: bool, out):
+    """The CUDA kernel over dense [B, H, N, D] q, k, v and out (it takes no strides)."""
+    b, h, n, d = q.shape
+    library.launch("rooflint_attention", q, k, v, out, b * h, n, d, int(causal), cuda_dtype(q.dtype), 1 / math.sqrt(d))
+    return out
 
 
 # The Hopper (sm_90) path, beside the `triton` variant above that stays the sm_75/sm_80 path: TMA

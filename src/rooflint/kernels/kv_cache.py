@@ -222,11 +222,19 @@ def cuda_variant(case):
     library = cuda_build.load(cuda_build.family_source(__file__))
     _, _, tokens, row = _dims(case.params)
     k_src, v_src, k_dst, v_dst, index, result = _operands(case)
-    scatter = int(case.params["op"] == "append")
-    dtype = cuda_dtype(k_src.dtype)
+    scatter = case.params["op"] == "append"
 
     def run():
-        library.launch("rooflint_kv_copy", k_src, v_src, k_dst, v_dst, index, tokens, row, scatter, BLOCK_SIZE, dtype)
+        cuda_kv_copy(library, k_src, v_src, k_dst, v_dst, index, tokens, row, scatter)
         return result
 
     return run
+
+
+def cuda_kv_copy(library, k_src, v_src, k_dst, v_dst, index, rows: int, row_elems: int, scatter: bool) -> None:
+    """scatter: row i of k_src/v_src goes to row index[i] of the pools (append); else the pools' rows
+    index[i] are gathered into k_dst/v_dst (read). Rows of row_elems elements, 16-byte vectors."""
+    library.launch(
+        "rooflint_kv_copy", k_src, v_src, k_dst, v_dst, index, rows, row_elems, int(scatter), BLOCK_SIZE,
+        cuda_dtype(k_src.dtype),
+    )  # fmt: skip

@@ -10,8 +10,6 @@ adds) stay PyTorch in every set.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
@@ -273,28 +271,19 @@ class CudaKernels(TritonKernels):
     def kv_append(self, cache, layer, k_rows, v_rows, slots):
         if self.plan["kv_append"] != "cuda":
             return EagerKernels.kv_append(self, cache, layer, k_rows, v_rows, slots)
-        from rooflint.kernels import cuda_dtype
-        from rooflint.kernels.kv_cache import BLOCK_SIZE
+        from rooflint.kernels.kv_cache import cuda_kv_copy
 
         k_pool, v_pool = cache.rows(layer)
         rows, row_elems = k_rows.shape
-        self._libraries["kv_append"].launch(
-            "rooflint_kv_copy", k_rows, v_rows, k_pool, v_pool, slots, rows, row_elems, 1, BLOCK_SIZE,
-            cuda_dtype(k_rows.dtype),
-        )  # fmt: skip
+        cuda_kv_copy(self._libraries["kv_append"], k_rows, v_rows, k_pool, v_pool, slots, rows, row_elems, True)
 
     def attend_prefill(self, q, k, v):
         if self.plan["prefill_attention"] != "cuda":
             return EagerKernels.attend_prefill(self, q, k, v)
-        from rooflint.kernels import cuda_dtype
+        from rooflint.kernels.attention import cuda_attention
 
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        b, h, n, d = q.shape
-        out = torch.empty_like(q)
-        self._libraries["prefill_attention"].launch(
-            "rooflint_attention", q, k, v, out, b * h, n, d, 1, cuda_dtype(q.dtype), 1 / math.sqrt(d)
-        )
-        return out
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel takes no strides: two copies
+        return cuda_attention(self._libraries["prefill_attention"], q, k, v, True, torch.empty_like(q))
 
     def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "cuda":

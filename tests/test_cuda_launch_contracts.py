@@ -1,0 +1,83 @@
+"""The Python side of each CUDA launch matches its extern "C" signature: argument count and kinds.
+
+ctypes checks nothing: a missing or swapped argument reaches the kernel as garbage. These tests
+call the Python wrappers with a fake library that records the arguments, and hold them against
+the parameter list parsed from the .cu source (pointers take tensors, long long takes ints, float
+takes floats; the trailing cudaStream_t is the launcher's own).
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooflint.kernels import attention, decode_attention, kv_cache
+
+KERNELS = Path(attention.__file__).parent
+
+
+class RecordingLibrary:
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, function, *args):
+        self.calls.append((function, args))
+
+
+def signature(source: str, function: str) -> list[str]:
+    """The C parameter types of ``function`` in kernels/<source>, without the stream."""
+    text = (KERNELS / source).read_text()
+    match = re.search(rf'extern "C" int {function}\((.*?)\)\s*{{', text, re.S)
+    assert match, f"{function} not found in {source}"
+    params = [p.strip() for p in match.group(1).split(",")]
+    assert params[-1].startswith("cudaStream_t")
+    return [p.rsplit(" ", 1)[0].replace(" ", "") for p in params[:-1]]
+
+
+def kind_of(c_type: str) -> type:
+    if c_type.endswith("*"):
+        return torch.Tensor
+    return {"longlong": int, "float": float}[c_type]
+
+
+def assert_matches(library: RecordingLibrary, source: str):
+    ((function, args),) = library.calls
+    params = signature(source, function)
+    assert len(args) == len(params), f"{function}: {len(args)} arguments for {len(params)} parameters"
+    for index, (arg, c_type) in enumerate(zip(args, params, strict=True)):
+        want = kind_of(c_type)
+        got = int if isinstance(arg, bool) else type(arg)  # bools pass as long long
+        assert isinstance(arg, want) or got is want, f"{function} argument {index}: {type(arg).__name__} for {c_type}"
+
+
+def test_decode_attention_launch_passes_the_strides_of_a_view():
+    b, h, d, capacity, length = 2, 4, 64, 48, 33
+    qkv = torch.zeros(b, 1, 3, h, d, dtype=torch.bfloat16)
+    q = qkv[:, :, 0].transpose(1, 2)
+    cache = torch.zeros(b, h, capacity, d, dtype=torch.bfloat16)
+    k = v = cache[:, :, :length]
+    library = RecordingLibrary()
+    ws = decode_attention.DecodeWorkspace(q, h, length)
+    decode_attention.cuda_decode(library, q, k, v, ws)
+    assert_matches(library, "decode_attention.cu")
+    args = library.calls[0][1]
+    assert args[0] is q and args[1] is k  # no copies: the kernel reads the views
+    assert args[-2:] == (capacity, 3 * h * d)  # kv_rows, q_batch_stride
+
+
+def test_attention_launch():
+    q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
+    library = RecordingLibrary()
+    attention.cuda_attention(library, q, q, q, True, torch.empty_like(q))
+    assert_matches(library, "attention.cu")
+
+
+@pytest.mark.parametrize("scatter", [True, False])
+def test_kv_copy_launch(scatter):
+    rows = torch.zeros(4, 8, dtype=torch.bfloat16)
+    pool = torch.zeros(32, 8, dtype=torch.bfloat16)
+    library = RecordingLibrary()
+    kv_cache.cuda_kv_copy(library, rows, rows, pool, pool, torch.arange(4), 4, 8, scatter)
+    assert_matches(library, "kv_cache.cu")
+    assert library.calls[0][1][7] == int(scatter)
