@@ -323,3 +323,19 @@ def test_phase_floor_is_bytes_over_bandwidth_or_matmul_flops_over_the_matmul_pea
     # fp32 matmuls run on the CUDA cores (TF32 off): judged against the fp32 CUDA-core peak.
     seconds, _ = phase_floor(prefill, h100, "fp32")
     assert seconds == pytest.approx(2.179e12 / (h100.cuda_peak_tflops("fp32") * 1e12))
+
+
+@pytest.mark.parametrize("eps", [1e-5, 1e-6])
+def test_triton_layer_norm_uses_the_models_eps(eps):
+    """Rows whose variance (1e-6) is near eps: a kernel holding its own eps would be visibly off."""
+    from rooflint.models.kernel_sets import make_kernel_set
+
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 96, generator=gen) * 1e-3
+    w, b = torch.randn(96, generator=gen), torch.randn(96, generator=gen)
+    triton_set = make_kernel_set("triton", torch.float32, torch.device("cpu"), 16, eps)
+    assert triton_set.plan["layer_norm"] == "triton"
+    want = F.layer_norm(x.double(), (96,), w.double(), b.double(), eps)
+    assert torch.allclose(triton_set.layer_norm(x, w, b).double(), want, atol=1e-4, rtol=1e-4)
+    other = 1e-6 if eps == 1e-5 else 1e-5
+    assert not torch.allclose(F.layer_norm(x.double(), (96,), w.double(), b.double(), other), want, atol=1e-2)

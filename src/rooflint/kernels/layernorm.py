@@ -244,13 +244,16 @@ def _ln_looped_kernel(
         tl.store(rstd_ptr + row, rstd)
 
 
-def triton_layernorm(x, weight, bias, y, mean=None, rstd=None, *, gelu=False, num_warps=None, max_block=None):
-    """Launch one Triton kernel; mean/rstd None skips writing them. Returns y."""
+def triton_layernorm(
+    x, weight, bias, y, mean=None, rstd=None, *, gelu=False, num_warps=None, max_block=None, eps: float = EPS
+):
+    """Launch one Triton kernel; mean/rstd None skips writing them. Returns y. ``eps``: the
+    model's own (GPT-2 1e-5; Llama-style models 1e-6), the family's EPS by default."""
     rows, hidden = x.shape
     stats = mean is not None
     block = max(triton.next_power_of_2(hidden), 32)  # at least a warp's width: tiny tiles gain nothing
     limit = max_block or MAX_FUSED_BLOCK
-    args = (x, weight, bias, y, mean if stats else y, rstd if stats else y, hidden, EPS)
+    args = (x, weight, bias, y, mean if stats else y, rstd if stats else y, hidden, float(eps))
     if block <= limit:
         # ~16 elements a thread (32 with the GELU epilogue: 2% faster at 4096 with the tl.exp
         # epilogue, within 1% either way with the exp2 one; docs/perf-notes/reduce-layernorm.md):
@@ -264,7 +267,7 @@ def triton_layernorm(x, weight, bias, y, mean=None, rstd=None, *, gelu=False, nu
     return y
 
 
-def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=False, threads=0):
+def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=False, threads=0, eps: float = EPS):
     """Launch the CUDA kernel (kernels/layernorm.cu); threads 0 picks its default. Returns y."""
     rows, hidden = x.shape
     stats = mean is not None
@@ -283,7 +286,7 @@ def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=Fa
         gelu,
         stats,
         cuda_dtype(x.dtype),
-        EPS,
+        float(eps),
     )
     return y
 

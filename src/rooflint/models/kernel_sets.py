@@ -145,7 +145,7 @@ class TritonKernels(EagerKernels):
         self._head = _PaddedHead()
         name = dtype_name(dtype)
         power_of_two = head_dim >= 16 and head_dim & (head_dim - 1) == 0
-        self.plan["layer_norm"] = "triton" if eps == layernorm.EPS else f"eager (eps {eps} != kernel's {layernorm.EPS})"
+        self.plan["layer_norm"] = "triton"  # the model's eps is passed to the kernel
         self.plan["kv_append"] = "triton"
         for slot, family in (
             ("prefill_attention", attention.FAMILY),
@@ -172,7 +172,7 @@ class TritonKernels(EagerKernels):
             return super().layer_norm(x, w, b)
         from rooflint.kernels.layernorm import triton_layernorm
 
-        return triton_layernorm(x, w, b, torch.empty_like(x))
+        return triton_layernorm(x, w, b, torch.empty_like(x), eps=self.eps)
 
     def linear_gelu(self, x, w, b):
         if self.plan["linear_gelu"] != "triton":
@@ -243,8 +243,6 @@ class CudaKernels(TritonKernels):
             why = _dtype_gap(module.FAMILY, name, interpreter_fp32=False)
             if why is None and slot in ("prefill_attention", "decode_attention") and head_dim not in (64, 128):
                 why = f"the CUDA kernel is built for head_dim 64 or 128, not {head_dim}"
-            if why is None and slot == "layer_norm" and eps != layernorm.EPS:
-                why = f"eps {eps} != kernel's {layernorm.EPS}"
             if why is None:
                 try:
                     self._libraries[slot] = cuda_build.load(cuda_build.family_source(module.__file__))
@@ -258,7 +256,7 @@ class CudaKernels(TritonKernels):
             return EagerKernels.layer_norm(self, x, w, b)
         from rooflint.kernels.layernorm import cuda_layernorm
 
-        return cuda_layernorm(self._libraries["layer_norm"], x, w, b, torch.empty_like(x))
+        return cuda_layernorm(self._libraries["layer_norm"], x, w, b, torch.empty_like(x), eps=self.eps)
 
     def linear_gelu(self, x, w, b):
         if self.plan["linear_gelu"] != "cuda":
