@@ -109,3 +109,14 @@ def test_roofline_draws_rows_whose_gpu_column_is_an_alias_as_measured(tmp_path, 
     spec, labels = drawn["roofline-h100_sxm"]
     assert spec == get_spec("h100_sxm") and len(labels) == 4
     assert drawn.titles["roofline-h100_sxm"].endswith(": measured")  # not projected onto its own GPU
+
+
+def test_measured_roof_rows_from_elsewhere_are_drawn_on_the_ceilings_they_recorded(tmp_path, drawn, monkeypatch):
+    """--roof measured with a remote fleet: the client has no ceilings file for the workers' GPU.
+    The rows recorded the ceilings they were judged on, so the plot uses those instead of failing."""
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path / "empty-cache"))
+    rows = run("h100_sxm")
+    for r in rows:
+        r.ceiling_source, r.bandwidth_gbps = "measured", 3005.0
+    write_plots(rows, tmp_path, None, "measured", None)
+    assert drawn["roofline"][0].bandwidth_gbps == 3005.0  # not the datasheet's 3350, and no error

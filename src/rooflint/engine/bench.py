@@ -18,7 +18,7 @@ from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
 from rooflint.core.roofs import DEFAULT_ROOF, ROOF_CHOICES
 from rooflint.core.selection import check_variant_names, select_variants
-from rooflint.core.specs import GpuSpec, get_spec
+from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
 from rooflint.engine import fleet
 from rooflint.engine.measuring import run_worker
 from rooflint.engine.worker import Task
@@ -160,8 +160,19 @@ def write_plots(
     gpus = sorted({row.gpu for row in measured})
     written: list[Path] = []
     for gpu in gpus:
-        spec = cpu_spec if gpu == "cpu" and cpu_spec is not None else roof_spec(get_spec(gpu, spec_file), roof)
-        frame = pd.DataFrame([dataclasses.asdict(r) for r in measured if r.gpu == gpu])
+        own = [r for r in measured if r.gpu == gpu]
+        if gpu == "cpu" and cpu_spec is not None:
+            spec = cpu_spec
+        else:
+            try:
+                spec = roof_spec(get_spec(gpu, spec_file), roof)
+            except UserError:
+                # --roof measured with the rows measured elsewhere (a remote fleet's workers): this
+                # machine has no ceilings for that GPU, but each row recorded the ones it was judged on.
+                spec = spec_from_rows(gpu, own, spec_file)
+                if spec is None:
+                    raise
+        frame = pd.DataFrame([dataclasses.asdict(r) for r in own])
         base = out / ("roofline" if len(gpus) == 1 else f"roofline-{gpu}")
         title = f"rooflint roofline: {spec.name}"
         written += plot_roofline(points_from_results(frame), spec, base, title, measured_overlay(spec))
