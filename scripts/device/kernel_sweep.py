@@ -157,10 +157,12 @@ def section_gemm(sw: Sweep) -> None:
 
     from rooflint.core.registry import get_family
     from rooflint.kernels import _gemm_small as gs
+    from rooflint.kernels import sm_count
+    from rooflint.kernels.gelu_linear import INTERPRETER_SMS
 
     family = get_family("gelu_linear")
     device = torch.device(DEVICE)
-    sms = gs.sm_count(device)
+    sms = sm_count(device, INTERPRETER_SMS)
     for label, (m, k, n) in GEMM_SHAPES.items():
         params = {"m": m, "k": k, "n": n}
         case = family.build_case("custom", params, "bf16", device)

@@ -6,6 +6,14 @@ family is one new file; its CUDA source, if any, sits beside it as ``<family>.cu
 """
 
 
+def sm_count(device, on_cpu: int) -> int:
+    """The GPU's multiprocessor count, which kernels size their grids by. ``on_cpu`` stands in under
+    Triton's CPU interpreter: each caller picks a count that still exercises its multi-program path."""
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else on_cpu
+
+
 def cuda_dtype(dtype) -> int:
     """The dtype code that include/rooflint/common.cuh's ROOFLINT_DISPATCH expects."""
     import torch

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.kernels import sm_count
+from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS  # the one tanh-GELU, in log2 form
 
 MAX_ROWS = 16  # X rows the kernel takes: the N side of one MMA tile
-# log2(e) folded into the GELU constants: 0.5 z (1 + tanh u) = z / (1 + 2^(-2u log2 e)).
-GELU_C1 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)
-GELU_C3 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634 * 0.044715)
 
 
 @dataclass(frozen=True)
@@ -91,10 +90,6 @@ def _skinny_kernel(
     tl.store(y_ptr + offs_m[None, :] * y_row + offs_n[:, None], z.to(y_ptr.dtype.element_ty), mask=out_mask)
 
 
-def sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-
-
 def skinny_linear(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -114,7 +109,7 @@ def skinny_linear(
     w = w.contiguous()
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     if tile is None:
-        tile = INTERPRETER_TILE if interpreting() else choose_tile(n, sm_count(x.device))
+        tile = INTERPRETER_TILE if interpreting() else choose_tile(n, sm_count(x.device, INTERPRETER_SMS))
     r = residual if residual is not None else out
     _skinny_kernel[(triton.cdiv(n, tile.block_n),)](
         x, w, b if b is not None else w, r, out, m, n, k, x.stride(0), r.stride(0), out.stride(0),

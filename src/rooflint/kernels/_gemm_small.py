@@ -28,6 +28,8 @@ import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.kernels import sm_count
+from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS
 
 
 @dataclass(frozen=True)
@@ -97,17 +99,6 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
     return best
 
 
-def sm_count(device: torch.device) -> int:
-    # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 3
-
-
-# log2(e) folded into the GELU constants: 0.5 z (1 + tanh u) = z sigmoid(2u) = z / (1 + 2^(-2u log2 e)),
-# with u = sqrt(2/pi) (z + 0.044715 z^3); ex2 is one MUFU instruction.
-GELU_C1 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)
-GELU_C3 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634 * 0.044715)
-
-
 @triton.jit
 def _gemm_gelu_kernel(
     x_desc, w_desc, y_desc, b_ptr, M, N, K,
@@ -169,7 +160,7 @@ def prepare(
     if x.dtype not in (torch.float16, torch.bfloat16):
         raise VariantSkipped(f"the GEMM takes fp16 or bf16, not {x.dtype}")
     x, w, b = x.contiguous(), w.contiguous(), b.contiguous()
-    sms = sm_count(x.device)
+    sms = sm_count(x.device, INTERPRETER_SMS)
     if tile is None:
         tile = INTERPRETER_TILE if interpreting() else choose_tile(m, n, sms)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
@@ -215,5 +206,5 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
         raise VariantSkipped(reason)
     x, w, b = case["x"], case["w"], case["b"]
     run = prepare(x, w, b, torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device))
-    run.note = f"tile {run.tile.label} for {sm_count(x.device)} SMs"
+    run.note = f"tile {run.tile.label} for {sm_count(x.device, INTERPRETER_SMS)} SMs"
     return run

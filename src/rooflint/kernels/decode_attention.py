@@ -21,7 +21,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
-from rooflint.kernels import _sdpa, cuda_dtype
+from rooflint.kernels import _sdpa, cuda_dtype, sm_count
 
 LOG2E = 1.4426950408889634
 MIN_SPLIT_TOKENS = 128  # below this a program's fixed cost (q load, partial write) stops paying
@@ -168,10 +168,6 @@ def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tupl
     return triton.cdiv(c, chunk), chunk
 
 
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
-
-
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, part_acc_ptr, part_ml_ptr, table_ptr,
@@ -261,7 +257,7 @@ class DecodeWorkspace:
         b, h, _, d = q.shape
         if h % h_kv or d & (d - 1) or d < 16:
             raise ValueError("decode kernels need h_kv | h and a power-of-two head_dim >= 16")
-        self.splits, self.chunk = split_plan(b, h_kv, c, _sm_count(q.device))
+        self.splits, self.chunk = split_plan(b, h_kv, c, sm_count(q.device, on_cpu=132))
         self.out = torch.empty((b, h, 1, d), dtype=q.dtype, device=q.device)
         self.part_acc = torch.empty((b * h, self.splits, d), dtype=torch.float32, device=q.device)
         self.part_ml = torch.empty((b * h, self.splits, 2), dtype=torch.float32, device=q.device)

@@ -18,7 +18,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
-from rooflint.kernels import cuda_dtype
+from rooflint.kernels import cuda_dtype, sm_count
 
 # CUDA-core FLOPs of one tanh-GELU: x^2, x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5.
 GELU_FLOPS = 9
@@ -219,9 +219,8 @@ def _gelu_linear_kernel(
         y_desc.store([off_m, off_n + BLOCK_N // 2], right)
 
 
-def num_sms(device: torch.device) -> int:
-    # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 3
+# Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
+INTERPRETER_SMS = 3
 
 
 def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None):
@@ -243,7 +242,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     x_desc = TensorDescriptor.from_tensor(x, [16, 16])
     w_desc = TensorDescriptor.from_tensor(w, [16, 16])
     y_desc = TensorDescriptor.from_tensor(out, [16, 16])
-    sms = num_sms(x.device)
+    sms = sm_count(x.device, INTERPRETER_SMS)
 
     def grid(meta):
         tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])

@@ -12,7 +12,7 @@ import torch
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
 from rooflint.core.triton_compat import tl, triton
 from rooflint.engine import cuda_build
-from rooflint.kernels import cuda_dtype
+from rooflint.kernels import cuda_dtype, sm_count
 
 
 def make_inputs(params, dtype, device, generator):
@@ -70,10 +70,8 @@ def compiled(case):
     return lambda: fn(x)
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # the interpreter: a few splits still exercise the cross-program combine
+# Under the interpreter a few splits still exercise the cross-program combine.
+INTERPRETER_SMS = 4
 
 
 def plan_splits(rows: int, cols: int, per_program: int, programs_wanted: int) -> tuple[int, int]:
@@ -134,7 +132,7 @@ class RowSum:
     def __init__(self, x: torch.Tensor, block: int = 8192, num_warps: int = 16, programs_per_sm: int = 4) -> None:
         rows, cols = x.shape
         self.x, self.block, self.num_warps = x, block, num_warps
-        self.splits, _ = plan_splits(rows, cols, block, _sm_count(x.device) * programs_per_sm)
+        self.splits, _ = plan_splits(rows, cols, block, sm_count(x.device, INTERPRETER_SMS) * programs_per_sm)
         self.out = torch.empty(rows, dtype=torch.float32, device=x.device)
         self.partials = torch.empty(rows * self.splits, dtype=torch.float32, device=x.device)
         self.counts = torch.zeros(rows, dtype=torch.int32, device=x.device)
@@ -173,7 +171,7 @@ class CudaRowSum:
         vec = 16 // x.element_size()
         # Splits are cut in whole 16-byte vectors, UNROLL of them per thread per step.
         self.splits, self.chunk = plan_splits(
-            rows, cols, threads * self.UNROLL * vec, _sm_count(x.device) * blocks_per_sm
+            rows, cols, threads * self.UNROLL * vec, sm_count(x.device, INTERPRETER_SMS) * blocks_per_sm
         )
         self.out = torch.empty(rows, dtype=torch.float32, device=x.device)
         self.partials = torch.empty(rows * self.splits, dtype=torch.float32, device=x.device)
