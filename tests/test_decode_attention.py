@@ -7,6 +7,7 @@ from rooflint.core.registry import get_family
 from rooflint.kernels.decode_attention import (
     PAGE,
     DecodeWorkspace,
+    cache_layout,
     kv_layout,
     paged_copy,
     q_layout,
@@ -140,3 +141,13 @@ def test_layouts_that_are_not_dense_rows_are_copied():
     assert copied is not k and copied.is_contiguous() and rows == k.shape[2]
     q = torch.randn(2, 16, 4, 1).permute(0, 2, 3, 1)  # D not the innermost stride
     assert q_layout(q)[0] is not q
+
+
+def test_k_and_v_of_different_layouts_are_both_made_dense():
+    # The kernels take one row count for K and V: a prefix view of one beside a dense other is copied.
+    cache = torch.randn(2, 3, 40, 16)
+    k, v = cache[:, :, :25], torch.randn(2, 3, 25, 16)
+    k_out, v_out, rows = cache_layout(k, v)
+    assert rows == 25 and k_out.is_contiguous() and v_out.is_contiguous() and torch.equal(k_out, k)
+    k_out, v_out, rows = cache_layout(k, cache[:, :, :25])  # both prefixes of the same capacity: kept
+    assert rows == 40 and k_out is k

@@ -276,18 +276,25 @@ def kv_layout(k: torch.Tensor) -> tuple[torch.Tensor, int]:
     """(k, rows each (b, kv head) owns): k as given when it is a length-prefix view of a dense
     [B, H_kv, capacity, D] buffer (a preallocated cache), else a contiguous copy."""
     b, h_kv, c, d = k.shape
-    rows = k.stride(1) // d if d else c
+    rows = k.stride(1) // d
     dense = k.stride(3) == 1 and k.stride(2) == d and k.stride(1) == rows * d and k.stride(0) == h_kv * rows * d
     return (k, rows) if dense else (k.contiguous(), c)
 
 
+def cache_layout(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(k, v, rows each (b, kv head) owns), shared by both: the kernels take one row count for the two."""
+    (k_in, rows), (v_in, v_rows) = kv_layout(k), kv_layout(v)
+    if v_rows != rows or v_in.stride() != k_in.stride():
+        return k.contiguous(), v.contiguous(), k.shape[2]
+    return k_in, v_in, rows
+
+
 def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4):
     """Decode attention over a dense cache, or a length-prefix view of a preallocated one (read in place)."""
+    h_kv, c = k.shape[1], k.shape[2]
     q, q_stride = q_layout(q)
-    (k, rows), (v, v_rows) = kv_layout(k), kv_layout(v)
-    if v_rows != rows or v.stride() != k.stride():
-        k, v, rows = k.contiguous(), v.contiguous(), k.shape[2]
-    return _decode(q, q_stride, k, v, None, 0, rows, k.shape[1], k.shape[2], ws, block_n, num_stages, num_warps)
+    k, v, rows = cache_layout(k, v)
+    return _decode(q, q_stride, k, v, None, 0, rows, h_kv, c, ws, block_n, num_stages, num_warps)
 
 
 def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, ws: DecodeWorkspace,
@@ -389,9 +396,7 @@ def cuda_decode(library, q, k, v, ws: DecodeWorkspace):
     b, h, _, d = q.shape
     h_kv, c = k.shape[1], k.shape[2]
     q, q_stride = q_layout(q)
-    (k, rows), (v, v_rows) = kv_layout(k), kv_layout(v)
-    if v_rows != rows or v.stride() != k.stride():
-        k, v, rows = k.contiguous(), v.contiguous(), c
+    k, v, rows = cache_layout(k, v)
     library.launch(
         "rooflint_decode_attention", q, k, v, ws.part_acc, ws.part_ml, ws.out, b, h, h_kv, c, d, ws.chunk,
         ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d), rows, q_stride,
