@@ -13,37 +13,31 @@ import torch
 import triton
 import triton.language as tl
 
+from rooflint.engine.timing import time_cuda
+
 
 @triton.jit
 def _touch(ptr):
     tl.store(ptr + tl.program_id(0), tl.load(ptr + tl.program_id(0)) + 1.0)
 
 
-def replay_us(kernels: int, programs: int, replays: int = 200) -> float:
+def replay_us(kernels: int, programs: int) -> float:
+    """Median device time of one replay of a graph of ``kernels`` dependent launches, by the bench's
+    own burst timer (engine.timing.time_cuda: a spin kernel queues the whole replay first)."""
     buf = torch.zeros(programs, device="cuda")
     _touch[(programs,)](buf)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(kernels):
             _touch[(programs,)](buf)
-    for _ in range(10):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3)
-    samples.sort()
-    return samples[len(samples) // 2]
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+    return time_cuda(graph.replay, l2_bytes=l2_bytes).median_ms * 1e3
 
 
 def main() -> None:
     name = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print(f"{name}, {sms} SMs; median of 200 replays of one CUDA graph of N dependent kernels")
+    print(f"{name}, {sms} SMs; median device time of one CUDA graph of N dependent kernels")
     print(f"{'kernels':>8} {'programs':>9} {'graph us':>10} {'us per kernel':>14}")
     for programs in (1, sms):
         for kernels in (1, 16, 64, 137):
