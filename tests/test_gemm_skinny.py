@@ -5,7 +5,15 @@ import torch
 import torch.nn.functional as F
 
 from rooflint.kernels import _gemm_skinny
-from rooflint.kernels._gemm_skinny import TILES, SkinnyTile, choose_tile, skinny_linear
+from rooflint.kernels._gemm_skinny import (
+    TILES,
+    KVAppend,
+    SkinnyTile,
+    choose_tile,
+    fold_layer_norm,
+    skinny_linear,
+    skinny_norm_linear,
+)
 
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5}
 
@@ -69,3 +77,82 @@ def test_explicit_tile_is_used():
     got = skinny_linear(x, w, tile=SkinnyTile(16, 64, 1, 4))
     assert torch.allclose(got.double(), x.double() @ w.double().T, atol=1e-5)
     assert _gemm_skinny.MAX_ROWS == 16
+
+
+def layer_norm64(x, g, beta, eps):
+    x = x.double()
+    return F.layer_norm(x, (x.shape[-1],), g.double(), beta.double(), eps)
+
+
+# The folded layer norm, including a row whose mean is far above its spread (the shifted one-pass
+# statistics must not cancel), K tails, several K steps and the 16-row limit.
+@pytest.mark.parametrize("m,k,n", [(8, 72, 100), (3, 64, 48), (16, 96, 40), (5, 37, 23), (1, 128, 16)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_folded_layer_norm_matches_float64(m, k, n, dtype):
+    gen = torch.Generator().manual_seed(m + k + n)
+    x = torch.randn(m, k, generator=gen)
+    x[0] = x[0] * 0.1 + 300.0  # large mean, small spread
+    x = x.to(dtype)
+    g, beta = (1 + 0.3 * torch.randn(k, generator=gen)).to(dtype), torch.randn(k, generator=gen).to(dtype)
+    w = (torch.randn(n, k, generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, generator=gen).to(dtype)
+    got = skinny_norm_linear(x, fold_layer_norm(g, beta, w, b), 1e-5, gelu=True)
+    want = expected(layer_norm64(x, g, beta, 1e-5), w, b, True, None)
+    # W diag(gamma) and x - shift are each rounded to the dtype once, as an unfused LN's output is
+    tol = TOL[dtype] * 3
+    assert torch.allclose(got.double(), want, atol=tol, rtol=tol), (got.double() - want).abs().max()
+
+
+@pytest.mark.parametrize("splits", [2, 3, 4])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_split_k_sums_every_partial_once_and_resets_its_counters(splits, dtype):
+    gen = torch.Generator().manual_seed(splits)
+    x = torch.randn(8, 160, generator=gen).to(dtype)
+    w = (torch.randn(72, 160, generator=gen) * 0.1).to(dtype)
+    b, stream = torch.randn(72, generator=gen).to(dtype), torch.randn(8, 72, generator=gen).to(dtype)
+    want = expected(x, w, b, False, stream)
+    for _ in range(2):  # the second call reuses the workspace: its counters must be back at zero
+        got = skinny_linear(x, w, b, residual=stream, splits=splits)
+        assert torch.allclose(got.double(), want, atol=TOL[dtype] * 2, rtol=TOL[dtype] * 2)
+    for _part, count in _gemm_skinny._SplitWorkspace._cache.values():
+        assert int(count.abs().sum()) == 0
+
+
+def test_split_k_result_does_not_depend_on_the_split_count_beyond_rounding():
+    x, w = torch.randn(4, 256), torch.randn(32, 256)
+    one = skinny_linear(x, w, splits=1)
+    for splits in (2, 4, 8):
+        assert torch.allclose(skinny_linear(x, w, splits=splits), one, atol=1e-4)
+
+
+@pytest.mark.parametrize("heads,head_dim,kv_heads", [(4, 16, 4), (4, 16, 2), (3, 8, 1)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_kv_append_scatters_k_and_v_columns_into_their_slots(heads, head_dim, kv_heads, dtype):
+    # A QKV projection's output row m is [q (heads*D) | k (kv_heads*D) | v (kv_heads*D)]; the K and V
+    # of (row m, kv head h) land in slot slots[m * kv_heads + h] of the pools, nothing else changes.
+    m, k = 5, 48
+    n = (heads + 2 * kv_heads) * head_dim
+    gen = torch.Generator().manual_seed(heads * 10 + kv_heads)
+    x = torch.randn(m, k, generator=gen).to(dtype)
+    w = (torch.randn(n, k, generator=gen) * 0.2).to(dtype)
+    g, beta = torch.rand(k, generator=gen).to(dtype) + 0.5, torch.randn(k, generator=gen).to(dtype)
+    pool_slots = 64
+    k_pool = torch.full((pool_slots, head_dim), float("nan"), dtype=dtype)
+    v_pool = torch.full((pool_slots, head_dim), float("nan"), dtype=dtype)
+    slots = torch.randperm(pool_slots, generator=gen)[: m * kv_heads].to(torch.int64)
+    append = KVAppend(k_pool, v_pool, slots, heads * head_dim, kv_heads, head_dim)
+    y = skinny_norm_linear(x, fold_layer_norm(g, beta, w, None), 1e-5, append=append)
+    width = kv_heads * head_dim
+    k_new = y[:, heads * head_dim : heads * head_dim + width].reshape(m * kv_heads, head_dim)
+    v_new = y[:, heads * head_dim + width :].reshape(m * kv_heads, head_dim)
+    assert torch.equal(k_pool[slots], k_new) and torch.equal(v_pool[slots], v_new)
+    untouched = torch.ones(pool_slots, dtype=torch.bool)
+    untouched[slots] = False
+    assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+
+
+def test_choose_splits_fills_the_sms_of_a_narrow_projection():
+    tile = choose_tile(768, 132)
+    assert (tile.block_n, _gemm_skinny.choose_splits(768, 3072, tile, 132)) == (16, 3)  # 48 tiles x 3
+    assert _gemm_skinny.choose_splits(768, 256, tile, 132) == 1  # one K step: nothing to split
+    assert _gemm_skinny.choose_splits(3072, 768, choose_tile(3072, 132), 132) == 1  # 192 tiles already

@@ -47,7 +47,13 @@ LAYERS = 2
 CPU_SPEC = measured_spec(
     "cpu", "CPU (test)", 10.0, {"tensor_fp32_tflops": 0.1, "tensor_bf16_tflops": 0.1, "cuda_fp32_tflops": 0.1}, "test"
 )
-PREFILL_OPS = set(TINY.ops) - {"sample"}  # the prefill phase has no greedy pick
+UNFUSED = {"embedding", "layer_norm", "qkv_proj", "attention", "out_proj", "residual", "mlp_up_gelu", "mlp_down",
+           "lm_head"}  # fmt: skip
+PREFILL_OPS = UNFUSED  # the prefill phase has no greedy pick
+# The triton set's decode step: norms in the GEMM prologues, residual adds in their epilogues and
+# the new K and V written into the cache by the QKV GEMM. Only ln_f runs as a layer norm of its own.
+FUSED_DECODE = {"embedding", "layer_norm+qkv_proj+kv_append", "attention", "out_proj+residual",
+                "layer_norm+mlp_up_gelu", "mlp_down+residual", "layer_norm", "lm_head", "sample"}  # fmt: skip
 
 
 def request(tmp_path, **fields) -> ModelRequest:
@@ -67,8 +73,10 @@ def eager_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def triton_run(tmp_path_factory):
     # The interpreter runs each Triton program in numpy (~10 ms each): one sequence, few tokens.
+    # Prefill has 24 rows, above the 16 where the set fuses (each Triton kernel on its own there);
+    # the 4-token prompt and the decode steps take the fused paths.
     out = tmp_path_factory.mktemp("triton")
-    return run_model(request(out, kernels=["triton"], batch=1, seq=8, prompt=4, new_tokens=3))
+    return run_model(request(out, kernels=["triton"], batch=1, seq=24, prompt=4, new_tokens=3))
 
 
 def only_set(outcome):
@@ -98,15 +106,24 @@ def test_triton_swaps_every_slot_and_matches_hf_in_fp32(triton_run):
 @pytest.mark.parametrize("run", ["eager_run", "triton_run"])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_every_op_is_attributed_with_its_call_count(run, phase, request):
-    attribution = only_set(request.getfixturevalue(run)).phases[phase].attribution
-    expected = PREFILL_OPS if phase == "prefill" else set(TINY.ops)
+    result = only_set(request.getfixturevalue(run))
+    attribution = result.phases[phase].attribution
+    fused = run == "triton_run" and phase == "decode"
+    expected = FUSED_DECODE if fused else PREFILL_OPS | ({"sample"} if phase == "decode" else set())
     assert set(attribution.ops) == expected
+    # the costs name the same ops, so every timed op gets a roofline point
+    assert set(result.phases[phase].costs) == expected
     calls = {name: op.calls for name, op in attribution.ops.items()}
-    # ln_1 and ln_2 per layer plus ln_f; two residual adds per layer; one of each projection per layer.
-    assert calls["layer_norm"] == 2 * LAYERS + 1
-    assert calls["residual"] == 2 * LAYERS
-    for op in ("qkv_proj", "attention", "out_proj", "mlp_up_gelu", "mlp_down"):
-        assert calls[op] == LAYERS, op
+    if fused:  # one of each fused op per layer; ln_f alone
+        assert calls["layer_norm"] == 1
+        for op in FUSED_DECODE - {"embedding", "layer_norm", "lm_head", "sample"}:
+            assert calls[op] == LAYERS, op
+    else:
+        # ln_1 and ln_2 per layer plus ln_f; two residual adds per layer; one of each projection per layer.
+        assert calls["layer_norm"] == 2 * LAYERS + 1
+        assert calls["residual"] == 2 * LAYERS
+        for op in ("qkv_proj", "attention", "out_proj", "mlp_up_gelu", "mlp_down"):
+            assert calls[op] == LAYERS, op
     assert calls["embedding"] == calls["lm_head"] == 1
     assert all(op.ms > 0 for op in attribution.ops.values())
     # Every aten op of the step ran inside an op range (Python between ranges is idle, not work).
@@ -219,6 +236,28 @@ def test_op_costs_reuse_the_family_cost_models():
     # Attention = the family's decode read + the append: K and V rows read and written, one slot each.
     read = decode_attention.cost({"b": 2, "h": 2, "h_kv": 2, "c": 20, "d": 32}, "bf16").bytes
     assert decode["attention"].bytes == LAYERS * (read + 2 * 2 * (2 * 2 * 32 * 2) + 2 * 2 * 8)
+
+
+def test_fused_op_costs_are_their_parts_less_the_intermediates():
+    dims = TINY.dims(TINY.hf_config("tiny"))
+    phase = Phase("decode", 2, 1, 20)
+    plain = TINY.op_costs(dims, phase, "bf16")
+    fused = TINY.op_costs(dims, phase, "bf16", frozenset({"norm_linear", "linear_residual", "kv_append"}))
+    assert set(fused) == FUSED_DECODE
+    stream = LAYERS * 2 * 64 * 2  # one [2 rows, 64] bf16 activation per layer, written and read back
+    new_kv = LAYERS * 2 * (2 * 2) * 32 * 2  # per layer: K and V of 2 sequences x 2 heads x 32, bf16
+    # Every FLOP survives a fusion; the bytes drop by each intermediate's round trip, and the
+    # append's re-read of the new K and V is gone.
+    for field in ("tensor_flops", "cuda_flops"):
+        assert sum(getattr(c, field) for c in fused.values()) == sum(getattr(c, field) for c in plain.values())
+    saved = sum(c.bytes for c in plain.values()) - sum(c.bytes for c in fused.values())
+    assert saved == 2 * (4 * stream) + new_kv
+    norm = layernorm.cost({"rows": 2, "hidden": 64}, "bf16")
+    assert fused["layer_norm"] == norm  # ln_f only
+    assert (
+        fused["attention"].bytes
+        == LAYERS * decode_attention.cost({"b": 2, "h": 2, "h_kv": 2, "c": 20, "d": 32}, "bf16").bytes
+    )
 
 
 def test_bf16_triton_logits_within_tolerance_and_reports_the_match_rate():

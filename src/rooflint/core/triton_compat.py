@@ -50,6 +50,14 @@ except ImportError:  # pragma: no cover - exercised by the no-triton test in a s
     tl = _Missing("triton.language")  # type: ignore[assignment]
 
 
+# Programmatic dependent launch's device half (sm_90+; Triton >= 3.4). Kernels call these only under
+# a PDL constexpr that is False off Hopper and in the interpreter, which lacks them.
+try:
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton, or none
+    gdc_launch_dependents = gdc_wait = None
+
+
 def interpreting() -> bool:
     """Whether Triton kernels run in its CPU interpreter (TRITON_INTERPRET=1). The interpreter
     multiplies bf16 tl.dot operands as raw 16-bit patterns, so kernels that use tl.dot upcast their
@@ -57,4 +65,4 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-__all__ = ["HAS_TRITON", "interpreting", "tl", "triton"]
+__all__ = ["HAS_TRITON", "gdc_launch_dependents", "gdc_wait", "interpreting", "tl", "triton"]

@@ -22,6 +22,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Fam
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype, sm_count
+from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
 
 LOG2E = 1.4426950408889634
 MIN_SPLIT_TOKENS = 128  # below this a program's fixed cost (q load, partial write) stops paying
@@ -173,7 +174,8 @@ def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, part_acc_ptr, part_ml_ptr, table_ptr,
     C, chunk, splits, qk_scale, q_batch_stride, kv_rows, table_stride,
     H_KV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-    PAGED: tl.constexpr, PAGE: tl.constexpr, UPCAST: tl.constexpr,
+    PAGED: tl.constexpr, PAGE: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
+    PREFETCH_PAGES: tl.constexpr, ELEM_BYTES: tl.constexpr,
 ):  # fmt: skip
     # One program: kv head (b, hk) x one chunk of the cache, for all G query heads of the group,
     # so each K/V tile is loaded once and used G times.
@@ -184,18 +186,35 @@ def _decode_split_kernel(
     g_mask = g < G
     # q may be a view of a model's fused QKV output: sequences q_batch_stride apart, heads D apart.
     q_offs = (bh // H_KV) * q_batch_stride + ((bh % H_KV) * G + g) * D
-    q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)
     q_rows = bh * G + g  # (b, hk*G + g) flattened: the row of the partials and of o [B*H, D]
     # Dense: (b, hk) owns kv_rows consecutive rows (C, or a longer buffer's capacity), read in
     # place. Paged: its logical page p is physical page table[bh, p] of PAGE rows. int64: the
     # large size's cache is 2^30 elements.
     kv_base = bh.to(tl.int64) * kv_rows * D
+    start = split * chunk
+    end = tl.minimum(start + chunk, C)
+    if PDL:
+        # Programmatic dependent launch (kernels/_pdl.py): this program's K and V rows start
+        # streaming into L2 while the QKV projection before it still runs; only the newest row is
+        # that kernel's, and L2 serves it fresh after the wait. Paged: the first PREFETCH_PAGES
+        # pages of the chunk (the block table is constant), 2 KB each at D=64; dense: one range.
+        if PAGED:
+            ahead = tl.minimum(start // PAGE + tl.arange(0, PREFETCH_PAGES), (end - 1) // PAGE)
+            ahead_pages = tl.load(table_ptr + bh * table_stride + ahead).to(tl.int64)
+            nbytes = tl.full([PREFETCH_PAGES], PAGE * D * ELEM_BYTES, tl.int32)
+            prefetch_l2(k_ptr + ahead_pages * PAGE * D, nbytes)
+            prefetch_l2(v_ptr + ahead_pages * PAGE * D, nbytes)
+        else:
+            first = kv_base + start * D + tl.arange(0, 1)
+            nbytes = tl.full([1], 0, tl.int32) + (end - start) * D * ELEM_BYTES
+            prefetch_l2(k_ptr + first, nbytes)
+            prefetch_l2(v_ptr + first, nbytes)
+        wait()
+    q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)  # the QKV GEMM's output
 
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
-    start = split * chunk
-    end = tl.minimum(start + chunk, C)
     for n0 in range(start, end, BLOCK_N):
         n = n0 + tl.arange(0, BLOCK_N)
         n_mask = n < end
@@ -232,7 +251,14 @@ def _decode_split_kernel(
 
 
 @triton.jit
-def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, o_ptr, splits, D: tl.constexpr, BLOCK_S: tl.constexpr):
+def _decode_combine_kernel(
+    part_acc_ptr, part_ml_ptr, o_ptr, splits, D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr
+):
+    # A kernel of its own, not the last split's tail: in GPT-2's decode step (docs/perf-notes/
+    # kernels-at-limit.md) a last-arrival combine inside the split kernel made attention slower,
+    # 0.115 -> 0.128 ms over 12 layers: its serial tail costs more than one more graph launch.
+    if PDL:
+        wait()
     # o = sum_i exp2(m_i - M) acc_i / sum_i exp2(m_i - M) l_i, with M the largest partial max.
     row = tl.program_id(0)
     s = tl.arange(0, BLOCK_S)
@@ -319,6 +345,7 @@ def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stag
     b, h, _, d = q.shape
     g = h // h_kv
     paged = table is not None
+    pdl = pdl_enabled(q.device)
     _decode_split_kernel[(b * h_kv, ws.splits)](
         q, k, v, ws.part_acc, ws.part_ml, table if paged else ws.part_ml,
         c, ws.chunk, ws.splits, LOG2E / math.sqrt(d), q_stride, rows, table.stride(0) if paged else 0,
@@ -327,12 +354,17 @@ def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stag
         BLOCK_N=block_n,
         PAGED=paged, PAGE=max(page, 1),
         UPCAST=interpreting(),
+        PDL=pdl,
+        PREFETCH_PAGES=16,  # 256 tokens of the chunk at PAGE=16: a hint, the loop loads the rest
+        ELEM_BYTES=k.element_size(),
         num_warps=num_warps,
         num_stages=num_stages,  # 3 stages of 32 KB (K and V tiles) in flight hide HBM latency
+        **pdl_launch(pdl),
     )  # fmt: skip
     _decode_combine_kernel[(b * h,)](
-        ws.part_acc, ws.part_ml, ws.out, ws.splits, D=d, BLOCK_S=max(2, triton.next_power_of_2(ws.splits))
-    )
+        ws.part_acc, ws.part_ml, ws.out, ws.splits, D=d, BLOCK_S=max(2, triton.next_power_of_2(ws.splits)), PDL=pdl,
+        **pdl_launch(pdl),
+    )  # fmt: skip
     return ws.out
 
 

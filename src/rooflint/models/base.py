@@ -150,8 +150,9 @@ class ModelSpec(ABC):
 
     # ---- costs --------------------------------------------------------------------------
     @abstractmethod
-    def op_costs(self, dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
-        """Analytic cost of each op over the whole step (all layers), ideal HBM bytes."""
+    def op_costs(self, dims: Dims, phase: Phase, dtype: str, fusions: frozenset[str] = frozenset()) -> dict[str, Cost]:
+        """Analytic cost of each op over the whole step (all layers), ideal HBM bytes, with the ops
+        that ``fusions`` (kernel_sets.FUSIONS, what the kernel set fuses) merge under their fused names."""
 
 
 def build(

@@ -262,7 +262,8 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
 
     prefill = Phase("prefill", batch, request.seq, request.seq)
     timed = measure.time_prefill(lambda: runner.prefill(ids), device, gpu_spec.l2_bytes, request.rep_ms)
-    phases["prefill"] = PhaseResult(prefill, timed, batch * request.seq, spec_model.op_costs(dims, prefill, dtype))
+    costs = spec_model.op_costs(dims, prefill, dtype, runner.kernels.fusions(prefill.rows, False))
+    phases["prefill"] = PhaseResult(prefill, timed, batch * request.seq, costs)
     if profiled:
         phases["prefill"].attribution = _profiled(runner, lambda: runner.prefill(ids), device)
 
@@ -271,7 +272,8 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
     if per_step is not None:
         middle = new // 2  # the profiled step sees the loop's mean cache length, prompt + N/2
         decode = Phase("decode", batch, 1, request.prompt + middle)
-        phases["decode"] = PhaseResult(decode, per_step, batch, spec_model.op_costs(dims, decode, dtype))
+        costs = spec_model.op_costs(dims, decode, dtype, runner.kernels.fusions(decode.rows, True))
+        phases["decode"] = PhaseResult(decode, per_step, batch, costs)
         if profiled:
             runner.start(prompt)
             phases["decode"].attribution = _profiled(runner, lambda: runner.step(middle), device)

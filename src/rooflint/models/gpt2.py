@@ -82,6 +82,12 @@ class GPT2(ModelSpec):
         "mlp_down",
         "lm_head",
         "sample",
+        # where the kernel set fuses (kernel_sets.FUSIONS)
+        "layer_norm+qkv_proj",
+        "layer_norm+qkv_proj+kv_append",
+        "out_proj+residual",
+        "layer_norm+mlp_up_gelu",
+        "mlp_down+residual",
     )
 
     def hf_class(self):
@@ -164,30 +170,23 @@ class GPT2(ModelSpec):
     def forward(self, weights: Weights, kernels: Any, ids, start, cache, rec, last_only=False):
         batch, tokens = ids.shape
         heads = weights.heads
+        decoding = tokens == 1 and cache is not None
+        fused = kernels.fusions(batch * tokens, decoding)
         with rec("embedding"):
             x = kernels.embedding(ids, start, weights.wte, weights.wpe)  # [B*T, d]
         for index, layer in enumerate(weights.layers):
-            with rec("layer_norm"):
-                h = kernels.layer_norm(x, layer.ln1_w, layer.ln1_b)
-            with rec("qkv_proj"):
-                qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
+            append = (cache, index, start) if "kv_append" in fused else None
+            qkv = norm_linear(kernels, rec, fused, "qkv_proj", x, layer.ln1_w, layer.ln1_b, layer.qkv_w, layer.qkv_b,
+                              append=append)  # fmt: skip
             with rec("attention"):
-                if tokens == 1 and cache is not None:
-                    a = kernels.decode_attention(qkv, batch, heads, cache, index, start)
+                if decoding:
+                    a = kernels.decode_attention(qkv, batch, heads, cache, index, start, appended=append is not None)
                 else:
                     a = kernels.prefill_attention(qkv, batch, tokens, heads, cache, index)
-            with rec("out_proj"):
-                a = kernels.linear(a, layer.proj_w, layer.proj_b)
-            with rec("residual"):
-                x = kernels.add(x, a)
-            with rec("layer_norm"):
-                h = kernels.layer_norm(x, layer.ln2_w, layer.ln2_b)
-            with rec("mlp_up_gelu"):
-                h = kernels.linear_gelu(h, layer.fc_w, layer.fc_b)
-            with rec("mlp_down"):
-                h = kernels.linear(h, layer.down_w, layer.down_b)
-            with rec("residual"):
-                x = kernels.add(x, h)
+            x = linear_residual(kernels, rec, fused, "out_proj", a, layer.proj_w, layer.proj_b, x)
+            h = norm_linear(kernels, rec, fused, "mlp_up_gelu", x, layer.ln2_w, layer.ln2_b, layer.fc_w, layer.fc_b,
+                            gelu=True)  # fmt: skip
+            x = linear_residual(kernels, rec, fused, "mlp_down", h, layer.down_w, layer.down_b, x)
         if last_only:
             x = x.view(batch, tokens, -1)[:, -1]  # a view: the last position's rows only
         with rec("layer_norm"):
@@ -196,43 +195,102 @@ class GPT2(ModelSpec):
             logits = kernels.lm_head(x, weights.wte)
             return logits if last_only else logits.view(batch, tokens, -1)
 
-    def op_costs(self, dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
+    def op_costs(self, dims: Dims, phase: Phase, dtype: str, fusions: frozenset[str] = frozenset()) -> dict[str, Cost]:
         """Ideal work of each op over all layers. Prefill computes every position's logits, as
-        Hugging Face's forward does; a decode step appends one token's K and V and reads the cache."""
+        Hugging Face's forward does; a decode step appends one token's K and V and reads the cache.
+        ``fusions`` (the kernel set's, kernel_sets.FUSIONS) merges ops into the fused ops the
+        forward then records, each costing its parts less the intermediate it no longer round-trips."""
         rows, d, ffn, n = phase.rows, dims.hidden, dims.ffn, dims.layers
         size = element_size(dtype)
         head_rows = phase.batch if phase.name == "decode" else rows
+        append = Cost()
         if phase.name == "decode":
             # read the new K and V rows, write them into the cache; one int64 slot per (sequence, kv head)
-            rows = phase.batch * dims.kv_heads
-            append_bytes = 2 * (2 * rows * dims.head_dim * size) + rows * INDEX_BYTES
+            kv_rows = phase.batch * dims.kv_heads
+            new_kv = 2 * kv_rows * dims.head_dim * size
+            append = Cost(bytes=2 * new_kv + kv_rows * INDEX_BYTES)
             attend = decode_attention.cost(
                 {"b": phase.batch, "h": dims.heads, "h_kv": dims.kv_heads, "c": phase.context, "d": dims.head_dim},
                 dtype,
             )
-            attend = Cost(attend.tensor_flops, attend.cuda_flops, attend.bytes + append_bytes)
         else:
             attend = attention.cost(
                 {"B": phase.batch, "H": dims.heads, "N": phase.tokens, "D": dims.head_dim, "causal": True}, dtype
             )
         norm = layernorm.cost({"rows": rows, "hidden": d}, dtype)
         final_norm = layernorm.cost({"rows": head_rows, "hidden": d}, dtype)
-        costs = {
-            # read B*T token rows and position rows, add, write
-            "embedding": Cost(cuda_flops=rows * d, bytes=3 * rows * d * size + rows * INDEX_BYTES),
-            "layer_norm": _add(_scale(norm, 2 * n), final_norm),
-            "qkv_proj": _scale(linear_cost(rows, d, 3 * d, dtype), n),
-            "attention": _scale(attend, n),
-            "out_proj": _scale(linear_cost(rows, d, d, dtype), n),
-            "residual": _scale(elementwise_cost(rows * d, 2, dtype), 2 * n),
-            "mlp_up_gelu": _scale(gelu_linear.cost({"m": rows, "k": d, "n": ffn}, dtype), n),
-            "mlp_down": _scale(linear_cost(rows, ffn, d, dtype), n),
-            "lm_head": linear_cost(head_rows, d, dims.vocab, dtype, bias=False),
-        }
+        stream = rows * d * size  # one [rows, d] activation: what a fusion saves writing and reading back
+        qkv = linear_cost(rows, d, 3 * d, dtype)
+        up = gelu_linear.cost({"m": rows, "k": d, "n": ffn}, dtype)
+        out, down = linear_cost(rows, d, d, dtype), linear_cost(rows, ffn, d, dtype)
+        residual = elementwise_cost(rows * d, 2, dtype)
+        per_layer: dict[str, Cost] = {}
+        if "norm_linear" in fusions:
+            qkv_name = "layer_norm+qkv_proj"
+            qkv = fuse(norm, qkv, stream)
+            if "kv_append" in fusions and phase.name == "decode":
+                # the GEMM writes K and V straight into the cache: the append's read of them is gone
+                qkv_name += "+kv_append"
+                qkv = _add(qkv, Cost(bytes=append.bytes - new_kv))
+                append = Cost()
+            per_layer[qkv_name] = qkv
+        else:
+            per_layer["layer_norm"] = _scale(norm, 2)
+            per_layer["qkv_proj"] = qkv
+        per_layer["attention"] = _add(attend, append)
+        if "linear_residual" in fusions:
+            per_layer["out_proj+residual"] = fuse(out, residual, stream)
+        else:
+            per_layer["out_proj"] = out
+            per_layer["residual"] = _scale(residual, 2)
+        if "norm_linear" in fusions:
+            per_layer["layer_norm+mlp_up_gelu"] = fuse(norm, up, stream)
+        else:
+            per_layer["mlp_up_gelu"] = up
+        if "linear_residual" in fusions:
+            per_layer["mlp_down+residual"] = fuse(down, residual, stream)
+        else:
+            per_layer["mlp_down"] = down
+        # read B*T token rows and position rows, add, write
+        costs = {"embedding": Cost(cuda_flops=rows * d, bytes=3 * rows * d * size + rows * INDEX_BYTES)}
+        costs.update({name: _scale(cost, n) for name, cost in per_layer.items()})
+        costs["layer_norm"] = _add(costs.get("layer_norm", Cost()), final_norm)  # ln_f runs on its own
+        costs["lm_head"] = linear_cost(head_rows, d, dims.vocab, dtype, bias=False)
         if phase.name == "decode":
             # greedy argmax: read the logits, write one id per sequence
             costs["sample"] = Cost(cuda_flops=phase.batch * dims.vocab, bytes=phase.batch * dims.vocab * size)
         return costs
+
+
+def fuse(first: Cost, second: Cost, intermediate_bytes: int) -> Cost:
+    """Two ops as one kernel: their work, less the intermediate the first wrote and the second read."""
+    return Cost(
+        first.tensor_flops + second.tensor_flops,
+        first.cuda_flops + second.cuda_flops,
+        first.bytes + second.bytes - 2 * intermediate_bytes,
+    )
+
+
+def norm_linear(kernels, rec, fused, op: str, x, ln_w, ln_b, w, b, gelu=False, append=None):
+    """op(layer_norm(x)): one fused op where the set fuses norms into GEMMs, else two."""
+    if "norm_linear" in fused:
+        with rec(f"layer_norm+{op}" + ("+kv_append" if append is not None else "")):
+            return kernels.norm_linear(x, ln_w, ln_b, w, b, gelu=gelu, append=append)
+    with rec("layer_norm"):
+        h = kernels.layer_norm(x, ln_w, ln_b)
+    with rec(op):
+        return kernels.linear_gelu(h, w, b) if gelu else kernels.linear(h, w, b)
+
+
+def linear_residual(kernels, rec, fused, op: str, x, w, b, residual):
+    """residual + op(x): the add in the GEMM's epilogue where the set fuses it, else its own op."""
+    if "linear_residual" in fused:
+        with rec(f"{op}+residual"):
+            return kernels.linear(x, w, b, residual=residual)
+    with rec(op):
+        y = kernels.linear(x, w, b)
+    with rec("residual"):
+        return kernels.add(residual, y)
 
 
 def _scale(cost: Cost, times: int) -> Cost:

@@ -5,7 +5,14 @@ A model's forward calls slots (layer_norm, linear, linear_gelu, prefill_attentio
 torch.compile (the runner compiles the whole step); ``triton`` and ``cuda`` swap in rooflint's
 kernels from rooflint.kernels where the family supports the dtype and shape, and fall back to
 eager elsewhere, saying why in ``plan``. Slots no family covers (plain GEMMs, embedding, residual
-adds) stay PyTorch in every set.
+adds) stay PyTorch in every set, except that the triton set runs a decode step's GEMMs on its own
+weight-streaming kernel (kernels/_gemm_skinny.py).
+
+``fusions(rows, decoding)`` names what a set fuses at that many rows, and the forward then calls
+the fused slots under fused op names (docs/models.md): ``norm_linear`` (a layer norm in the GEMM's
+prologue), ``linear_residual`` (the residual add in its epilogue) and ``kv_append`` (a decode
+step's new K and V written to the cache by the QKV GEMM). Eager fuses nothing: it is what Hugging
+Face runs.
 """
 
 from __future__ import annotations
@@ -20,12 +27,23 @@ from rooflint.models.cache import KVCache
 
 KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
 SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head")
+FUSIONS = ("norm_linear", "linear_residual", "kv_append")
 LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
 
 
 def _heads(qkv: torch.Tensor, batch: int, tokens: int, heads: int) -> torch.Tensor:
     """[B*T, 3*H*D] -> [B, T, 3, H, D] view (GPT-2's fused QKV order: all of q, then k, then v)."""
     return qkv.view(batch, tokens, 3, heads, -1)
+
+
+def _kv_columns(qkv: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+    """The new K and V rows [rows * kv_heads, head_dim] of a QKV output [rows, (H + 2 H_kv) D],
+    ordered (row, kv head) as cache.slots() numbers them."""
+    width = cache.kv_heads * cache.head_dim
+    q_width = qkv.shape[1] - 2 * width
+    k = qkv[:, q_width : q_width + width].reshape(-1, cache.head_dim)
+    v = qkv[:, q_width + width :].reshape(-1, cache.head_dim)
+    return k, v
 
 
 class EagerKernels:
@@ -46,11 +64,28 @@ class EagerKernels:
         batch, tokens = ids.shape
         return (F.embedding(ids, wte) + wpe[start : start + tokens]).view(batch * tokens, -1)
 
-    def linear(self, x, w, b):
-        return F.linear(x, w, b)
+    def linear(self, x, w, b, residual=None):
+        y = F.linear(x, w, b)
+        return y if residual is None else residual + y
 
     def add(self, a, b):
         return a + b
+
+    def fusions(self, rows: int, decoding: bool) -> frozenset[str]:
+        """Which of FUSIONS this set applies to a forward of ``rows`` token rows (a decode step when
+        ``decoding``); the forward runs the fused slots below only for these."""
+        return frozenset()
+
+    def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
+        """linear(layer_norm(x)) (+GELU) in one slot; ``append`` = (cache, layer, position) also
+        writes the output's K and V columns into the cache (a QKV projection of a decode step)."""
+        h = self.layer_norm(x, ln_w, ln_b)
+        y = self.linear_gelu(h, w, b) if gelu else self.linear(h, w, b)
+        if append is not None:
+            cache, layer, position = append
+            k, v = _kv_columns(y, cache)
+            self.kv_append(cache, layer, k, v, cache.slots(position, 1))
+        return y
 
     # ---- swappable slots ------------------------------------------------------------------
     def layer_norm(self, x, w, b):
@@ -90,13 +125,13 @@ class EagerKernels:
         q, k, v = (split[:, :, i].transpose(1, 2) for i in range(3))
         return self.attend_prefill(q, k, v).transpose(1, 2).reshape(batch * tokens, -1)
 
-    def decode_attention(self, qkv, batch, heads, cache: KVCache, layer: int, position: int):
-        """[B, 3d] for the token at ``position`` -> [B, d], after appending its K and V."""
+    def decode_attention(self, qkv, batch, heads, cache: KVCache, layer: int, position: int, appended=False):
+        """[B, 3d] for the token at ``position`` -> [B, d], after appending its K and V (unless the
+        QKV projection already did: the ``kv_append`` fusion)."""
         split = _heads(qkv, batch, 1, heads)
-        d = split.shape[-1]
-        self.kv_append(
-            cache, layer, split[:, :, 1].reshape(-1, d), split[:, :, 2].reshape(-1, d), cache.slots(position, 1)
-        )
+        if not appended:
+            k, v = _kv_columns(qkv, cache)
+            self.kv_append(cache, layer, k, v, cache.slots(position, 1))
         q = split[:, :, 0].transpose(1, 2)  # [B, H, 1, D]
         return self.attend_decode(q, cache, layer, position + 1).reshape(batch, -1)
 
@@ -142,6 +177,7 @@ class TritonKernels(EagerKernels):
 
         self._modules = (attention, decode_attention, gelu_linear, kv_cache, layernorm)
         self._workspaces: dict[tuple, object] = {}
+        self._folded: dict[int, object] = {}  # weight pointer -> _gemm_skinny.FoldedNorm
         self._head = _PaddedHead()
         name = dtype_name(dtype)
         power_of_two = head_dim >= 16 and head_dim & (head_dim - 1) == 0
@@ -160,12 +196,43 @@ class TritonKernels(EagerKernels):
         self.plan["linear"] = "triton for decode (<= 16 rows), cuBLAS above" if why is None else f"eager ({why})"
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
 
-    def linear(self, x, w, b):
+    def linear(self, x, w, b, residual=None):
         from rooflint.kernels import _gemm_skinny
 
         if x.shape[0] > _gemm_skinny.MAX_ROWS or self.plan["linear"].startswith("eager"):
-            return super().linear(x, w, b)
-        return _gemm_skinny.skinny_linear(x, w, b)  # a decode step's GEMMs stream their weights
+            return super().linear(x, w, b, residual)
+        return _gemm_skinny.skinny_linear(x, w, b, residual=residual)  # a decode step's GEMMs stream their weights
+
+    def fusions(self, rows, decoding):
+        from rooflint.kernels import _gemm_skinny
+
+        plan = self.plan
+        if rows > _gemm_skinny.MAX_ROWS or plan["linear"].startswith("eager"):
+            return frozenset()
+        fused = {"linear_residual"}
+        if plan["layer_norm"] == "triton" and plan["linear_gelu"] == "triton":
+            fused.add("norm_linear")
+            # the cache is then written by the GEMM and read through the block table
+            if decoding and plan["decode_attention"] == "triton":
+                fused.add("kv_append")
+        return frozenset(fused)
+
+    def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
+        from rooflint.kernels import _gemm_skinny
+
+        if x.shape[0] > _gemm_skinny.MAX_ROWS or "norm_linear" not in self.fusions(x.shape[0], append is not None):
+            return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
+        key = w.data_ptr()
+        if key not in self._folded:  # once per weight, on the first (uncaptured) step
+            self._folded[key] = _gemm_skinny.fold_layer_norm(ln_w, ln_b, w, b)
+        into = None
+        if append is not None:
+            cache, layer, position = append
+            k_rows, v_rows = cache.rows(layer)
+            width = cache.kv_heads * cache.head_dim
+            into = _gemm_skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), w.shape[0] - 2 * width,
+                                         cache.kv_heads, cache.head_dim)  # fmt: skip
+        return _gemm_skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "triton":
@@ -250,6 +317,9 @@ class CudaKernels(TritonKernels):
                     why = str(error)
             self.plan[slot] = "cuda" if why is None else f"eager ({why})"
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+
+    def fusions(self, rows, decoding):
+        return frozenset()  # its GEMMs are cuBLAS's: no prologue or epilogue to fuse into
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "cuda":

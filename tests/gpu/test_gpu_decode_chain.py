@@ -1,0 +1,90 @@
+"""GPU tier: the decode step's kernels with programmatic dependent launch, chained in a CUDA graph.
+
+On sm_90 the skinny GEMM and the decode-attention kernels launch with PDL and prefetch constant
+bytes into L2 before they wait (kernels/_pdl.py). A kernel that read another kernel's output
+before its wait would pass alone and fail only in a chain, so this chains them in one graph, as a
+decode step does, and checks every output against float64 after each replay.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rooflint.kernels import _gemm_skinny, decode_attention
+from rooflint.kernels._pdl import pdl_enabled
+
+pytestmark = pytest.mark.gpu
+
+D_MODEL, HEADS, HEAD_DIM, FFN, ROWS, CAPACITY = 768, 12, 64, 3072, 8, 256
+
+
+def test_pdl_is_on_only_when_asked_and_where_the_gpu_has_it(monkeypatch):
+    device = torch.device("cuda")
+    monkeypatch.delenv("ROOFLINT_PDL", raising=False)
+    assert not pdl_enabled(device)
+    monkeypatch.setenv("ROOFLINT_PDL", "1")
+    assert pdl_enabled(device) == (torch.cuda.get_device_capability()[0] >= 9)
+
+
+@pytest.mark.parametrize("pdl", ["0", "1"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_chained_decode_kernels_in_a_graph_match_float64(dtype, pdl, monkeypatch):
+    monkeypatch.setenv("ROOFLINT_PDL", pdl)
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device=device) * scale).to(dtype)
+
+    ln_w, ln_b = randn(D_MODEL, scale=0.2) + 1, randn(D_MODEL, scale=0.2)
+    qkv_w, qkv_b = randn(3 * D_MODEL, D_MODEL, scale=D_MODEL**-0.5), randn(3 * D_MODEL, scale=0.1)
+    proj_w, proj_b = randn(D_MODEL, D_MODEL, scale=D_MODEL**-0.5), randn(D_MODEL, scale=0.1)
+    up_w, down_w = randn(FFN, D_MODEL, scale=D_MODEL**-0.5), randn(D_MODEL, FFN, scale=FFN**-0.5)
+    folded = _gemm_skinny.fold_layer_norm(ln_w, ln_b, qkv_w, qkv_b)
+    pages_per_head = CAPACITY // 16
+    k_pool = randn(ROWS * HEADS * pages_per_head, 16, 1, HEAD_DIM)
+    v_pool = randn(ROWS * HEADS * pages_per_head, 16, 1, HEAD_DIM)
+    table = torch.arange(k_pool.shape[0], device=device, dtype=torch.int32).view(ROWS * HEADS, -1)
+    length = 200  # the new token goes to position 199
+    slots = (torch.arange(ROWS * HEADS, device=device) * CAPACITY + length - 1).to(torch.int64)
+    x = randn(ROWS, D_MODEL)
+    q_view = torch.empty((ROWS, HEADS, 1, HEAD_DIM), dtype=dtype, device=device)
+    ws = decode_attention.DecodeWorkspace(q_view, HEADS, length)
+    append = _gemm_skinny.KVAppend(k_pool.view(-1, HEAD_DIM), v_pool.view(-1, HEAD_DIM), slots, D_MODEL, HEADS,
+                                   HEAD_DIM)  # fmt: skip
+
+    def step():
+        qkv = _gemm_skinny.skinny_norm_linear(x, folded, 1e-5, append=append)
+        q = qkv[:, :D_MODEL].view(ROWS, HEADS, 1, HEAD_DIM)
+        a = decode_attention.triton_paged_decode(q, k_pool, v_pool, table, HEADS, length, ws)
+        h = _gemm_skinny.skinny_linear(a.reshape(ROWS, D_MODEL), proj_w, proj_b, residual=x)  # split K
+        u = _gemm_skinny.skinny_linear(h, up_w, None, gelu=True)
+        return qkv, _gemm_skinny.skinny_linear(u, down_w, None, residual=h)  # split K
+
+    def expected():
+        x64 = x.double()
+        qkv = F.linear(F.layer_norm(x64, (D_MODEL,), ln_w.double(), ln_b.double(), 1e-5), qkv_w.double(),
+                       qkv_b.double())  # fmt: skip
+        q, k_new, v_new = qkv.view(ROWS, 3, HEADS, HEAD_DIM).unbind(1)
+        k = k_pool.double().view(ROWS, HEADS, CAPACITY, HEAD_DIM)[:, :, :length].clone()
+        v = v_pool.double().view(ROWS, HEADS, CAPACITY, HEAD_DIM)[:, :, :length].clone()
+        k[:, :, -1], v[:, :, -1] = k_new, v_new
+        a = F.scaled_dot_product_attention(q[:, :, None], k, v).reshape(ROWS, D_MODEL)
+        h = x64 + F.linear(a, proj_w.double(), proj_b.double())
+        return h + F.linear(F.gelu(F.linear(h, up_w.double()), approximate="tanh"), down_w.double())
+
+    step()  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        qkv_out, out = step()
+    want = expected()
+    tolerance = 5e-2 if dtype == torch.bfloat16 else 1e-2
+    for _ in range(3):  # replays: split-K counters reset, prefetches never read a stale output
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        error = ((out.double() - want).abs().max() / want.abs().max()).item()
+        assert error < tolerance, f"relative error {error:.3g} exceeds {tolerance}"
