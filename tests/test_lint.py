@@ -419,3 +419,18 @@ def test_a_cache_resident_row_is_judged_on_compute_alone():
     impossible = lint_row(good_row(**{**small, "cuda_flops": 4e9}), H100)
     finding = next(f for f in impossible if f.rule == "above_roof")
     assert "a wrong unit or precision" in finding.message
+
+
+def test_a_model_op_row_is_judged_by_the_working_set_of_one_call():
+    # GPT-2's prefill residual adds: 24 calls of 37.7 MB each (read x and a, write x) sum to 905 MB,
+    # far over the L2, but each call's inputs were just written and sit in the 50 MiB L2. 3.73 TB/s
+    # is then a cache-resident op, not an impossible one; the same row as one 905 MB call is.
+    op = dict(ideal_bytes=905969664.0, cuda_flops=1.5e8, median_ms=0.2428, p20_ms=0.2428, p80_ms=0.2428,
+              timing_mode="profiler_device_kernels", message="share=2.3%; calls=24; top: add (100%)")  # fmt: skip
+    found = rules(lint_row(good_row(**op), H100))
+    assert "fits_in_cache" in found and "above_roof" not in found
+    one_call = {**op, "message": "share=2.3%; calls=1; top: add (100%)"}
+    assert "above_roof" in rules(lint_row(good_row(**one_call), H100))
+    # a bench row never divides: its message is free text
+    bench = {**op, "timing_mode": "cuda_events"}
+    assert "above_roof" in rules(lint_row(good_row(**bench), H100))

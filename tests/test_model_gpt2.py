@@ -99,6 +99,7 @@ def test_triton_swaps_every_slot_and_matches_hf_in_fp32(triton_run):
     for slot in ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu"):
         assert swapped[slot] == "triton", result.plan
     assert swapped["linear"].startswith("triton for decode"), result.plan  # the decode GEMMs stream weights
+    assert swapped["fusions"] == "<= 16 rows: norm_linear, linear_residual, kv_append", result.plan
     assert result.check.rel_error < 1e-4
     assert result.check.token_matches == result.check.tokens_compared == 1 * 3
 

@@ -195,6 +195,8 @@ class TritonKernels(EagerKernels):
         why = _dtype_gap(gelu_linear.FAMILY, name)
         self.plan["linear"] = "triton for decode (<= 16 rows), cuBLAS above" if why is None else f"eager ({why})"
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+        fused = self.fusions(1, True)
+        self.plan["fusions"] = f"<= 16 rows: {', '.join(f for f in FUSIONS if f in fused)}" if fused else "none"
 
     def linear(self, x, w, b, residual=None):
         from rooflint.kernels import _gemm_skinny
