@@ -123,3 +123,48 @@ def test_bench_rejects_bad_timing_options(field, value, message):
     with pytest.raises(UserError, match=message):
         BenchRequest(**{field: value})
     assert BenchRequest().regime == "burst"
+
+
+def test_every_cuda_timer_samples_flush_spin_start_call_end_in_that_order(monkeypatch):
+    # timed_samples is the one loop behind the burst, sustained and graph-replay timers. With the
+    # CUDA calls faked, the order of work on the stream is checked per sample: the flush first, the
+    # spin (burst only) before the start event, the call between the two events.
+    import contextlib
+
+    from rooflint.engine import timing
+
+    log = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = len(log)
+            log.append("event")
+
+        def elapsed_time(self, other):
+            return float(other.t - self.t)
+
+    class FakeSampler:
+        @contextlib.contextmanager
+        def record(self):
+            log.append("window-open")
+            recording = type("R", (), {"telemetry": "telemetry"})()
+            yield recording
+            log.append("window-close")
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda cycles: log.append(f"spin {cycles}"), raising=False)
+    samples, telemetry = timing.timed_samples(
+        lambda: log.append("call"), 2, lambda i: log.append(f"flush {i}"), FakeSampler(), "", spin_cycles=7
+    )
+    assert log == ["sync", "window-open",
+                   "flush 0", "spin 7", "event", "call", "event",
+                   "flush 1", "spin 7", "event", "call", "event",
+                   "sync", "window-close"]  # fmt: skip
+    assert samples == [2.0, 2.0] and telemetry == "telemetry"  # start to end spans the call
+    log.clear()
+    timing.timed_samples(lambda: log.append("call"), 1, lambda i: log.append("flush"), FakeSampler(), "", 0)
+    assert "spin" not in " ".join(log)  # sustained and stream timing: no spin

@@ -22,7 +22,6 @@ run back to back after timing.heat_up, and the sampler reads clocks and energy o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 from collections.abc import Callable
@@ -51,12 +50,6 @@ def calls_per_graph(estimate_ms: float) -> int:
 
 def replays_for(replay_ms: float, rep_ms: float = timing.REP_MS) -> int:
     return int(min(MAX_REPLAYS, max(MIN_REPLAYS, rep_ms / max(replay_ms, 1e-3))))
-
-
-def _spin() -> None:
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is not None:
-        sleep(SPIN_CYCLES)
 
 
 def _estimate_ms(fn: Callable[[], Any], calls: int = 5) -> float:
@@ -157,8 +150,6 @@ def _time_batches(
     sampler = sampler or NullSampler()
     flush = timing.l2_flush(l2_bytes)
     replays = replays_for(_estimate_ms(run_batch, calls=2), rep_ms)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     sustained = regime == "sustained"
     if sustained:
 
@@ -168,18 +159,7 @@ def _time_batches(
             torch.cuda.synchronize()
 
         timing.heat_up(chunk, sampler)
-    torch.cuda.synchronize()
-    with timing.nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
-        for i in range(replays):
-            flush(i)
-            if not sustained:
-                _spin()
-            starts[i].record()
-            run_batch()
-            ends[i].record()
-        torch.cuda.synchronize()
-    batch_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    spin = 0 if sustained or getattr(torch.cuda, "_sleep", None) is None else SPIN_CYCLES
+    batch_ms, telemetry = timing.timed_samples(run_batch, replays, flush, sampler, nvtx_name, spin)
     measured = timing.summarize([ms / n for ms in batch_ms], mode, False)
-    return dataclasses.replace(
-        measured, calls=replays * n, busy_ms=sum(batch_ms), regime=regime, telemetry=recording.telemetry
-    )
+    return dataclasses.replace(measured, calls=replays * n, busy_ms=sum(batch_ms), regime=regime, telemetry=telemetry)

@@ -228,19 +228,8 @@ def time_cuda(
     # Twice the slowest host enqueue seen, plus margin for the event record itself.
     spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    torch.cuda.synchronize()  # the sampler's window holds the timed samples and nothing before them
-    with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
-        for i in range(n):
-            flush(i)
-            torch.cuda._sleep(spin)
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-    measured = summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events", True)
-    return dataclasses.replace(measured, regime="burst", telemetry=recording.telemetry)
+    samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin)
+    return dataclasses.replace(summarize(samples, "cuda_events", True), regime="burst", telemetry=telemetry)
 
 
 def time_cuda_sustained(
@@ -274,18 +263,31 @@ def time_cuda_sustained(
         torch.cuda.synchronize()
 
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
+    heat_up(chunk, sampler, min_s=heat_min_s, max_s=heat_max_s)
+    samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin_cycles=0)
+    return dataclasses.replace(summarize(samples, "cuda_events", True), regime="sustained", telemetry=telemetry)
+
+
+def timed_samples(
+    run: Callable[[], Any], n: int, flush: L2Flush, sampler: Sampler, nvtx_name: str, spin_cycles: int
+) -> tuple[list[float], Any]:
+    """The sample loop every CUDA timer shares (burst, sustained, graph replays): per sample, flush
+    the L2, queue a spin kernel when ``spin_cycles`` (burst: the start event then fires only once
+    the call is queued), and time one ``run`` between two events. The sampler's window holds the
+    timed samples and nothing before them. Returns the samples in ms and the sampler's telemetry."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    heat_up(chunk, sampler, min_s=heat_min_s, max_s=heat_max_s)
+    torch.cuda.synchronize()
     with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
         for i in range(n):
             flush(i)
+            if spin_cycles:
+                torch.cuda._sleep(spin_cycles)
             starts[i].record()
-            fn()
+            run()
             ends[i].record()
         torch.cuda.synchronize()
-    measured = summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events", True)
-    return dataclasses.replace(measured, regime="sustained", telemetry=recording.telemetry)
+    return [start.elapsed_time(end) for start, end in zip(starts, ends)], recording.telemetry
 
 
 def time_cpu(
