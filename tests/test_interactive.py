@@ -319,3 +319,15 @@ def test_static_roofline_has_a_short_legend_and_labels_that_do_not_overlap():
         assert f"kv_cache [op=append]: {expected} GB/s" in off.get_text()
     finally:
         plt.close(fig)
+
+
+def test_html_and_markdown_quote_the_same_median_power_for_an_even_count(tmp_path):
+    # Two readings, 400 and 600 W: the median is 500 W. The Markdown note once took the upper
+    # middle (600) while the energy plot took the mean of the middle two.
+    rows = [
+        with_energy(row("vector_add", "eager", FLOOR_MS), 400.0),
+        with_energy(row("vector_add", "triton", 0.55), 600.0),
+    ]
+    report = build_report(read_results(write(rows, tmp_path / "run")))
+    assert "Roofs at the median measured power, 500 W" in render_html(report)
+    assert "median power 500 W" in render_markdown(report)

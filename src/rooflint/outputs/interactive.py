@@ -404,9 +404,10 @@ def time_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> str:
     return _svg("time", parts + strip, HEIGHT + extra, title)
 
 
-def median_power(items: list[Item]) -> float:
-    """The median of the rows' NVML median power: the one power the energy roofs are drawn at."""
-    powers = [i.row["power_median_w"] for i in items if i.has_energy and _positive(i.row.get("power_median_w"))]
+def median_power(rows: list[dict[str, Any]]) -> float:
+    """The median of the rows' NVML median power: the one power the energy roofs are drawn at and
+    the HTML and Markdown reports quote. ``rows`` are the rows with an energy reading."""
+    powers = [row["power_median_w"] for row in rows if _positive(row.get("power_median_w"))]
     return statistics.median(powers) if powers else math.nan
 
 
@@ -420,7 +421,7 @@ def energy_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> tuple[str,
             "be read (a CPU run, or no nvidia-ml-py), so there is no energy roofline."
         )
     plotted = [i for i in measured if i.has_flops and _positive(i.gflop_per_j)]
-    power = median_power(items)
+    power = median_power([i.row for i in items if i.has_energy])
     roofs = ceilings_for(spec, {i.row["dtype"] for i in items} | {"bf16"}) if spec and finite(power) else []
     slope = spec.bandwidth_gbps / power if roofs else 0.0  # GFLOP/J per FLOP/byte at that power
     peaks = [(f"{label} {peak * 1e3 / power:.4g} GFLOP/J", peak * 1e3 / power) for label, peak in roofs]

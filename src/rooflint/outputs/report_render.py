@@ -14,7 +14,7 @@ import pandas as pd
 from rooflint.core.fmt import finite, text
 from rooflint.outputs.interactive import SCRIPT as INTERACTIVE_SCRIPT
 from rooflint.outputs.interactive import STYLE as INTERACTIVE_STYLE
-from rooflint.outputs.interactive import TOOLTIP, point_id, render_section
+from rooflint.outputs.interactive import TOOLTIP, median_power, point_id, render_section
 from rooflint.outputs.results import OK
 
 # (header, field, format) of the per-family table; format None means text.
@@ -62,8 +62,8 @@ def energy_note(section) -> str:
     measured = [r for r in rows if finite(r.get("energy_per_call_j"))]
     if not measured:
         return "energy: no energy measured (needs NVML)"
-    powers = sorted(r["power_median_w"] for r in measured if finite(r.get("power_median_w")))
-    power = f", median power {powers[len(powers) // 2]:.0f} W" if powers else ""
+    watts = median_power(measured)
+    power = f", median power {watts:.0f} W" if finite(watts) else ""
     return (
         f"energy: {len(measured)} of {len(rows)} ok rows measured by NVML's total-energy counter "
         f"over their timed calls{power}"
