@@ -195,3 +195,22 @@ def test_scheduler_without_dask_says_how_to_install_it(monkeypatch):
     several = bench.BenchRequest(devices=[0, 1])
     request.settle(several)
     assert several.scheduler is None
+
+
+def test_row_gpu_keys_parse_the_spec_file_once_per_label_until_it_changes(tmp_path, monkeypatch):
+    # The client stamps every streamed row with gpu_key(label, spec_file): one parse per label, not
+    # per row; an edited spec file is read again.
+    from rooflint.engine.fleet import resources
+
+    spec_file = tmp_path / "mine.toml"
+    table = 'name = "{}"\nmatch = ["{}"]\nmemory_bandwidth_gbps = 1000\ncuda_fp32_tflops = 10\n'
+    spec_file.write_text("[mygpu]\n" + table.format("My GPU", "MyGPU"))
+    calls = []
+    real = resources.get_spec
+    monkeypatch.setattr(resources, "get_spec", lambda name, file=None: calls.append(name) or real(name, file))
+    resources._spec_key_of.cache_clear()
+    keys = [resources.gpu_key("mygpu", str(spec_file)) for _ in range(50)]
+    assert keys == ["mygpu"] * 50 and len(calls) == 1
+    spec_file.write_text("[other]\n" + table.format("Other", "Other") + "\n")
+    assert resources.gpu_key("mygpu", str(spec_file)) == "" and len(calls) == 2  # no longer in the file
+    assert resources.gpu_key(resources.ANY, str(spec_file)) == ""

@@ -9,6 +9,8 @@ a100_80gb_sxm, h200: ``rooflint doctor`` names this machine's); any word without
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from typing import Any
 
@@ -78,6 +80,20 @@ def label_for(device_name: str, gpu: str | None = None, spec_file: str | None = 
 
 
 def _spec_key(name: str, spec_file: str | None) -> str:
+    """get_spec's key for ``name``, or "". The client stamps every streamed row with it, so the
+    answer is kept per (name, spec file as it is now): one parse of the file per label, not per row."""
+    stamp = None
+    if spec_file:
+        try:
+            status = os.stat(spec_file)
+            stamp = (status.st_mtime_ns, status.st_size)
+        except OSError:
+            stamp = None
+    return _spec_key_of(name, spec_file, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_key_of(name: str, spec_file: str | None, stamp: tuple[int, int] | None) -> str:
     try:
         return get_spec(name, spec_file).key
     except UserError:
