@@ -155,3 +155,32 @@ def test_profile_bad_input(tmp_path):
     dtype = runner.invoke(app, ["profile", "softmax", "--dtype", "fp64", "--device", "cpu", "--out", str(tmp_path)])
     assert dtype.exit_code == 2 and "softmax has no dtype 'fp64'" in dtype.output
     assert not (tmp_path / "kernels.csv").exists()  # bad input is found before anything runs or is written
+
+
+def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path, monkeypatch):
+    # With --ncu, each variant is built once here: its kernel list and its time come from the same
+    # build; only ncu's child process builds it again (it must: it runs under the profiler).
+    from rooflint.engine import bench, profile, timing
+    from rooflint.engine.timing import summarize
+
+    built, timed, profiled = [], [], []
+    real_build = profile.build
+    monkeypatch.setattr(bench, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
+    monkeypatch.setattr("rooflint.core.specs.current_gpu_spec", lambda spec_file=None, gpu=None: get_spec("h100"))
+    monkeypatch.setattr(profile, "build", lambda fam, v, size, dtype, device: built.append(v.name)
+                        or real_build(fam, v, size, dtype, "cpu"))  # fmt: skip
+    monkeypatch.setattr(profile, "kernel_shares", lambda fn, device, name: [])
+    monkeypatch.setattr(
+        timing, "time_cuda", lambda fn, l2_bytes: timed.append(fn) or summarize([1.0], "cuda_events", True)
+    )
+    monkeypatch.setattr(profile.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(profile, "available_metrics", lambda: [])
+    monkeypatch.setattr(profile, "run_ncu", lambda fam, v, dtype, size, out, metrics: profiled.append(v.name) or [])
+    monkeypatch.setattr(profile, "ncu_row", lambda fam, v, dtype, size, counters, time_ms: (v.name, time_ms))
+    monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: path)
+    monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [])
+    outcome = profile.run_profile("vector_add", ["eager", "triton"], ncu=True, out=tmp_path)
+    assert built == ["eager", "triton"] and len(timed) == 2  # one build per variant, each timed once
+    assert profiled == ["eager", "triton"]
+    assert outcome.ncu_rows == [("eager", 1.0), ("triton", 1.0)]

@@ -277,6 +277,7 @@ def run_profile(
     checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
     from rooflint.core.paths import output_dir
     from rooflint.core.specs import current_gpu_spec
+    from rooflint.engine import timing
     from rooflint.engine.bench import resolve_device
     from rooflint.engine.worker import missing_requirement
 
@@ -294,31 +295,30 @@ def run_profile(
         raise UserError(f"no variant of {family} can run on {device}")
     spec = current_gpu_spec(spec_file, gpu) if ncu else None  # ncu's roofline: this GPU's datasheet
     output_dir(out)
-    shares = []
+    shares, times_ms = [], {}
     for variant in chosen:
-        _, fn = build(fam, variant, size, dtype, device)
+        _, fn = build(fam, variant, size, dtype, device)  # once per variant: shares and, with ncu, time
         shares += kernel_shares(fn, device, variant.name)
+        if spec is not None:  # timed here, not under ncu, whose replays distort time
+            times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
         del fn
         gc.collect()
     outcome = ProfileOutcome(fam.name, dtype, size, device, shares)
     outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
     if spec is not None:
-        _profile_counters(fam, chosen, outcome, out, spec, on_note)
+        torch.cuda.empty_cache()  # the ncu children need the memory
+        _profile_counters(fam, chosen, outcome, out, spec, on_note, times_ms)
     return outcome
 
 
-def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_note) -> None:
+def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_note, times_ms) -> None:
+    """Each variant under ncu in a child process (which builds it there), beside its time here."""
     from rooflint.core.roofs import measured_overlay
-    from rooflint.engine import timing
 
     metrics = ncu_tools.BASE_METRICS + ncu_tools.tensor_metrics(available_metrics())
     for variant in chosen:
         on_note(f"profiling {variant.name} under ncu ...")
-        _, fn = build(fam, variant, outcome.size, outcome.dtype, "cuda")
-        time_ms = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms  # ncu's replays distort time
-        del fn
-        gc.collect()
-        torch.cuda.empty_cache()  # the ncu child needs the memory
+        time_ms = times_ms[variant.name]
         try:
             counters = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics)
         except RuntimeError as error:
