@@ -157,14 +157,21 @@ def _matmul_tflops(precision: str, n: int) -> float | None:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+def dram_copy_gbps(copy_gib: float = 2.0) -> float:
+    """A device-to-device copy of ``copy_gib`` GiB each way, far beyond any L2: read + write bytes
+    over the median of 30 event-timed copies. `rooflint ceilings` and `rooflint doctor` both use it."""
+    n = int(copy_gib * 2**30) // 4
+    ms = _event_median_ms(_copier(n, "cuda"), reps=30)
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
 def measure_gpu_ceilings(matmul_n: int = 8192, copy_gib: float = 2.0) -> dict[str, float]:
     """Measure the current GPU's ceilings: spec-table field name -> value."""
     from rooflint.engine import ceiling_kernels
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     n = int(copy_gib * 2**30) // 4
-    ms = _event_median_ms(_copier(n, "cuda"), reps=30)
-    copy_gbps = 2 * n * 4 / (ms * 1e-3) / 1e9  # read + write
+    copy_gbps = dram_copy_gbps(copy_gib)
     # A read-only stream outruns a copy (no read/write turnaround); the roof is the faster stream.
     read_gbps = ceiling_kernels.read_gbps(n * 4, props.multi_processor_count, _event_median_ms)
     values = ceiling_kernels.memory_ceilings(copy_gbps, read_gbps)

@@ -182,9 +182,7 @@ class TorchProbe:
     def copy_gbps(self) -> float:
         from rooflint.engine import ceilings
 
-        n = 2 * 2**30 // 4  # 2 GiB of fp32 each way, as `rooflint ceilings` measures it
-        ms = ceilings._event_median_ms(ceilings._copier(n, "cuda"), reps=30)
-        return 2 * n * 4 / (ms * 1e-3) / 1e9
+        return ceilings.dram_copy_gbps()  # the copy `rooflint ceilings` measures
 
     def matmul_bf16_tflops(self) -> float:
         from rooflint.engine import ceilings
