@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import FakeNvmlDevice
 
 from rooflint.engine import doctor
 from rooflint.engine.doctor import DoctorReport, diagnose, judge
@@ -74,53 +75,6 @@ def test_no_gpu_is_one_reason_and_exit_1():
     assert DoctorReport().to_dict()["timer_ratio"] is None  # NaN is null in JSON
 
 
-class FakeDevice:
-    """The NvmlDevice facade, with fixed readings."""
-
-    def __init__(self, processes=(), reasons=0x0):
-        self.processes = list(processes)
-        self.reasons = reasons
-
-    def name(self):
-        return "NVIDIA H100 80GB HBM3"
-
-    def driver_version(self):
-        return "550.54.15"
-
-    def persistence_enabled(self):
-        return True
-
-    def ecc_enabled(self):
-        return None  # not supported: shown as unknown, never a crash
-
-    def power_limit_w(self):
-        return 700.0
-
-    def max_sm_clock_mhz(self):
-        return 1980.0
-
-    def temperature_c(self):
-        return 35.0
-
-    def sm_clock_mhz(self):
-        return 1980.0
-
-    def mem_clock_mhz(self):
-        return 2619.0
-
-    def power_w(self):
-        return 90.0
-
-    def total_energy_j(self):
-        return 0.0
-
-    def event_reasons(self):
-        return self.reasons
-
-    def compute_processes(self):
-        return self.processes
-
-
 class FakeProbe:
     def __init__(self, loaded_mhz=1970.0, cuda="NVIDIA H100 80GB HBM3", timers=(0.70, 0.70), broken=False):
         self.loaded_mhz, self.cuda, self.timers, self.broken = loaded_mhz, cuda, timers, broken
@@ -148,7 +102,7 @@ class FakeProbe:
 
 
 def test_diagnose_a_healthy_gpu():
-    report = diagnose(FakeProbe(), FakeDevice())
+    report = diagnose(FakeProbe(), FakeNvmlDevice())
     assert report.fit and report.exit_code == 0 and report.verdict == "fit to benchmark"
     assert report.driver_version == "550.54.15" and report.power_limit_w == 700 and report.ecc_enabled is None
     assert report.loaded_sm_clock_mhz == 1970 and report.copy_datasheet_gbps == 3350 and report.copy_gbps == 2900
@@ -157,14 +111,14 @@ def test_diagnose_a_healthy_gpu():
 
 def test_diagnose_finds_throttling_slowdowns_other_processes_and_bad_timers():
     report = diagnose(
-        FakeProbe(loaded_mhz=1000, timers=(0.80, 0.70)), FakeDevice([GpuProcess(9, 2**30)], reasons=0x1 | 0x40)
+        FakeProbe(loaded_mhz=1000, timers=(0.80, 0.70)), FakeNvmlDevice([GpuProcess(9, 2**30)], reasons=0x1 | 0x40)
     )
     assert report.exit_code == 1 and len(report.problems) == 4
     assert report.idle_reasons == ["hw_thermal"] and report.other_processes == ["pid 9 (1.0 GiB)"]
 
 
 def test_a_failed_measurement_is_a_note_not_a_crash():
-    report = diagnose(FakeProbe(broken=True), FakeDevice())
+    report = diagnose(FakeProbe(broken=True), FakeNvmlDevice())
     assert report.fit and math.isnan(report.copy_gbps)
     assert report.notes == ["copy ceiling not measured: RuntimeError: CUDA error: out of memory"]
 
@@ -200,7 +154,7 @@ def test_doctor_command_renders_every_reading_and_ends_with_the_verdict(monkeypa
 
     from rooflint.cli.app import app
 
-    unhealthy = FakeDevice([GpuProcess(9, 2**30)])
+    unhealthy = FakeNvmlDevice([GpuProcess(9, 2**30)])
     monkeypatch.setattr(doctor, "diagnose", lambda probe: diagnose(FakeProbe(), unhealthy))
     saved = tmp_path / "out" / "doctor.json"
     result = CliRunner().invoke(app, ["doctor", "--json", str(saved)])
@@ -209,6 +163,6 @@ def test_doctor_command_renders_every_reading_and_ends_with_the_verdict(monkeypa
     for reading in ("550.54.15", "1,970 MHz median", "2,900 GB/s = 87% of the datasheet's 3,350", "pid 9 (1.0 GiB)"):
         assert reading in result.output
     assert json.loads(saved.read_text())["other_processes"] == ["pid 9 (1.0 GiB)"]
-    monkeypatch.setattr(doctor, "diagnose", lambda probe: diagnose(FakeProbe(), FakeDevice()))
+    monkeypatch.setattr(doctor, "diagnose", lambda probe: diagnose(FakeProbe(), FakeNvmlDevice()))
     healthy = CliRunner().invoke(app, ["doctor"])
     assert healthy.exit_code == 0 and healthy.output.strip().splitlines()[-1] == "verdict: fit to benchmark"

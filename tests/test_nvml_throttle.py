@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+from fakes import FakeNvmlDevice
 
 from rooflint.core.specs import measured_spec
 from rooflint.engine import nvml, throttle
@@ -124,43 +125,14 @@ def _row():
 # --------------------------------------------------------------------- samplers and processes
 
 
-class FakeNvmlDevice:
-    """The NvmlDevice facade's methods, with a clock that drops after the first reading."""
-
-    def __init__(self, processes=()):
-        self.reads = 0
-        self.energy = 1000.0
-        self.processes = list(processes)
-
-    def sm_clock_mhz(self):
-        self.reads += 1
-        return 1980.0 if self.reads == 1 else 1200.0
-
-    def mem_clock_mhz(self):
-        return 2619.0
-
-    def power_w(self):
-        return 650.0
-
-    def temperature_c(self):
-        return 70.0
-
-    def event_reasons(self):
-        return 0x4 | 0x20  # sw_power_cap, sw_thermal
-
-    def total_energy_j(self):
-        self.energy += 7.5
-        return self.energy
-
-    def compute_processes(self):
-        return self.processes
-
-    def max_sm_clock_mhz(self):
-        return 1980.0
+def loaded_device(processes=()):
+    """A GPU at its power cap under load: the SM clock drops after the first reading."""
+    return FakeNvmlDevice(processes, reasons=0x4 | 0x20, sm_clocks=(1980.0, 1200.0), power_w=650.0,
+                          temperature_c=70.0, energy_j=1000.0, energy_step_j=7.5)  # fmt: skip
 
 
 def test_nvml_sampler_reads_in_the_background_while_a_block_runs():
-    sampler = NvmlSampler(FakeNvmlDevice(), interval_s=0.005)
+    sampler = NvmlSampler(loaded_device(), interval_s=0.005)
     with sampler.record() as recording:
         # The block runs until the background thread has taken 5 readings (at most 10 s): no fixed
         # sleep that a loaded CI runner could outlast before the thread is scheduled.
@@ -189,7 +161,7 @@ def test_own_process_is_told_apart_even_under_a_pid_namespace():
     assert nvml.own_pids([], [GpuProcess(me)]) == {me}
     # In a container NVML lists host PIDs: the entry that appeared with our context is ours.
     assert nvml.own_pids([GpuProcess(9)], [GpuProcess(9), GpuProcess(777)]) == {me, 777}
-    sampler = NvmlSampler(FakeNvmlDevice([GpuProcess(9, 2**31), GpuProcess(777)]))
+    sampler = NvmlSampler(loaded_device([GpuProcess(9, 2**31), GpuProcess(777)]))
     others = nvml.other_processes(sampler, {me, 777})
     assert [p.describe() for p in others] == ["pid 9 (2.0 GiB)"]
 
