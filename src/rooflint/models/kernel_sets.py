@@ -36,11 +36,16 @@ def _heads(qkv: torch.Tensor, batch: int, tokens: int, heads: int) -> torch.Tens
     return qkv.view(batch, tokens, 3, heads, -1)
 
 
+def _kv_span(qkv_width: int, cache: KVCache) -> tuple[int, int]:
+    """(first K column, K width) of a QKV output [rows, (H + 2 H_kv) D]: q, then K, then V."""
+    width = cache.kv_heads * cache.head_dim
+    return qkv_width - 2 * width, width
+
+
 def _kv_columns(qkv: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
     """The new K and V rows [rows * kv_heads, head_dim] of a QKV output [rows, (H + 2 H_kv) D],
     ordered (row, kv head) as cache.slots() numbers them."""
-    width = cache.kv_heads * cache.head_dim
-    q_width = qkv.shape[1] - 2 * width
+    q_width, width = _kv_span(qkv.shape[1], cache)
     k = qkv[:, q_width : q_width + width].reshape(-1, cache.head_dim)
     v = qkv[:, q_width + width :].reshape(-1, cache.head_dim)
     return k, v
@@ -173,9 +178,8 @@ class TritonKernels(EagerKernels):
             raise VariantSkipped("needs the triton package")
         if device.type != "cuda" and not interpreting():
             raise VariantSkipped("needs a CUDA GPU (or TRITON_INTERPRET=1 for Triton's CPU interpreter)")
-        from rooflint.kernels import attention, decode_attention, gelu_linear, kv_cache, layernorm
+        from rooflint.kernels import attention, decode_attention, gelu_linear
 
-        self._modules = (attention, decode_attention, gelu_linear, kv_cache, layernorm)
         self._workspaces: dict[tuple, object] = {}
         self._folded: dict[int, object] = {}  # weight pointer -> _gemm_skinny.FoldedNorm
         self._head = _PaddedHead()
@@ -198,18 +202,22 @@ class TritonKernels(EagerKernels):
         fused = self.fusions(1, True)
         self.plan["fusions"] = f"<= 16 rows: {', '.join(f for f in FUSIONS if f in fused)}" if fused else "none"
 
-    def linear(self, x, w, b, residual=None):
+    def _streams(self, rows: int) -> bool:
+        """Whether a GEMM over ``rows`` runs on the weight-streaming kernel (a decode step's)."""
         from rooflint.kernels import _gemm_skinny
 
-        if x.shape[0] > _gemm_skinny.MAX_ROWS or self.plan["linear"].startswith("eager"):
+        return rows <= _gemm_skinny.MAX_ROWS and not self.plan["linear"].startswith("eager")
+
+    def linear(self, x, w, b, residual=None):
+        if not self._streams(x.shape[0]):
             return super().linear(x, w, b, residual)
-        return _gemm_skinny.skinny_linear(x, w, b, residual=residual)  # a decode step's GEMMs stream their weights
+        from rooflint.kernels import _gemm_skinny
+
+        return _gemm_skinny.skinny_linear(x, w, b, residual=residual)
 
     def fusions(self, rows, decoding):
-        from rooflint.kernels import _gemm_skinny
-
         plan = self.plan
-        if rows > _gemm_skinny.MAX_ROWS or plan["linear"].startswith("eager"):
+        if not self._streams(rows):
             return frozenset()
         fused = {"linear_residual"}
         if plan["layer_norm"] == "triton" and plan["linear_gelu"] == "triton":
@@ -220,10 +228,10 @@ class TritonKernels(EagerKernels):
         return frozenset(fused)
 
     def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
+        if "norm_linear" not in self.fusions(x.shape[0], append is not None):
+            return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
         from rooflint.kernels import _gemm_skinny
 
-        if x.shape[0] > _gemm_skinny.MAX_ROWS or "norm_linear" not in self.fusions(x.shape[0], append is not None):
-            return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
         key = w.data_ptr()
         if key not in self._folded:  # once per weight, on the first (uncaptured) step
             self._folded[key] = _gemm_skinny.fold_layer_norm(ln_w, ln_b, w, b)
@@ -231,9 +239,9 @@ class TritonKernels(EagerKernels):
         if append is not None:
             cache, layer, position = append
             k_rows, v_rows = cache.rows(layer)
-            width = cache.kv_heads * cache.head_dim
-            into = _gemm_skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), w.shape[0] - 2 * width,
-                                         cache.kv_heads, cache.head_dim)  # fmt: skip
+            start, _ = _kv_span(w.shape[0], cache)
+            into = _gemm_skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), start, cache.kv_heads,
+                                         cache.head_dim)  # fmt: skip
         return _gemm_skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
 
     def layer_norm(self, x, w, b):
