@@ -23,6 +23,7 @@ from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype, sm_count
 from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
+from rooflint.kernels.kv_cache import BLOCK_SIZE
 
 LOG2E = 1.4426950408889634
 MIN_SPLIT_TOKENS = 128  # below this a program's fixed cost (q load, partial write) stops paying
@@ -376,7 +377,7 @@ def triton_variant(case):
     return lambda: triton_decode(q, k, v, ws)
 
 
-PAGE = 16  # tokens per page, kv_cache's BLOCK_SIZE (vLLM's default)
+PAGE = BLOCK_SIZE  # tokens per page: kv_cache's pages (vLLM's default, 16)
 
 
 def paged_copy(k: torch.Tensor, v: torch.Tensor, generator: torch.Generator | None = None):
