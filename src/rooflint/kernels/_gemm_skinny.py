@@ -14,10 +14,10 @@ programs to keep HBM busy (3072 / 128 = 24 tiles on 132 SMs). Here:
 - the whole K loop is software-pipelined (num_stages tiles of W in flight per program), since a
   program's only job is to keep its share of the weight stream moving;
 - a decode step is ~100 kernels of a few microseconds, so what sits between them matters as much
-  as their bodies. Fusions remove kernels: a layer norm of X in the prologue (each program
-  recomputes the M rows' statistics from L2, 12 KB for GPT-2), bias, tanh-GELU and a residual add
-  on the fp32 accumulator before the one rounding, and the K and V columns of a QKV projection
-  scattered into the paged KV cache. With ROOFLINT_PDL=1 on sm_90 it launches with programmatic
+  as their bodies. Fusions remove kernels: a layer norm folded into W (fold_layer_norm; the row
+  statistics come from the same X tiles the MMA reads), bias, tanh-GELU and a residual add on the
+  fp32 accumulator before the one rounding, and the K and V columns of a QKV projection scattered
+  into the paged KV cache. With ROOFLINT_PDL=1 on sm_90 it launches with programmatic
   dependent launch (kernels/_pdl.py): its blocks become resident while the previous kernel drains
   and start its W stream into L2 before they wait for it (measured: no gain in GPT-2's decode).
 """
