@@ -379,3 +379,16 @@ def test_triton_layer_norm_uses_the_models_eps(eps):
     assert torch.allclose(triton_set.layer_norm(x, w, b).double(), want, atol=1e-4, rtol=1e-4)
     other = 1e-6 if eps == 1e-5 else 1e-5
     assert not torch.allclose(F.layer_norm(x.double(), (96,), w.double(), b.double(), other), want, atol=1e-2)
+
+
+def test_a_set_measured_in_its_own_process_rebuilds_the_same_model(tmp_path):
+    # On a GPU every set runs in a spawned worker (models/isolation.py): it must rebuild the same
+    # weights and inputs from the seed, pass the same checks and send its result back whole.
+    outcome = run_model(request(tmp_path, isolate=True, new_tokens=33))
+    (result,) = outcome.sets
+    assert result.status == OK, result.message
+    assert result.check.passed and result.check.token_matches == result.check.tokens_compared == 2 * 32  # B x 32
+    assert set(result.phases) == {"prefill", "decode", "generate"}
+    assert set(result.phases["decode"].attribution.ops) >= UNFUSED - {"residual"} | {"sample"}
+    frame = read_results(tmp_path / "results.csv")
+    assert (frame[frame["variant"] == "eager"]["status"] == OK).all() and len(frame) > 3

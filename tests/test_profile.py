@@ -83,6 +83,8 @@ def test_ncu_command_filters_the_nested_nvtx_range(tmp_path):
     assert command[command.index("--nvtx-include") + 1] == filt and "--nvtx" in command
     assert ncu.DRAM_READ in command[command.index("--metrics") + 1]
     assert command[-2:] == ["python", "x.py"]
+    # ncu would otherwise lock the (possibly shared) GPU's clocks at base for the session
+    assert command[command.index("--clock-control") + 1] == "none"
 
 
 def test_ncu_row_falls_back_to_analytic_flops_and_says_so():

@@ -77,6 +77,11 @@ def profile_command(ncu: str, report: Path, filt: str, metrics: list[str], progr
         ",".join(metrics),
         "--target-processes",
         "all",
+        # ncu's default (--clock-control base) locks the GPU's clocks at base for the session. That
+        # is a setting of a GPU that may be shared, which rooflint never changes; the counters we
+        # read (bytes, FLOPs) do not depend on the clock, and the times stay the GPU's own.
+        "--clock-control",
+        "none",
         "--export",
         str(report),
         "--force-overwrite",

@@ -6,11 +6,12 @@ kernel tiled for large M wastes most of each tensor-core tile and, worse, launch
 programs to keep HBM busy (3072 / 128 = 24 tiles on 132 SMs). Here:
 - W's rows go on the MMA's M side and X's few rows on its N side (16, X padded with zeros), the
   "swap AB" form of small-batch GEMMs, so each 16-row X tile is loaded once per K step;
-- the tile is BLOCK_N rows of W, chosen from the GPU's SM count so that the grid has at least one
-  program per SM where N allows it (smaller BLOCK_N, more programs, more loads in flight); where N
-  is too narrow for that (GPT-2's 768-wide projections: 48 programs), K is split across programs
-  and the last program of each N tile to finish sums the partials in a fixed order (deterministic)
-  and applies the epilogue, so the split costs no second kernel;
+- the tile is BLOCK_N rows of W, chosen from the GPU's SM count so that the grid has a program for
+  at least every other SM where N allows it (smaller BLOCK_N, more programs, more loads in flight);
+  where N is too narrow for that and rows are long (GPT-2's MLP down-projection, 768 x 3072: 48
+  programs), K is split across programs and the last program of each N tile to finish sums the
+  partials in a fixed order (deterministic) and applies the epilogue, so the split costs no second
+  kernel;
 - the whole K loop is software-pipelined (num_stages tiles of W in flight per program), since a
   program's only job is to keep its share of the weight stream moving;
 - a decode step is ~100 kernels of a few microseconds, so what sits between them matters as much
@@ -34,7 +35,13 @@ from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
 from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS  # the one tanh-GELU, in log2 form
 
 MAX_ROWS = 16  # X rows the kernel takes: the N side of one MMA tile
-MAX_SPLITS = 4  # beyond this the partials' round trip outweighs the programs gained
+MAX_SPLITS = 4
+# A program streams at most this many elements of each W row before K is split. Measured on an
+# H100 in a graph of 12 calls (scripts/device/decode_sweep.py; docs/perf-notes/kernels-at-limit.md):
+# at K = 768 a split costs more (the partials' round trip through L2 and the arrival counter, ~1 us)
+# than the programs it adds bring (768 x 768: 3.99 us unsplit, 5.2 us in 3); at K = 3072 four
+# splits of 768 beat one stream of 3072 (6.9 against 8.7 us).
+K_PER_PROGRAM = 768
 
 
 @dataclass(frozen=True)
@@ -49,25 +56,29 @@ class SkinnyTile:
         return f"{self.block_n}x{self.block_k} s{self.stages} w{self.warps}"
 
 
-# Largest first: choose_tile() takes the first whose grid has a program for every SM. Each stage
-# holds a block_n x block_k tile of W (16 KB at 64x128 bf16) and a 16 x block_k tile of X.
-TILES = (SkinnyTile(64, 128, 4, 4), SkinnyTile(32, 256, 4, 4), SkinnyTile(16, 256, 4, 4))
+# Largest first: choose_tile() takes the first whose grid has a program for at least every other SM.
+# Each stage holds a block_n x block_k tile of W (8 KB at 32x128 bf16) and a 16 x block_k tile of X.
+# BLOCK_K 128 with four stages beat 256 at every GPT-2 shape (more, shorter steps in flight); 32
+# rows beat 16 where N gives enough programs (2304 x 768: 5.4 against 6.1 us), and 16 keeps 48
+# programs at N = 768 (4.0 against 4.3 us for 32).
+TILES = (SkinnyTile(32, 128, 4, 4), SkinnyTile(16, 128, 4, 4))
 INTERPRETER_TILE = SkinnyTile(16, 32, 1, 4)
 
 
 def choose_tile(n: int, sm_count: int) -> SkinnyTile:
-    """The largest tile whose N/BLOCK_N programs cover every SM; else the smallest (most programs)."""
+    """The largest tile whose N/BLOCK_N programs cover at least half the SMs; else the smallest."""
     for tile in TILES:
-        if triton.cdiv(n, tile.block_n) >= sm_count:
+        if 2 * triton.cdiv(n, tile.block_n) >= sm_count:
             return tile
     return TILES[-1]
 
 
 def choose_splits(n: int, k: int, tile: SkinnyTile, sm_count: int) -> int:
-    """K splits that bring the grid to one program per SM, each keeping at least one whole K step."""
-    tiles = triton.cdiv(n, tile.block_n)
-    want = triton.cdiv(sm_count, tiles) if tiles < sm_count else 1
-    return max(1, min(want, MAX_SPLITS, triton.cdiv(k, tile.block_k)))
+    """K splits for a narrow projection (fewer programs than SMs) whose rows are longer than
+    K_PER_PROGRAM: one split per K_PER_PROGRAM elements, at most MAX_SPLITS and one per K step."""
+    if triton.cdiv(n, tile.block_n) >= sm_count:
+        return 1
+    return max(1, min(triton.cdiv(k, K_PER_PROGRAM), MAX_SPLITS, triton.cdiv(k, tile.block_k)))
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,28 @@ def _skinny_kernel(
         row_bytes = (k_end - k_begin) * (w_ptr.dtype.element_ty.primitive_bitwidth // 8)
         prefetch_l2(rows, tl.full([BLOCK_N], 0, tl.int32) + row_bytes)
         wait()
+    out_mask = n_mask[:, None] & m_mask[None, :]
+    # The epilogue's operands are loaded before the K loop, not after it: each is a DRAM round trip
+    # (~1 us) that would otherwise start only once the W stream has drained, on the critical path of
+    # a kernel that lasts a few microseconds. Small (BLOCK_N x BLOCK_M at most), so they wait in
+    # registers. Every split loads them; only the last arrival uses them.
+    bias = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32) if HAS_BIAS else None
+    res = None
+    if RESIDUAL:
+        res = tl.load(r_ptr + offs_m[None, :] * r_row + offs_n[:, None], mask=out_mask, other=0.0).to(tl.float32)
+    slot = None
+    in_k = None
+    in_v = None
+    col = None
+    if APPEND:
+        # Column c of K (or V) is head c // HEAD_DIM, element c % HEAD_DIM of row m's new token.
+        rel = offs_n - kv_start
+        in_k = (rel >= 0) & (rel < kv_width) & n_mask
+        in_v = (rel >= kv_width) & (rel < 2 * kv_width) & n_mask
+        col = tl.where(in_v, rel - kv_width, rel)
+        col = tl.where(in_k | in_v, col, 0)
+        slot = tl.load(slot_ptr + offs_m[None, :] * KV_HEADS + (col // HEAD_DIM)[:, None],
+                       mask=out_mask & (in_k | in_v)[:, None], other=0).to(tl.int64)  # fmt: skip
     if NORM:
         # The layer norm folded into the GEMM (fold_layer_norm): the MMA takes X less a per-row
         # shift (its first element) and accumulates the row statistics from the same tiles, so
@@ -138,6 +171,8 @@ def _skinny_kernel(
         shift = tl.load(x_ptr + offs_m * x_row, mask=m_mask, other=0.0).to(tl.float32)
         s1 = tl.zeros((BLOCK_M,), dtype=tl.float32)
         s2 = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
+        c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # Y^T tile: W rows x X rows
     for k0 in range(k_begin, k_end, BLOCK_K):
         cols = k0 + offs_k
@@ -159,10 +194,7 @@ def _skinny_kernel(
     if NORM:
         mean_shifted = s1 / K
         rstd = 1.0 / tl.sqrt(tl.maximum(s2 / K - mean_shifted * mean_shifted, 0.0) + eps)
-        c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
-        c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
         acc = rstd[None, :] * (acc - mean_shifted[None, :] * c1[:, None]) + c2[:, None]
-    out_mask = n_mask[:, None] & m_mask[None, :]
     if SPLITS > 1:
         # Publish this split's partial; the tile's last arrival (acq_rel counter) sums all of them.
         part = part_ptr + offs_n[:, None] * BLOCK_M + offs_m[None, :]
@@ -174,38 +206,27 @@ def _skinny_kernel(
             for s in range(SPLITS):  # fixed order: the sum does not depend on who finished first
                 acc += tl.load(part + s * N * BLOCK_M, mask=out_mask, other=0.0, cache_modifier=".cg")
             tl.atomic_xchg(count_ptr + pid_n, 0)  # reset for the next call
-            _epilogue(acc, offs_n, offs_m, n_mask, m_mask, out_mask, b_ptr, r_ptr, y_ptr, slot_ptr, kc_ptr,
-                      vc_ptr, r_row, y_row, kv_start, kv_width, HAS_BIAS, GELU, RESIDUAL, APPEND, KV_HEADS,
-                      HEAD_DIM)  # fmt: skip
+            _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
+                      HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
     else:
-        _epilogue(acc, offs_n, offs_m, n_mask, m_mask, out_mask, b_ptr, r_ptr, y_ptr, slot_ptr, kc_ptr, vc_ptr,
-                  r_row, y_row, kv_start, kv_width, HAS_BIAS, GELU, RESIDUAL, APPEND, KV_HEADS, HEAD_DIM)  # fmt: skip
+        _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
+                  HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
 
 
 @triton.jit
 def _epilogue(
-    z, offs_n, offs_m, n_mask, m_mask, out_mask, b_ptr, r_ptr, y_ptr, slot_ptr, kc_ptr, vc_ptr, r_row, y_row,
-    kv_start, kv_width, HAS_BIAS: tl.constexpr, GELU: tl.constexpr, RESIDUAL: tl.constexpr, APPEND: tl.constexpr,
-    KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
+    z, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
+    HAS_BIAS: tl.constexpr, GELU: tl.constexpr, RESIDUAL: tl.constexpr, APPEND: tl.constexpr, HEAD_DIM: tl.constexpr,
 ):  # fmt: skip
     if HAS_BIAS:
-        z += tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+        z += bias[:, None]
     if GELU:
         z = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False)
     if RESIDUAL:
-        z += tl.load(r_ptr + offs_m[None, :] * r_row + offs_n[:, None], mask=out_mask, other=0.0).to(tl.float32)
+        z += res
     y = z.to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + offs_m[None, :] * y_row + offs_n[:, None], y, mask=out_mask)
     if APPEND:
-        # Column c of K (or V) is head c // HEAD_DIM, element c % HEAD_DIM of row m's new token.
-        rel = offs_n - kv_start
-        in_k = (rel >= 0) & (rel < kv_width) & n_mask
-        in_v = (rel >= kv_width) & (rel < 2 * kv_width) & n_mask
-        col = tl.where(in_v, rel - kv_width, rel)
-        col = tl.where(in_k | in_v, col, 0)
-        head = col // HEAD_DIM
-        slot = tl.load(slot_ptr + offs_m[None, :] * KV_HEADS + head[:, None], mask=out_mask & (in_k | in_v)[:, None],
-                       other=0).to(tl.int64)  # fmt: skip
         dst = slot * HEAD_DIM + (col % HEAD_DIM)[:, None]
         tl.store(kc_ptr + dst, y.to(kc_ptr.dtype.element_ty), mask=out_mask & in_k[:, None])
         tl.store(vc_ptr + dst, y.to(vc_ptr.dtype.element_ty), mask=out_mask & in_v[:, None])

@@ -57,6 +57,8 @@ class ModelRequest:
     spec: GpuSpec | None = None  # tests hand a spec in (measuring the CPU's ceilings takes seconds)
     model_spec: ModelSpec | None = None  # a ModelSpec not in the registry (tests, experiments)
     plots: bool = True
+    # Each set in a process of its own (models/isolation.py); None: on a GPU, where it matters.
+    isolate: bool | None = None
 
 
 @dataclass
@@ -159,13 +161,14 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
             f"{loaded.config_name} has {dims.max_positions} positions: --seq and --prompt + --new-tokens must fit"
         )
     family = f"model:{loaded.config_name}"
-    generator = torch.Generator(device="cpu").manual_seed(request.seed)
-    ids = torch.randint(0, dims.vocab, (request.batch, request.seq), generator=generator).to(device)
-    prompt = torch.randint(0, dims.vocab, (request.batch, request.prompt), generator=generator).to(device)
+    ids, prompt = inputs(request, dims.vocab, device)
 
-    log("HF eager reference: logits and greedy tokens")
-    reference_logits = checks.hf_logits(loaded.hf, ids)
-    reference_tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
+    isolate = request.isolate if request.isolate is not None else device.type == "cuda"
+    reference_logits = reference_tokens = None
+    if not isolate:  # an isolated set computes its own, in its process
+        log("HF eager reference: logits and greedy tokens")
+        reference_logits = checks.hf_logits(loaded.hf, ids)
+        reference_tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
 
     writer = ResultWriter(request.out)
     outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
@@ -185,8 +188,14 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
         for name in wanted:
             if name == "compile" and request.hf_baseline and not outcome.baselines:
                 baselines(compiled=False)  # the quick baselines before the minutes of compiling
-            log(f"kernel set {name}")
-            result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits, reference_tokens)
+            log(f"kernel set {name}" + (" (own process)" if isolate else ""))
+            if isolate:
+                from rooflint.models.isolation import run_set_isolated
+
+                result = run_set_isolated(name, request, gpu_spec)
+            else:
+                result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits,
+                                 reference_tokens)  # fmt: skip
             outcome.sets.append(result)
             for row in set_rows(result, family, request, gpu_spec, outcome.sets):
                 emit(row)
@@ -210,6 +219,14 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
 
         outcome.files += plot_phases(outcome)
     return outcome
+
+
+def inputs(request: ModelRequest, vocab: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prefill ids [B, seq], prompt [B, prompt]): the same for every set and every process, by seed."""
+    generator = torch.Generator(device="cpu").manual_seed(request.seed)
+    ids = torch.randint(0, vocab, (request.batch, request.seq), generator=generator).to(device)
+    prompt = torch.randint(0, vocab, (request.batch, request.prompt), generator=generator).to(device)
+    return ids, prompt
 
 
 def _gpu_spec(request: ModelRequest, device: torch.device) -> GpuSpec:

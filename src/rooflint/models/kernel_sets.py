@@ -26,7 +26,9 @@ from rooflint.core.triton_compat import interpreting
 from rooflint.models.cache import KVCache
 
 KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
-SLOTS = ("layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head")
+SLOTS = (
+    "layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head", "sample",
+)  # fmt: skip
 FUSIONS = ("norm_linear", "linear_residual", "kv_append")
 LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
 
@@ -101,6 +103,13 @@ class EagerKernels:
 
     def lm_head(self, x, w):
         return F.linear(x, w)
+
+    def sample(self, logits, tokens, token):
+        """Greedy: tokens[:, 0] = token[:, 0] = argmax of each row of logits [B, V] (int64 column
+        views [B, 1]; ``tokens`` is the step's column of the generated-token matrix)."""
+        chosen = logits.argmax(-1, keepdim=True)
+        tokens.copy_(chosen)
+        token.copy_(chosen)
 
     def kv_append(self, cache: KVCache, layer: int, k_rows, v_rows, slots):
         k_pool, v_pool = cache.rows(layer)
@@ -199,6 +208,8 @@ class TritonKernels(EagerKernels):
         why = _dtype_gap(gelu_linear.FAMILY, name)
         self.plan["linear"] = "triton for decode (<= 16 rows), cuBLAS above" if why is None else f"eager ({why})"
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
+        self.plan["sample"] = "triton (argmax in one kernel)"
+        self._greedy: dict[tuple, object] = {}
         fused = self.fusions(1, True)
         self.plan["fusions"] = f"<= 16 rows: {', '.join(f for f in FUSIONS if f in fused)}" if fused else "none"
 
@@ -260,6 +271,14 @@ class TritonKernels(EagerKernels):
 
     def lm_head(self, x, w):
         return self._head(x, w)
+
+    def sample(self, logits, tokens, token):
+        from rooflint.kernels import _sample
+
+        key = tuple(logits.shape)
+        if key not in self._greedy:  # allocated on the first (uncaptured) step
+            self._greedy[key] = _sample.GreedyWorkspace(logits.shape[0], logits.shape[1], logits.device)
+        _sample.greedy_argmax(logits, tokens, token, self._greedy[key])
 
     def kv_append(self, cache, layer, k_rows, v_rows, slots):
         from rooflint.kernels.kv_cache import triton_kv_copy
@@ -330,6 +349,9 @@ class CudaKernels(TritonKernels):
 
     def fusions(self, rows, decoding):
         return frozenset()  # its GEMMs are cuBLAS's: no prologue or epilogue to fuse into
+
+    def sample(self, logits, tokens, token):
+        EagerKernels.sample(self, logits, tokens, token)  # no CUDA C++ argmax: torch's
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "cuda":

@@ -60,17 +60,13 @@ class Runner:
         cache = self._allocate_cache()
         logits = self.spec.forward(self.weights, self.kernels, prompt_ids, 0, cache, self.rec, last_only=True)
         with self.rec("sample"):
-            first = logits.argmax(-1)
-            self.tokens[:, 0].copy_(first)
-            self.token.copy_(first.view(-1, 1))
+            self.kernels.sample(logits.reshape(self.batch, -1), self.tokens[:, :1], self.token)
 
     def _step_eager(self, position: int, index: int) -> None:
         logits = self.spec.forward(self.weights, self.kernels, self.token, position, self.cache, self.rec, True)
         with self.rec("sample"):
-            chosen = logits.argmax(-1, keepdim=True)
             # narrow, not [:, index]: torch.compile keeps a narrow's start symbolic (no recompile per step)
-            self.tokens.narrow(1, index, 1).copy_(chosen)
-            self.token.copy_(chosen)
+            self.kernels.sample(logits.reshape(self.batch, -1), self.tokens.narrow(1, index, 1), self.token)
 
     def step_positions(self) -> list[tuple[int, int]]:
         """(position fed, token index written) of each decode step."""

@@ -1,0 +1,59 @@
+"""Each kernel set of a GPU run measured in a process of its own.
+
+Measured on an H100 (scripts/device/decode_probe.py --loop; docs/perf-notes/kernels-at-limit.md):
+GPT-2's triton decode loop replayed its 127 step graphs at 0.416 ms/step as the only set in a
+process, and at 0.477 ms/step after the eager set had captured, replayed and destroyed its own
+graphs in the same process. Each graph's kernels ran exactly as fast (one replay under the profiler:
+0.42 ms either way, the same kernel times); the GPU sat idle for a median 59 us before each graph
+instead of ~1 us, while the host was 47 us per replay ahead of it. Whatever state the driver keeps
+from the first set's graphs, a set's numbers must not depend on which set ran before it, so each
+set gets a fresh process: it rebuilds the model from the same seed (the same weights), recomputes
+Hugging Face's reference, checks and times itself, and sends its SetResult back. A worker that
+dies takes only its own set with it; rows of the sets before it are on disk already.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rooflint.core.specs import GpuSpec
+    from rooflint.models.engine import ModelRequest, SetResult
+
+
+def run_set_isolated(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
+    """run_set in a spawned process (never forked: the parent holds a CUDA context)."""
+    from rooflint.models.engine import SetResult
+    from rooflint.outputs.results import ERROR
+
+    context = multiprocessing.get_context("spawn")
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            return pool.submit(_measure_alone, name, request, gpu_spec).result()
+    except BrokenProcessPool:
+        return SetResult(name, ERROR, "its worker process died (out of host memory, or a crash in a kernel)")
+
+
+def _measure_alone(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
+    from rooflint.models import checks
+    from rooflint.models.base import build
+    from rooflint.models.engine import inputs, resolve_device, run_set
+    from rooflint.models.registry import get_model
+
+    device = resolve_device(request.device)
+    spec_model = request.model_spec or get_model(request.model)
+    loaded = build(spec_model, request.config, _dtype(request.dtype), device, weights_dir=request.weights,
+                   layers=request.layers, seed=request.seed)  # fmt: skip
+    ids, prompt = inputs(request, loaded.dims.vocab, device)
+    reference_logits = checks.hf_logits(loaded.hf, ids)
+    reference_tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
+    return run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits, reference_tokens)
+
+
+def _dtype(name: str):
+    from rooflint.core.family import DTYPES
+
+    return DTYPES[name]
