@@ -392,3 +392,28 @@ def test_a_set_measured_in_its_own_process_rebuilds_the_same_model(tmp_path):
     assert set(result.phases["decode"].attribution.ops) >= UNFUSED - {"residual"} | {"sample"}
     frame = read_results(tmp_path / "results.csv")
     assert (frame[frame["variant"] == "eager"]["status"] == OK).all() and len(frame) > 3
+
+
+class _DiesWhenUnpickled:
+    """Unpickled in a spawned worker, ends that process at once (exit code 3)."""
+
+    def __reduce__(self):
+        import os
+
+        return os._exit, (3,)
+
+
+def test_a_worker_that_dies_is_its_sets_error_and_the_run_goes_on(tmp_path):
+    from rooflint.models.isolation import run_set_isolated
+
+    dying = request(tmp_path, isolate=True)
+    dying.weights = _DiesWhenUnpickled()  # travels to the worker with the request
+    result = run_set_isolated("eager", dying, CPU_SPEC)
+    assert result.status == "error" and "died (exit code 3)" in result.message
+
+
+def test_a_worker_error_comes_back_as_one_line(tmp_path):
+    from rooflint.models.isolation import run_set_isolated
+
+    result = run_set_isolated("eager", request(tmp_path, isolate=True, config="no-such-config"), CPU_SPEC)
+    assert result.status == "error" and "UserError in its worker: unknown gpt2 config" in result.message

@@ -15,8 +15,6 @@ dies takes only its own set with it; rows of the sets before it are on disk alre
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,16 +23,41 @@ if TYPE_CHECKING:
 
 
 def run_set_isolated(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
-    """run_set in a spawned process (never forked: the parent holds a CUDA context)."""
+    """run_set in a spawned process (never forked: the parent holds a CUDA context).
+
+    Ctrl-C (or `timeout -s INT` on the parent alone) stops the worker at once and propagates, so
+    the engine closes its results with every earlier set's rows."""
     from rooflint.models.engine import SetResult
     from rooflint.outputs.results import ERROR
 
     context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    worker = context.Process(target=_worker, args=(send, name, request, gpu_spec), daemon=True)
+    worker.start()
+    send.close()  # the worker holds the only sending end: its death ends the pipe
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            return pool.submit(_measure_alone, name, request, gpu_spec).result()
-    except BrokenProcessPool:
-        return SetResult(name, ERROR, "its worker process died (out of host memory, or a crash in a kernel)")
+        return receive.recv()
+    except EOFError:
+        worker.join(10)
+        return SetResult(name, ERROR, f"its worker process died (exit code {worker.exitcode}) before it reported")
+    except KeyboardInterrupt:
+        worker.terminate()
+        raise
+    finally:
+        receive.close()
+        worker.join(10)
+
+
+def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
+    try:
+        result = _measure_alone(name, request, gpu_spec)
+    except BaseException as error:  # anything run_set did not turn into a result: report it, one line
+        from rooflint.models.engine import SetResult
+        from rooflint.outputs.results import ERROR
+
+        result = SetResult(name, ERROR, f"{type(error).__name__} in its worker: {str(error).splitlines()[0][:200]}")
+    send.send(result)
+    send.close()
 
 
 def _measure_alone(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
