@@ -148,3 +148,39 @@ def test_scale_is_one_over_sqrt_head_dim():
     out = family.reference({"q": q, "k": k, "v": v}, {"causal": False})
     weights = torch.softmax(torch.arange(3, dtype=torch.float64) * 64 / math.sqrt(64), 0)
     assert torch.allclose(out[0, 0, 0, :3], weights)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_triton_attention_at_head_dim_256(causal, dtype):
+    # The large size's D=256 rows (issue 14): the portable kernel takes them; its autotuner has
+    # tiles small enough for D=256 on a GPU, the interpreter runs its one small tile.
+    assert_variant_matches_reference(
+        "attention", "triton", {"B": 1, "H": 2, "N": 70, "D": 256, "causal": causal}, dtype
+    )
+
+
+def test_large_size_reports_head_dims_64_and_256_and_a_long_sequence():
+    shapes = get_family("attention").sizes["large"]
+    assert {s["D"] for s in shapes} == {64, 128, 256}
+    assert any(s["N"] == 16384 and s["causal"] for s in shapes)
+    for d in (64, 256):  # both masks at each head dim
+        assert {s["causal"] for s in shapes if s["D"] == d} == {False, True}
+
+
+def test_cuda_attention_skips_a_head_dim_it_is_not_built_for(monkeypatch):
+    from rooflint.core.errors import VariantSkipped
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+
+    class Case(dict):
+        params = {"B": 1, "H": 2, "N": 64, "D": 256, "causal": False}
+
+    with pytest.raises(VariantSkipped, match="head_dim 64 or 128"):
+        attention.cuda_variant(Case())
+
+
+def test_unfused_attention_says_when_its_scores_do_not_fit():
+    # N=16384, 32 heads, bf16: three 16 GiB score tensors
+    assert "need 48 GiB; 40 GiB are free" in attention.scores_shortfall((1, 32, 16384, 128), 2, 40 * 2**30)
+    assert attention.scores_shortfall((1, 32, 16384, 128), 2, 79 * 2**30) is None

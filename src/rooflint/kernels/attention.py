@@ -19,7 +19,8 @@ from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype
 
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
+CUDA_HEAD_DIMS = (64, 128)  # attention.cu's instantiations
 # float64 scores the reference holds at once: 2^28 of them are 2 GiB, small beside an 80 GB GPU.
 REFERENCE_CHUNK_SCORES = 1 << 28
 
@@ -97,9 +98,16 @@ FAMILY = Family(
             {"B": 1, "H": 2, "N": 130, "D": 64, "causal": True},
         ],
         # q, k, v, o are 128 MiB each in bf16: 512 MiB, 10x the H100's 50 MB L2. Compute-bound anyway.
+        # Then the other head dims (the same FLOPs at D=64 with 64 heads; 16 heads at D=256) and a
+        # long causal sequence (N=16384), issue 14's "head dims 64 and 256 and N=16384".
         "large": [
             {"B": 4, "H": 32, "N": 4096, "D": 128, "causal": False},
             {"B": 4, "H": 32, "N": 4096, "D": 128, "causal": True},
+            {"B": 4, "H": 64, "N": 4096, "D": 64, "causal": False},
+            {"B": 4, "H": 64, "N": 4096, "D": 64, "causal": True},
+            {"B": 4, "H": 16, "N": 4096, "D": 256, "causal": False},
+            {"B": 4, "H": 16, "N": 4096, "D": 256, "causal": True},
+            {"B": 1, "H": 32, "N": 16384, "D": 128, "causal": True},
         ],
     },
     make_inputs=make_inputs,
@@ -118,10 +126,29 @@ def unfused_attention(q, k, v, scale, mask):
     return torch.matmul(probs, v)
 
 
+def scores_shortfall(q_shape, element_size: int, free_bytes: int) -> str | None:
+    """Why the unfused chain cannot run in ``free_bytes``, or None. It holds about three N x N score
+    tensors at once (S, the scaled or masked copy, P): N=16384 with 32 heads is 17 GiB each in bf16."""
+    b, h, n, _ = q_shape
+    need = 3 * b * h * n * n * element_size
+    if need > free_bytes:
+        return f"the N x N scores need {need / 2**30:.0f} GiB; {free_bytes / 2**30:.0f} GiB are free"
+    return None
+
+
+def _needs_scores_memory(q) -> None:
+    """Skip, with the sizes, rather than fail with an out-of-memory error mid-run."""
+    if q.device.type == "cuda":
+        why = scores_shortfall(q.shape, q.element_size(), torch.cuda.mem_get_info(q.device)[0])
+        if why:
+            raise VariantSkipped(why)
+
+
 @FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
 def eager_unfused(case):
     """matmul, scale, mask, softmax, matmul: materializes the N x N scores (O(N^2) memory)"""
     q, k, v = case["q"], case["k"], case["v"]
+    _needs_scores_memory(q)
     mask = _causal_mask(q.shape[2], q.device) if case.params["causal"] else None
     scale = 1 / math.sqrt(q.shape[-1])
     return lambda: unfused_attention(q, k, v, scale, mask)
@@ -133,6 +160,7 @@ def eager_unfused(case):
 def compiled_unfused(case):
     """torch.compile of the unfused chain (inductor may pattern-match it to SDPA)"""
     q, k, v = case["q"], case["k"], case["v"]
+    _needs_scores_memory(q)
     mask = _causal_mask(q.shape[2], q.device) if case.params["causal"] else None
     scale = 1 / math.sqrt(q.shape[-1])
     fn = torch.compile(unfused_attention, dynamic=False)
@@ -192,10 +220,16 @@ def _autotune_configs():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
     # For H100: 128-row query tiles (two warpgroups' wgmma M, or one at 4 warps), 64- or 128-key
     # tiles, 2-3 cp.async/TMA stages of K and V (each 128x128 bf16 stage is 64 KB of the 228 KB smem).
+    # D=256 doubles every tile: the last two keep Q plus two stages of K and V at 96-128 KB and the
+    # fp32 accumulator at 128 registers a thread. Configs that do not fit a GPU's shared memory
+    # fail to compile and the autotuner drops them (OutOfResources).
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in ((128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
-    ]
+        for bm, bn, w, s in (
+            (128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3),
+            (64, 32, 4, 2), (128, 32, 8, 2),
+        )
+    ]  # fmt: skip
 
 
 @triton.jit
@@ -330,6 +364,8 @@ def cuda_variant(case):
     """mma.sync m16n8k16 tiles (128 queries x 64 keys), cp.async double buffer, online softmax"""
     if torch.cuda.get_device_capability() < (8, 0):
         raise VariantSkipped("the CUDA attention needs sm_80 or newer (bf16 mma.sync, cp.async)")
+    if case.params["D"] not in CUDA_HEAD_DIMS:
+        raise VariantSkipped(f"the CUDA attention is built for head_dim {' or '.join(map(str, CUDA_HEAD_DIMS))}")
     library = cuda_build.load(cuda_build.family_source(__file__))
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
     out = torch.empty_like(q)
