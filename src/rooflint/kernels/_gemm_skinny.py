@@ -31,6 +31,7 @@ import torch
 
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels._arrival import last_to_arrive, rearm
 from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
 from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS  # the one tanh-GELU, in log2 form
 
@@ -199,13 +200,11 @@ def _skinny_kernel(
         # Publish this split's partial; the tile's last arrival (acq_rel counter) sums all of them.
         part = part_ptr + offs_n[:, None] * BLOCK_M + offs_m[None, :]
         tl.store(part + tl.program_id(1) * N * BLOCK_M, acc, mask=out_mask)
-        tl.debug_barrier()  # every thread's partial is written before the arrival is counted
-        arrived = tl.atomic_add(count_ptr + pid_n, 1)
-        if arrived == SPLITS - 1:
+        if last_to_arrive(count_ptr, pid_n, SPLITS):
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
             for s in range(SPLITS):  # fixed order: the sum does not depend on who finished first
                 acc += tl.load(part + s * N * BLOCK_M, mask=out_mask, other=0.0, cache_modifier=".cg")
-            tl.atomic_xchg(count_ptr + pid_n, 0)  # reset for the next call
+            rearm(count_ptr, pid_n)
             _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
                       HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
     else:

@@ -4,7 +4,7 @@ where the next step reads its input token and into the generated-token matrix.
 torch.argmax over 8 x 50,257 logits runs one block per row (8 blocks on 132 SMs) and takes 13.5 us
 on an H100, then two copies write the token: ~15 us, 3% of GPT-2's decode step, for 0.8 MB. Here
 the row is cut into CHUNK-wide pieces, one program each (8 x 13 programs), each reduces its piece to
-(max, first index of the max), and the last program of a row to finish (an arrival counter, as in
+(max, first index of the max), and the last program of a row to finish (kernels/_arrival.py, as in
 _gemm_skinny's split K) picks the winner in chunk order and writes both outputs.
 
 Ties go to the lowest index, as torch.argmax's do. A NaN logit is not treated as the maximum
@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from rooflint.core.triton_compat import tl, triton
+from rooflint.kernels._arrival import last_to_arrive, rearm
 
 CHUNK = 4096  # logits per program: 8 KB of bf16, a few loads per thread in flight
 
@@ -50,9 +51,7 @@ def _greedy_kernel(
     first = tl.min(tl.where(x == best, offs, V), axis=0)
     tl.store(part_val_ptr + row * chunks + chunk, best)
     tl.store(part_idx_ptr + row * chunks + chunk, first)
-    tl.debug_barrier()  # the partial is written before the arrival is counted
-    arrived = tl.atomic_add(count_ptr + row, 1)
-    if arrived == chunks - 1:
+    if last_to_arrive(count_ptr, row, chunks):
         c = tl.arange(0, BLOCK_C)
         vals = tl.load(part_val_ptr + row * chunks + c, mask=c < chunks, other=float("-inf"), cache_modifier=".cg")
         idxs = tl.load(part_idx_ptr + row * chunks + c, mask=c < chunks, other=V, cache_modifier=".cg")
@@ -60,7 +59,7 @@ def _greedy_kernel(
         winner = tl.min(tl.where(vals == top, idxs, V), axis=0).to(tl.int64)
         tl.store(tokens_ptr + row * tokens_row, winner)
         tl.store(token_ptr + row * token_row, winner)
-        tl.atomic_xchg(count_ptr + row, 0)  # reset for the next call (and the next graph replay)
+        rearm(count_ptr, row)
 
 
 class GreedyWorkspace:

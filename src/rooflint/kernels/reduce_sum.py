@@ -13,6 +13,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Fam
 from rooflint.core.triton_compat import tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype, sm_count
+from rooflint.kernels._arrival import last_to_arrive, rearm
 
 
 def make_inputs(params, dtype, device, generator):
@@ -111,19 +112,15 @@ def _row_sum_kernel(
     if SPLITS_POW2 == 1:
         tl.store(out_ptr + row, total)
     else:
-        # Last-program-done: each program publishes its partial, then takes a ticket. The barrier
-        # orders the partial's store before the release of the ticket; the program drawing the
-        # last ticket sums the partials in split order, so the result is bitwise reproducible
-        # (fp32 atomics onto out would be one pass too, but their order changes run to run).
+        # Last-program-done (kernels/_arrival.py): the last program of the row sums the partials
+        # in split order, so the result is bitwise reproducible (fp32 atomics onto out would be one
+        # pass too, but their order changes run to run).
         tl.store(partial_ptr + row * splits + split, total)
-        tl.debug_barrier()
-        ticket = tl.atomic_add(count_ptr + row, 1, sem="acq_rel")
-        if ticket == splits - 1:
+        if last_to_arrive(count_ptr, row, splits):
             slots = tl.arange(0, SPLITS_POW2)
-            # .cg: read the partials from L2, where the other SMs' stores landed, never from L1.
             partials = tl.load(partial_ptr + row * splits + slots, mask=slots < splits, other=0.0, cache_modifier=".cg")
             tl.store(out_ptr + row, tl.sum(partials, axis=0))
-            tl.store(count_ptr + row, 0)  # every ticket of this row is drawn: re-arm for the next call
+            rearm(count_ptr, row)
 
 
 class RowSum:
