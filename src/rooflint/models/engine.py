@@ -151,10 +151,8 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]
     wanted = [k for k in KERNEL_SETS if k in wanted] if wanted else default
     gpu_spec = request.spec or _gpu_spec(request, device)
-    dtype = DTYPES[request.dtype]
     log(f"building {request.model} {request.config} ({request.dtype}, {device.type})")
-    loaded = build(spec_model, request.config, dtype, device, weights_dir=request.weights, layers=request.layers,
-                   seed=request.seed)  # fmt: skip
+    loaded = load(request, spec_model, device)
     dims = loaded.dims
     if request.seq > dims.max_positions or request.prompt + request.new_tokens > dims.max_positions:
         raise UserError(
@@ -167,8 +165,7 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     reference_logits = reference_tokens = None
     if not isolate:  # an isolated set computes its own, in its process
         log("HF eager reference: logits and greedy tokens")
-        reference_logits = checks.hf_logits(loaded.hf, ids)
-        reference_tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
+        reference_logits, reference_tokens = references(loaded, request, ids, prompt)
 
     writer = ResultWriter(request.out)
     outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
@@ -219,6 +216,19 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
 
         outcome.files += plot_phases(outcome)
     return outcome
+
+
+def load(request: ModelRequest, spec_model: ModelSpec, device: torch.device) -> LoadedModel:
+    """The request's model, built from its seed (or its --weights): the same in every process."""
+    return build(spec_model, request.config, DTYPES[request.dtype], device, weights_dir=request.weights,
+                 layers=request.layers, seed=request.seed)  # fmt: skip
+
+
+def references(loaded: LoadedModel, request: ModelRequest, ids, prompt) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face eager's logits over ``ids`` and its first greedy tokens after ``prompt``: what
+    every kernel set is checked against."""
+    tokens = min(checks.CHECK_TOKENS, request.new_tokens)
+    return checks.hf_logits(loaded.hf, ids), checks.hf_greedy(loaded.hf, prompt, tokens)
 
 
 def inputs(request: ModelRequest, vocab: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

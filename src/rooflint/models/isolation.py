@@ -61,22 +61,11 @@ def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
 
 
 def _measure_alone(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
-    from rooflint.models import checks
-    from rooflint.models.base import build
-    from rooflint.models.engine import inputs, resolve_device, run_set
+    from rooflint.models.engine import inputs, load, references, resolve_device, run_set
     from rooflint.models.registry import get_model
 
     device = resolve_device(request.device)
-    spec_model = request.model_spec or get_model(request.model)
-    loaded = build(spec_model, request.config, _dtype(request.dtype), device, weights_dir=request.weights,
-                   layers=request.layers, seed=request.seed)  # fmt: skip
+    loaded = load(request, request.model_spec or get_model(request.model), device)
     ids, prompt = inputs(request, loaded.dims.vocab, device)
-    reference_logits = checks.hf_logits(loaded.hf, ids)
-    reference_tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
+    reference_logits, reference_tokens = references(loaded, request, ids, prompt)
     return run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits, reference_tokens)
-
-
-def _dtype(name: str):
-    from rooflint.core.family import DTYPES
-
-    return DTYPES[name]
