@@ -22,19 +22,6 @@ from rooflint.kernels._arrival import last_to_arrive, rearm
 CHUNK = 4096  # logits per program: 8 KB of bf16, a few loads per thread in flight
 
 
-class _Counters:
-    """One arrival counter per row, per device, left at zero by each row's last program."""
-
-    _cache: dict[tuple[str, int], torch.Tensor] = {}
-
-    @classmethod
-    def get(cls, device, rows: int) -> torch.Tensor:
-        key = (str(device), rows)
-        if key not in cls._cache:
-            cls._cache[key] = torch.zeros(rows, dtype=torch.int32, device=device)
-        return cls._cache[key]
-
-
 @triton.jit
 def _greedy_kernel(
     logits_ptr, part_val_ptr, part_idx_ptr, count_ptr, tokens_ptr, token_ptr,
@@ -69,7 +56,7 @@ class GreedyWorkspace:
         self.chunks = triton.cdiv(vocab, CHUNK)
         self.values = torch.empty((rows, self.chunks), dtype=torch.float32, device=device)
         self.indices = torch.empty((rows, self.chunks), dtype=torch.int32, device=device)
-        self.counters = _Counters.get(device, rows)
+        self.counters = torch.zeros(rows, dtype=torch.int32, device=device)  # each row's last program re-arms its own
 
 
 def greedy_argmax(logits: torch.Tensor, tokens: torch.Tensor, token: torch.Tensor, ws: GreedyWorkspace) -> None:
