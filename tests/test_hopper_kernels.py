@@ -112,16 +112,23 @@ def test_wavefit_variant_matches_reference(m, k, n, dtype):
 
 @pytest.mark.parametrize(
     "tile",
-    # A 128-wide tile (its output leaves in two half-width TMA stores) and 2 programs over 8 tiles.
-    [gemm.GemmTile(16, 128, 32, 1, 4, 2, 1), gemm.GemmTile(16, 32, 16, 1, 4, 1, 2)],
+    # A 128-wide tile (its output leaves in two half-width TMA stores), 2 programs over 8 tiles, and
+    # tiles of two blocks side by side (32 + 16 and 128 + 64 columns; N = 136 ends inside the side block).
+    [
+        gemm.GemmTile(16, 128, 32, 1, 4, 2, 1),
+        gemm.GemmTile(16, 32, 16, 1, 4, 1, 2),
+        gemm.GemmTile(16, 48, 16, 1, 4, 2, 1),
+        gemm.GemmTile(16, 192, 32, 1, 4, 1, 1),
+    ],
     ids=lambda t: t.label,
 )
-def test_gemm_tiles_match_reference(tile):
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_gemm_tiles_match_reference(tile, dtype):
     family = get_family("gelu_linear")
     params = {"m": 37, "k": 72, "n": 136}
-    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
     out = gemm.prepare(case["x"], case["w"], case["b"], tile=tile)()
-    verdict = check(family, "bf16", out, family.reference(case.inputs, params))
+    verdict = check(family, dtype, out, family.reference(case.inputs, params))
     assert verdict.passed, f"{tile.label}: {verdict.message}"
 
 
@@ -135,16 +142,16 @@ def test_gemm_refuses_rows_tma_cannot_address():
 def test_tile_choice_follows_the_sm_count():
     gpt2, square = (1024, 3072), (8192, 8192)
     assert gemm.wave_fill(192, 132) == pytest.approx(192 / 264)
-    # 132 SMs (H100 SXM, H200): GPT-2's 96 or 192 big tiles fill 73% of their last wave; 384 of
-    # 128x64 fill 97%. 8192^3 keeps the big tile (2048 tiles, 97%).
-    assert (gemm.choose_tile(*gpt2, 132).block_m, gemm.choose_tile(*gpt2, 132).block_n) == (128, 64)
+    # 132 SMs (H100 SXM, H200): GPT-2's 96 tiles of 128x256 or 192 of 128x128 fill 73% of their
+    # last wave; 128 of 128x192 fill 97% in one. 8192^3 keeps the big tile (2048 tiles, 97%).
+    assert (gemm.choose_tile(*gpt2, 132).block_m, gemm.choose_tile(*gpt2, 132).block_n) == (128, 192)
     assert gemm.choose_tile(*square, 132) is gemm.TILES[0]
     # 108 SMs (A100): 96 big tiles already fill 89%: the big tile stays.
     assert gemm.choose_tile(*gpt2, 108) is gemm.TILES[0]
     # No tile fills enough: the fullest one, the larger on a tie (114 SMs: every tile fills 84%).
     assert gemm.choose_tile(*gpt2, 114) is gemm.TILES[0]
     # A tiny GEMM: the tile that busies the most SMs (4 of 128x64, first of the two that tie).
-    assert gemm.choose_tile(128, 256, 132) is gemm.TILES[2]
+    assert gemm.choose_tile(128, 256, 132) is gemm.TILES[3]
     assert len(gemm.SWEEP_CANDIDATES) <= 6
 
 
@@ -187,5 +194,6 @@ def test_sweep_script_plans_without_a_gpu():
     script = Path(__file__).resolve().parents[1] / "scripts" / "device" / "kernel_sweep.py"
     result = subprocess.run([sys.executable, str(script), "--plan"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "gpt2 1024x768x3072: choose_tile on 132 SMs -> 128x64x64" in result.stdout
+    assert "gpt2 1024x768x3072: choose_tile on 132 SMs -> 128x192x64" in result.stdout
     assert f"D128 default {hopper.DEFAULT_CONFIGS[128].label}" in result.stdout
+

@@ -1,19 +1,23 @@
 """Y = GELU_tanh(X W^T + b) as a persistent TMA GEMM whose tile shape comes from the GPU's SM count.
 
 gelu_linear's `triton` variant autotunes between two tiles measured on an H100. At GPT-2's MLP shape
-(1024x768 -> 3072) both leave the grid unbalanced: 192 tiles of 128x128 on 132 SMs is 1.45 waves,
-so for the second half of the kernel 72 SMs idle, and with only 12 K-steps per tile the pipeline
+(1024x768 -> 3072) both leave the SMs unevenly loaded: 192 tiles of 128x128 on 132 SMs is 1.45
+waves, so 60 SMs run two tiles while 72 run one, and with only 12 K-steps per tile the pipeline
 fill and the epilogue are not hidden either. Here the tile is chosen at call time from the GPU's
 own multiprocessor count: the largest tile of the table whose tile count fills the SMs' last wave
-to at least MIN_WAVE_FILL, so on 132 SMs GPT-2 takes 128x64 tiles (384 = 2.9 waves, 97% full,
-three blocks resident per SM)
-while 8192^3 keeps 128x256 (2048 tiles, 15.5 waves). Nothing is tuned for one GPU: a GPU with
-another SM count gets another choice from the same rule.
+to at least MIN_WAVE_FILL. On 132 SMs GPT-2 takes 128x192 tiles: 8 x 16 = 128 tiles, one wave on
+97% of the SMs, with the 8-warp tile's efficiency kept (smaller tiles fill the waves too, but
+128x64 measured 0.77-0.81x cuBLASLt against 128x128's 0.85-0.95x). Measured on an H200: 16.8 us,
+0.86x cuBLASLt's 14.5, the best tile of the sweep (the others 0.52-0.83x). 8192^3 keeps 128x256
+(2048 tiles, 15.5 waves). A GPU with another SM count gets another choice from the same rule.
 
-Not taken: split-K and stream-K. At K=768 a 128x128 tile is only 25 MFLOP (about 4.4 us of one
-SM's tensor cores); its fp32 partial is 64 KB, and writing and re-reading that through L2 costs
-about as long as the K-slices it would rebalance, so the fix-up eats the gain (see
-docs/perf-notes/kernels-at-limit.md).
+A 192-wide tile is not a power of two, which Triton's blocks must be: it is a 128-wide and a
+64-wide block side by side, two accumulators fed by the same X tile each K step.
+
+Not taken: split-K of the tail wave (the 60 tiles past 132, each cut in two along K, with a
+last-arrival fix-up): measured 19.5 us against 17.9 unsplit on an H100, since the fp32 partials'
+round trip and the serial fix-up cost more than the K-slices rebalance (docs/perf-notes/
+kernels-at-limit.md).
 
 TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsewhere with the reason.
 """
@@ -29,7 +33,7 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS
+from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS, _tile_origin
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,12 @@ class GemmTile:
     def tiles(self, m: int, n: int) -> int:
         return math.ceil(m / self.block_m) * math.ceil(n / self.block_n)
 
+    @property
+    def n_blocks(self) -> tuple[int, int]:
+        """The tile's width as Triton blocks (powers of two): (head, tail), tail 0 when it is one block."""
+        head = 1 << (self.block_n.bit_length() - 1)
+        return head, self.block_n - head
+
 
 # ---------------------------------------------------------------------------------------------
 # TILE TABLE (edit from scripts/device/kernel_sweep.py's results; docs/perf-notes/kernels-at-limit.md).
@@ -62,20 +72,19 @@ class GemmTile:
 TILES: tuple[GemmTile, ...] = (
     # 168 regs, 229,920 B: one block. The 8192^3 winner of the earlier sweep (754 TFLOP/s, 1.06x cuBLAS).
     GemmTile(128, 256, 64, 4, 8, 16, 1),
+    # A 128- and a 64-wide block, 182 regs, 180,288 B (Triton 3.9): one block. GPT-2: 128 tiles, one
+    # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-session6).
+    GemmTile(128, 192, 64, 4, 8, 8, 1),
     # 128 regs, 114,712 B: two blocks, so one's epilogue and pipeline fill overlap the other's MMAs.
     GemmTile(128, 128, 64, 3, 8, 8, 2),
-    # One warpgroup a block, 96 regs, 65,552 B / 57,616 B: three blocks, so on 132 SMs GPT-2's 384
-    # tiles are all resident at once and each SM interleaves three tiles' loads, MMAs and epilogues.
+    # One warpgroup a block, 96 regs, 65,552 B / 57,616 B: three blocks.
     GemmTile(128, 64, 64, 2, 4, 8, 3),
     GemmTile(64, 128, 64, 2, 4, 8, 3),
 )
 MIN_WAVE_FILL = 0.85
-# What the sweep times at both gelu_linear shapes (at most 6): the table and two deeper-K small
-# tiles (6 K-steps of 128 at GPT-2 instead of 12 of 64; 96 regs, 114,704 B / 106,768 B: two blocks).
-SWEEP_CANDIDATES: tuple[GemmTile, ...] = TILES + (
-    GemmTile(128, 64, 128, 2, 4, 8, 2),
-    GemmTile(64, 128, 128, 2, 4, 8, 2),
-)
+# What the sweep times at both gelu_linear shapes (at most 6): the table and the 192-wide tile with
+# one stage less (139,320 B).
+SWEEP_CANDIDATES: tuple[GemmTile, ...] = TILES + (GemmTile(128, 192, 64, 3, 8, 8, 1),)
 # Under TRITON_INTERPRET=1 every program runs in numpy: small tiles keep the CPU tests fast.
 INTERPRETER_TILE = GemmTile(32, 32, 32, 1, 4, 4, 1)
 # ---------------------------------------------------------------------------------------------
@@ -101,23 +110,21 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
 
 @triton.jit
 def _gemm_gelu_kernel(
-    x_desc, w_desc, y_desc, b_ptr, M, N, K,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
 ):  # fmt: skip
-    # Each program strides over the tiles. The tile loop is flattened into the K loop, so the
-    # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs.
+    # Each program strides over the tiles (FLATTEN: the tile loop flattened into the K loop, so the
+    # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs). A tile is
+    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two.
     tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_n = tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    width = GROUP_M * tiles_n
-    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=True):
-        # Grouped order: consecutive tiles sweep GROUP_M tile rows per W panel, which L2 then serves.
-        first_m = (tile // width) * GROUP_M
-        rows = tl.minimum(tiles_m - first_m, GROUP_M)
-        off_m = (first_m + (tile % width) % rows) * BLOCK_M
-        off_n = ((tile % width) // rows) * BLOCK_N
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=FLATTEN):
+        off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N + BLOCK_N2, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if BLOCK_N2 > 0:
+            acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
         for kt in range(k_tiles):
             # TMA zero-fills reads past M, N or K: edge tiles need no masks.
             a = x_desc.load([off_m, kt * BLOCK_K])
@@ -126,17 +133,31 @@ def _gemm_gelu_kernel(
                 acc = tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
             else:
                 acc = tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-        # One ex2 and an approximate divide (no Newton steps) per output.
-        out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
-        if SPLIT_STORE:
-            # Two half-width TMA stores: the shared staging tile halves, room for another stage.
-            left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-            y_desc.store([off_m, off_n], left)
-            y_desc.store([off_m, off_n + BLOCK_N // 2], right)
-        else:
-            y_desc.store([off_m, off_n], out)  # TMA clips the store at M and N
+            if BLOCK_N2 > 0:
+                b2 = w2_desc.load([off_n + BLOCK_N, kt * BLOCK_K])  # the same X tile feeds both
+                if UPCAST:
+                    acc2 = tl.dot(a.to(tl.float32), b2.to(tl.float32).T, acc2)
+                else:
+                    acc2 = tl.dot(a, b2.T, acc2)
+        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, SPLIT_STORE)
+        if BLOCK_N2 > 0:
+            _bias_gelu_store(acc2, off_m, off_n + BLOCK_N, b_ptr, y2_desc, N, BLOCK_M, BLOCK_N2, False)
+
+
+@triton.jit
+def _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     SPLIT_STORE: tl.constexpr):  # fmt: skip
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    # One ex2 and an approximate divide (no Newton steps) per output.
+    out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
+    if SPLIT_STORE:
+        # Two half-width TMA stores: the shared staging tile halves, room for another stage.
+        left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+        y_desc.store([off_m, off_n], left)
+        y_desc.store([off_m, off_n + BLOCK_N // 2], right)
+    else:
+        y_desc.store([off_m, off_n], out)  # TMA clips the store at M and N
 
 
 def prepare(
@@ -164,24 +185,33 @@ def prepare(
     if tile is None:
         tile = INTERPRETER_TILE if interpreting() else choose_tile(m, n, sms)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
-    split = tile.block_n >= 128
+    head, tail = tile.n_blocks
+    split = head >= 128
     x_desc = TensorDescriptor.from_tensor(x, [tile.block_m, tile.block_k])
-    w_desc = TensorDescriptor.from_tensor(w, [tile.block_n, tile.block_k])
-    y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tile.block_n // 2 if split else tile.block_n])
+    w_desc = TensorDescriptor.from_tensor(w, [head, tile.block_k])
+    y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, head // 2 if split else head])
+    # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
+    w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
+    y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
     # As many programs as blocks fit at once (never more than tiles): all resident, each striding.
     grid = (min(tile.tiles(m, n), sms * tile.blocks_per_sm),)
     meta = {
         "BLOCK_M": tile.block_m,
-        "BLOCK_N": tile.block_n,
+        "BLOCK_N": head,
+        "BLOCK_N2": tail,
         "BLOCK_K": tile.block_k,
         "GROUP_M": tile.group_m,
+        # Flattening the tile loop into the K loop lets the next tile's loads overlap this one's
+        # epilogue; with two accumulators ptxas then serializes the wgmmas (C7515: the next tile's
+        # zeroing lands inside their pipeline stage), so a two-block tile keeps the loops nested.
+        "FLATTEN": tail == 0,
         "SPLIT_STORE": split,
         "UPCAST": interpreting(),
     }
 
     def run() -> torch.Tensor:
         _gemm_gelu_kernel[grid](
-            x_desc, w_desc, y_desc, b, m, n, k, **meta, num_warps=tile.warps, num_stages=tile.stages
+            x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta, num_warps=tile.warps, num_stages=tile.stages
         )
         return out
 
