@@ -4,6 +4,8 @@ from kernel_checks import assert_variant_matches_reference
 
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels import decode_attention
 from rooflint.kernels.decode_attention import (
     PAGE,
     DecodeWorkspace,
@@ -13,11 +15,13 @@ from rooflint.kernels.decode_attention import (
     q_layout,
     split_plan,
     triton_decode,
+    triton_paged_decode,
 )
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
-# G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split.
-SHAPES = [(1, 1, 1, 1, 16), (2, 4, 2, 300, 64), (1, 8, 1, 517, 32), (3, 6, 2, 77, 128)]
+# G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split;
+# G=4 with 203 tokens (not a multiple of the 16-token page nor of the 64-key tile).
+SHAPES = [(1, 1, 1, 1, 16), (2, 4, 2, 300, 64), (1, 8, 1, 517, 32), (3, 6, 2, 77, 128), (2, 8, 2, 203, 64)]
 
 
 def params_of(b, h, h_kv, c, d):
@@ -151,3 +155,50 @@ def test_k_and_v_of_different_layouts_are_both_made_dense():
     assert rows == 25 and k_out.is_contiguous() and v_out.is_contiguous() and torch.equal(k_out, k)
     k_out, v_out, rows = cache_layout(k, cache[:, :, :25])  # both prefixes of the same capacity: kept
     assert rows == 40 and k_out is k
+
+
+def decode_case(b, h, h_kv, c, d, dtype, seed=0):
+    family = get_family("decode_attention")
+    params = params_of(b, h, h_kv, c, d)
+    inputs = family.make_inputs(params, dtype, torch.device("cpu"), torch.Generator().manual_seed(seed))
+    return inputs, family.reference(inputs, params)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 517, 32), (1, 8, 2, 300, 16), (4, 4, 1, 1000, 16), (1, 8, 1, 130, 16)])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_paged_and_dense_decode_walk_many_tiles_per_split(monkeypatch, shape, dtype):
+    """With one SM the plan gives few, long splits: several 64-key tiles per program, each tile's
+    block-table entries read a tile ahead, the last tile of a split partial (517 = 320 + 197 tokens
+    over G=1; 300 over G=4; 1000 in one split over G=4; 130 = 128 + 2 over G=8)."""
+    monkeypatch.setattr(decode_attention, "sm_count", lambda device, on_cpu: 1)
+    b, h, h_kv, c, d = shape
+    torch_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    inputs, want = decode_case(*shape, torch_dtype)
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    ws = DecodeWorkspace(q, h_kv, c)
+    assert ws.chunk > 64  # several tiles per program
+    k_pool, v_pool, table = paged_copy(k, v, torch.Generator().manual_seed(1))
+    family = get_family("decode_attention")
+    for got in (triton_decode(q, k, v, ws).clone(), triton_paged_decode(q, k_pool, v_pool, table, h_kv, c, ws)):
+        verdict = check(family, dtype, got, want)
+        assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("h_kv", [4, 1])  # the model's multi-head layout, and G=4 over one kv head
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_triton_paged_decode_reads_a_qkv_view_and_the_first_length_tokens(h_kv, dtype):
+    """The GPT-2 decode step's call: q a view of the fused QKV rows [B, 3, H, D], the pools paged
+    for the cache's capacity, of which the first `length` tokens (not a whole number of pages) are read."""
+    b, h, d, capacity, length = 3, 4, 32, 80, 45
+    gen = torch.Generator().manual_seed(4)
+    qkv = torch.randn(b, 3, h, d, generator=gen).to(dtype)
+    k_cache = torch.randn(b, h_kv, capacity, d, generator=gen).to(dtype)
+    v_cache = torch.randn(b, h_kv, capacity, d, generator=gen).to(dtype)
+    k_pool, v_pool, table = paged_copy(k_cache, v_cache, gen)
+    q = qkv[:, 0].unsqueeze(2)
+    assert q_layout(q)[0] is q  # read in place, 3 * h * d elements between sequences
+    got = triton_paged_decode(q, k_pool, v_pool, table, h_kv, length, DecodeWorkspace(q, h_kv, length)).double()
+    inputs = {"q": q.contiguous(), "k": k_cache[:, :, :length], "v": v_cache[:, :, :length]}
+    want = get_family("decode_attention").reference(inputs, params_of(b, h, h_kv, length, d))
+    tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    assert torch.allclose(got, want, atol=tol, rtol=tol)
