@@ -94,3 +94,64 @@ def test_modeled_bytes():
     assert family.variants["eager_unfused"].modeled_bytes(params, "fp32") == 1000 * 100
     # 10 rows: at most 10 programs, each writing and the sum kernel reading two fp32 rows of 100.
     assert family.variants["triton"].modeled_bytes(params, "bf16") == ideal + 2 * 2 * 10 * 100 * 4
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_partial_sums_over_more_than_one_step_match_autograd(dtype):
+    # 600 partial rows: the partial-sum kernel adds them in two steps of 512, and 17 columns leave
+    # its second 16-column block one column wide.
+    family = get_family("layernorm_backward")
+    params = {"rows": 600, "hidden": 17}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    output = lnb.triton_layernorm_backward(*args, programs=600)
+    verdict = check(family, dtype, output, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+
+
+def test_rows_stages_fit_every_program_in_shared_memory():
+    hopper, ampere, turing = 233472, 167936, 65536  # shared memory per SM: H100/H200, A100, T4
+    assert lnb.rows_stages(4096, 2, 2, hopper) == 4  # 3 row buffers of 16 KB per program
+    assert lnb.rows_stages(8192, 2, 2, ampere) == 3  # 2 of 32 KB
+    assert lnb.rows_stages(4096, 2, 2, turing) == 1  # room for one buffer, which would overlap nothing
+    assert lnb.rows_stages(4096, 4, 2, hopper) == 1  # fp32: the pipelined kernel needs too many registers
+    for shared in (hopper, ampere, turing):
+        for block in (256, 1024, 4096, 8192):
+            for per_sm in (1, 2, 4):
+                stages = lnb.rows_stages(block, 2, per_sm, shared)
+                assert stages in (1, 3, 4)
+                assert stages == 1 or per_sm * ((stages - 1) * 2 * block * 2 + lnb.SHARED_RESERVE) <= shared
+
+
+# Odd shapes through every path of the fused variants, on a GPU (pytest -m gpu with
+# TRITON_INTERPRET=0): rows of 1 element, scalar rows (widths no 16-byte vector divides), each
+# register plan of the CUDA kernel (1 to 8 vectors a thread), the Triton pipeline, more blocks than
+# rows, and the wide two-pass kernels. The partial rows start as NaN: every one the sum reads must be written.
+GPU_SHAPES = [
+    (1, 1), (300, 1), (5, 300), (3, 1000), (257, 1001), (100, 2047), (30, 2048), (5000, 64), (40, 4096), (77, 4097),
+    (64, 8192), (33, 20000),
+]  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("variant", ["triton", "cuda"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_gpu_fused_variants_match_autograd_on_odd_shapes(variant, dtype):
+    family = get_family("layernorm_backward")
+    device = torch.device("cuda")
+    failures = []
+    for rows, hidden in GPU_SHAPES:
+        params = {"rows": rows, "hidden": hidden}
+        case = family.build_case("custom", params, dtype, device)
+        args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+        # The variants' own scratch: Triton's programs, or room for CUDA's resident blocks.
+        programs = lnb.num_programs(rows, device, per_sm=2 if variant == "triton" else 4)
+        out = lnb.allocate(case["x"], case["weight"], programs)
+        out[3].fill_(float("nan"))
+        run = lnb.triton_layernorm_backward if variant == "triton" else lnb.cuda_layernorm_backward
+        output = run(*args, out=out)
+        verdict = check(family, dtype, output, family.reference(case.inputs, params))
+        if not verdict.passed:
+            failures.append(f"{rows}x{hidden}: {verdict.message}")
+    assert not failures, "\n".join(failures)

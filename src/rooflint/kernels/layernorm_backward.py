@@ -194,7 +194,7 @@ def compiled_builtin(case):
 
 
 @triton.jit
-def _rows_kernel(X, DY, W, MEAN, RSTD, DX, PDW, PDB, rows, N, BLOCK_N: tl.constexpr):
+def _rows_kernel(X, DY, W, MEAN, RSTD, DX, PDW, PDB, rows, N, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
     """One program per partial row: a whole row in registers, fp32 column sums kept across its rows."""
     pid = tl.program_id(0)
     step = tl.num_programs(0)
@@ -204,13 +204,13 @@ def _rows_kernel(X, DY, W, MEAN, RSTD, DX, PDW, PDB, rows, N, BLOCK_N: tl.conste
     dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     db = tl.zeros([BLOCK_N], dtype=tl.float32)
     # Rows strided by the grid: at any moment the running programs stream neighbouring rows.
-    for row in range(pid, rows, step):
+    # STAGES > 1 software-pipelines the loop: the next STAGES - 1 rows of x, dy and the statistics
+    # are copied asynchronously into shared memory (cp.async), so they stay in flight through this
+    # row's reductions and barriers without holding registers (see rows_stages).
+    for row in tl.range(pid, rows, step, num_stages=STAGES):
         offsets = tl.cast(row, tl.int64) * N + cols
-        # A prefetch of the next row (two rows of loads in flight) measured 20% slower on the H100:
-        # it raised registers past 128, and 2 programs per SM no longer fit (tune_layernorm.py).
-        x_raw = tl.load(X + offsets, mask=mask, other=0.0)
-        dy_raw = tl.load(DY + offsets, mask=mask, other=0.0)
-        x, dy = x_raw.to(tl.float32), dy_raw.to(tl.float32)
+        x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + offsets, mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(RSTD + row)
         xhat = tl.where(mask, (x - tl.load(MEAN + row)) * rstd, 0.0)
         # The select keeps g a rounded product: c1 is a sum of rounded products, and g - c1 fused
@@ -270,22 +270,24 @@ def _column_chunks_kernel(X, DY, W, MEAN, RSTD, C1, C2, DX, PDW, PDB, rows, N, B
 
 
 @triton.jit
-def _sum_partials_kernel(PDW, PDB, DW, DB, programs, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Stage two: add the per-program partial rows in fp32, then round once to the output dtype."""
+def _sum_partials_kernel(PARTIAL, DW, DB, programs, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Stage two: program (c, t) adds column block c of the partial rows of dweight (t = 0) or dbias
+    (t = 1) in fp32, then rounds once to the output dtype."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    dw = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-    db = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-    # BLOCK_P covers up to 256 partial rows in one step: the loads of a step are all in flight at
-    # once, so this latency-bound kernel waits on memory once or twice, not once per row.
+    part = PARTIAL + tl.program_id(1) * programs * N
+    total = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    # BLOCK_P covers every partial row in one step (up to 512): a step's loads are all in flight
+    # at once, so this latency-bound kernel waits on memory once, not once per row.
     for start in range(0, programs, BLOCK_P):
         p = start + tl.arange(0, BLOCK_P)
-        offsets = p[:, None] * N + cols[None, :]
         mask = (p[:, None] < programs) & col_mask[None, :]
-        dw += tl.load(PDW + offsets, mask=mask, other=0.0)
-        db += tl.load(PDB + offsets, mask=mask, other=0.0)
-    tl.store(DW + cols, tl.sum(dw, axis=0).to(DW.dtype.element_ty), mask=col_mask)
-    tl.store(DB + cols, tl.sum(db, axis=0).to(DB.dtype.element_ty), mask=col_mask)
+        total += tl.load(part + p[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    total = tl.sum(total, axis=0)
+    if tl.program_id(1) == 0:
+        tl.store(DW + cols, total.to(DW.dtype.element_ty), mask=col_mask)
+    else:
+        tl.store(DB + cols, total.to(DB.dtype.element_ty), mask=col_mask)
 
 
 # The widest row held in registers: 8192 fp32 values per tensor over 16 warps is 16 registers each
@@ -297,6 +299,31 @@ def triton_config(n: int) -> tuple[int, int]:
     """(BLOCK_N, num_warps) for a row of n: 8 to 16 elements per thread and tensor."""
     block = triton.next_power_of_2(n)
     return block, min(16, max(4, block // 512))
+
+
+# Shared memory a program needs besides its row buffers: the reductions' scratch and the 1 KB per
+# block the driver reserves.
+SHARED_RESERVE = 8 * 1024
+
+
+def rows_stages(block: int, element_size: int, programs_per_sm: int, shared_per_sm: int) -> int:
+    """num_stages for _rows_kernel's row loop: 1 (no pipeline), or 3 or 4 (2 or 3 row buffers).
+
+    Without a pipeline a program has one row of loads in flight, and none while it reduces and
+    writes dx: 2 programs per SM (registers allow no more) were enough for the H100 but leave the
+    H200 (1.48x the bandwidth, same SMs and latency) short of bytes in flight. Pipelined, the loads
+    of the next STAGES - 1 rows land in shared memory, so STAGES - 2 rows stay in flight through
+    each row's compute; 3 buffers of a 16-bit row of 4096 are 48 KB. The buffers must fit the SM's
+    shared memory for every resident program, and 2 buffers is the least that overlaps anything
+    (with one, the next row's copy starts only after this row is done). Only 16-bit inputs: with
+    fp32 ones the pipelined kernel needs 169-172 registers a thread at 16 values per thread (ptxas
+    for sm_90), past the 128 that keep 2 programs of 8 warps per SM, while an fp32 row is twice the
+    bytes in flight anyway."""
+    if element_size > 2:
+        return 1
+    budget = shared_per_sm // programs_per_sm - SHARED_RESERVE
+    buffers = min(3, budget // (2 * block * element_size))
+    return buffers + 1 if buffers >= 2 else 1
 
 
 def allocate(x, weight, programs):
@@ -313,8 +340,13 @@ def triton_layernorm_backward(
     dx, dweight, dbias, partial = out or allocate(x, weight, programs)
     block, warps = triton_config(n)
     if block <= max_block:
+        stages = 1
+        if x.device.type == "cuda":  # the interpreter ignores num_stages
+            props = torch.cuda.get_device_properties(x.device)
+            per_sm = triton.cdiv(programs, props.multi_processor_count)
+            stages = rows_stages(block, x.element_size(), per_sm, props.shared_memory_per_multiprocessor)
         args = (x, dy, weight, mean, rstd, dx, partial[0], partial[1], rows, n)
-        _rows_kernel[(programs,)](*args, block, num_warps=num_warps or warps)
+        _rows_kernel[(programs,)](*args, block, stages, num_warps=num_warps or warps)
     else:
         # Too wide for registers: the row coefficients first (x and dy are read twice), then each
         # program owns a column chunk of its rows so the column sums still stay in registers.
@@ -324,17 +356,17 @@ def triton_layernorm_backward(
         grid = (programs, triton.cdiv(n, block))
         args = (x, dy, weight, mean, rstd, c1, c2, dx, partial[0], partial[1], rows, n)
         _column_chunks_kernel[grid](*args, block, num_warps=8)
-    # 32 fp32 columns are one 128-byte line per partial row.
-    block_p = min(256, triton.next_power_of_2(programs))
-    _sum_partials_kernel[(triton.cdiv(n, 32),)](
-        partial[0], partial[1], dweight, dbias, programs, n, block_p, 32, num_warps=8
-    )
+    # 16 columns (two 32-byte sectors of each partial row) and dweight and dbias apart: 512
+    # programs for n = 4096, ~4 per SM, so every SM has its share of the reads in flight at once.
+    block_p = min(512, triton.next_power_of_2(programs))
+    grid = (triton.cdiv(n, 16), 2)
+    _sum_partials_kernel[grid](partial, dweight, dbias, programs, n, block_p, 16, num_warps=8)
     return dx, dweight, dbias
 
 
 @FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON), modeled_bytes=fused_modeled_bytes)
 def triton_variant(case):
-    """fused rows kernel, 2 programs per SM, fp32 per-program partials, then a partial-sum kernel"""
+    """fused pipelined rows kernel, 2 programs per SM, fp32 per-program partials, then a partial-sum kernel"""
     x = case["x"]
     args = x, case["dy"], case["weight"], case["mean"], case["rstd"]
     out = allocate(x, case["weight"], num_programs(x.shape[0], x.device))
