@@ -80,3 +80,29 @@ def test_table_forms_model_the_table_and_eager_its_trips():
 def test_odd_head_dim_is_a_clear_error():
     with pytest.raises(UserError, match="even head_dim"):
         get_family("rope").cost({"batch": 1, "seq": 1, "heads": 1, "head_dim": 3}, "fp32")
+
+
+# On a GPU (pytest -m gpu with TRITON_INTERPRET=0), the Triton and CUDA kernels as compiled: the
+# element path (half 3), 72 heads (the CUDA kernel's 256-thread blocks take two or three passes over
+# a token's items), and 1,048,640 tokens, more than the CUDA grid's 1,048,560 blocks, so some blocks
+# stride to a second token.
+GPU_SHAPES = [
+    {"batch": 2, "seq": 7, "heads": 3, "head_dim": 6},
+    {"batch": 2, "seq": 9, "heads": 72, "head_dim": 128},
+    {"batch": 16385, "seq": 64, "heads": 1, "head_dim": 16},
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("variant", ["triton_table", "triton_fused", "cuda_table", "cuda_fused"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_gpu_kernels_match_reference_on_odd_shapes(variant, dtype):
+    family = get_family("rope")
+    failures = []
+    for params in GPU_SHAPES:
+        case = family.build_case("custom", params, dtype, torch.device("cuda"))
+        verdict = check(family, dtype, family.variants[variant].build(case)(), family.reference(case.inputs, params))
+        if not verdict.passed:
+            failures.append(f"{params}: {verdict.message}")
+    assert not failures, "\n".join(failures)

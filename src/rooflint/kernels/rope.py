@@ -157,9 +157,9 @@ def compiled(case):
 
 
 @triton.jit
-def _rotate_store(x_ptr, o_ptr, offs, half, mask, c, s):
-    x1 = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    x2 = tl.load(x_ptr + offs + half, mask=mask).to(tl.float32)
+def _rotate_store(o_ptr, offs, half, mask, x1, x2, c, s):
+    x1 = x1.to(tl.float32)
+    x2 = x2.to(tl.float32)
     tl.store(o_ptr + offs, (x1 * c - x2 * s).to(o_ptr.dtype.element_ty), mask=mask)
     tl.store(o_ptr + offs + half, (x2 * c + x1 * s).to(o_ptr.dtype.element_ty), mask=mask)
 
@@ -175,6 +175,18 @@ def _rope_kernel(
     pos = token % seq
     d = tl.arange(0, BLOCK_D)
     d_mask = d < half
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    # int64: b*s*h*d reaches 2^31 at realistic sizes (the large case is 2^30 per tensor).
+    offs = (token.to(tl.int64) * heads + h[:, None]) * (2 * half) + d[None, :]
+    mask = (h[:, None] < heads) & d_mask[None, :]
+    # All four tiles are loaded before cos/sin and before any store. Memory operations keep program
+    # order (a load of k may alias a store to qo), so a k load written after q's stores would wait
+    # for them, and sin/cos written first would delay every load by their latency; this way the
+    # program has all its bytes in flight at once and the cos/sin work hides under them.
+    q1 = tl.load(q_ptr + offs, mask=mask)
+    q2 = tl.load(q_ptr + offs + half, mask=mask)
+    k1 = tl.load(k_ptr + offs, mask=mask)
+    k2 = tl.load(k_ptr + offs + half, mask=mask)
     if FUSED:
         # inv_freq_i = theta^(-i/half) = 2^(-i * log2(theta) / half); tl.cos/tl.sin lower to libdevice's
         # cosf/sinf, which range-reduce correctly at angles of thousands of radians.
@@ -184,21 +196,24 @@ def _rope_kernel(
     else:
         c = tl.load(cos_ptr + pos * half + d, mask=d_mask)
         s = tl.load(sin_ptr + pos * half + d, mask=d_mask)
-    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    # int64: b*s*h*d reaches 2^31 at realistic sizes (the large case is 2^30 per tensor).
-    offs = (token.to(tl.int64) * heads + h[:, None]) * (2 * half) + d[None, :]
-    mask = (h[:, None] < heads) & d_mask[None, :]
-    _rotate_store(q_ptr, qo_ptr, offs, half, mask, c[None, :], s[None, :])
-    _rotate_store(k_ptr, ko_ptr, offs, half, mask, c[None, :], s[None, :])
+    _rotate_store(qo_ptr, offs, half, mask, q1, q2, c[None, :], s[None, :])
+    _rotate_store(ko_ptr, offs, half, mask, k1, k2, c[None, :], s[None, :])
 
 
-def triton_rope(q, k, cos, sin, q_out, k_out, fused: bool, tile=2048, num_warps=8):
+def triton_rope(q, k, cos, sin, q_out, k_out, fused: bool, tile=2048, num_warps=None):
     b, s, h, d = q.shape
     half = d // 2
     block_d = triton.next_power_of_2(half)
-    # ~2K elements per half-tile: four tiles (q1, q2, k1, k2) put 16 KB of bf16 loads in flight per
-    # program. 8 warps: each thread holds one 16-byte vector per tile; the H100 sweep measured 8
-    # warps 2% faster than 4 (more loads issued per SM at once) and tile 1024-4096 within 1%.
+    # ~2K elements per half-tile: four tiles (q1, q2, k1, k2), 16 KB of bf16 per program, all loaded at
+    # once. Registers bound how many programs an SM holds, and fewer warps, each thread holding more
+    # rows, keep more bytes in flight per register (ptxas for sm_90, [32, 128] bf16):
+    # - table, 8 warps: one 16-byte vector per thread per tile (4 warps, 2 rows per thread, measured
+    #   0.888 of the H200's ceiling against 0.907 at 8);
+    # - fused, 2 warps: each thread computes sin/cos for its own 8 columns, which its 4 rows share:
+    #   256 B per thread in ~168 registers, 6 programs, 96 KB. At 8 warps the same trig takes ~80
+    #   registers for 1 row (3 programs, 48 KB) and every program recomputes it 32 times (H200:
+    #   0.906 of the ceiling against 0.866).
+    num_warps = num_warps or (2 if fused else 8)
     block_h = min(triton.next_power_of_2(h), max(1, tile // block_d))
     grid = (b * s, triton.cdiv(h, block_h))
     neg = -math.log2(THETA) / half
