@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU test tier (pytest marker `gpu`, tests/gpu) on a lent GPU, from the checkout root:
+# The GPU test tier (pytest marker `gpu`: tests/gpu and the GPU cases of the family tests) on a lent
+# GPU, from the checkout root:
 #   bash scripts/device/gpu_tests.sh
 # Writes the command, the GPU and pytest's summary line to $OUT/gpu-tests.txt (for reports/), and
 # the whole log, with each test's printed measurements, to $OUT/gpu-tests.log.
@@ -14,7 +15,7 @@ if ! python3 -c "import pytest" 2>/dev/null; then
 fi
 # The root conftest turns Triton's CPU interpreter on for the CPU suite; here kernels run on the GPU.
 export TRITON_INTERPRET=0
-command="python3 -m pytest -m gpu tests/gpu -q -s -rs -p no:cacheprovider"
+command="python3 -m pytest -m gpu tests -q -s -rs -p no:cacheprovider"
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)
 { echo "\$ $command"; echo "GPU: $gpu"; } >"$out/gpu-tests.log"
 $command >>"$out/gpu-tests.log" 2>&1
