@@ -184,3 +184,28 @@ def test_unfused_attention_says_when_its_scores_do_not_fit():
     # N=16384, 32 heads, bf16: three 16 GiB score tensors
     assert "need 48 GiB; 40 GiB are free" in attention.scores_shortfall((1, 32, 16384, 128), 2, 40 * 2**30)
     assert attention.scores_shortfall((1, 32, 16384, 128), 2, 79 * 2**30) is None
+
+
+def test_sdpa_math_skips_where_its_fp32_scores_do_not_fit(monkeypatch):
+    # The math backend keeps the scores in fp32: 96 GiB for N=16384 with 32 heads, more than an
+    # 80 GB H100 has free (it ran out of memory there), less than an H200's 139.
+    from rooflint.core.errors import VariantSkipped
+
+    class Query:  # what the check reads of q: a CUDA device, the shape, 2-byte elements
+        device, shape = torch.device("cuda"), (1, 32, 16384, 128)
+
+        def element_size(self):
+            return 2
+
+    q = Query()
+    free = {"bytes": 79 * 2**30}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 80 * 2**30))
+
+    class Case(dict):
+        params = {"B": 1, "H": 32, "N": 16384, "D": 128, "causal": True}
+
+    case = Case(q=q, k=q, v=q)
+    with pytest.raises(VariantSkipped, match="need 96 GiB; 79 GiB are free"):
+        attention._sdpa_math_call(case)
+    free["bytes"] = 139 * 2**30
+    assert callable(attention._sdpa_math_call(case))
