@@ -196,4 +196,3 @@ def test_sweep_script_plans_without_a_gpu():
     assert result.returncode == 0, result.stderr
     assert "gpt2 1024x768x3072: choose_tile on 132 SMs -> 128x192x64" in result.stdout
     assert f"D128 default {hopper.DEFAULT_CONFIGS[128].label}" in result.stdout
-
