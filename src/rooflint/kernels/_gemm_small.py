@@ -33,7 +33,7 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS, _tile_origin
+from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _bias_gelu_store, _dot_wt, _tile_origin
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ TILES: tuple[GemmTile, ...] = (
     # 168 regs, 229,920 B: one block. The 8192^3 winner of the earlier sweep (754 TFLOP/s, 1.06x cuBLAS).
     GemmTile(128, 256, 64, 4, 8, 16, 1),
     # A 128- and a 64-wide block, 182 regs, 180,288 B (Triton 3.9): one block. GPT-2: 128 tiles, one
-    # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-session6).
+    # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-74894ea).
     GemmTile(128, 192, 64, 4, 8, 8, 1),
     # 128 regs, 114,712 B: two blocks, so one's epilogue and pipeline fill overlap the other's MMAs.
     GemmTile(128, 128, 64, 3, 8, 8, 2),
@@ -129,35 +129,13 @@ def _gemm_gelu_kernel(
             # TMA zero-fills reads past M, N or K: edge tiles need no masks.
             a = x_desc.load([off_m, kt * BLOCK_K])
             b = w_desc.load([off_n, kt * BLOCK_K])
-            if UPCAST:
-                acc = tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
-            else:
-                acc = tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
+            acc = _dot_wt(a, b, acc, UPCAST)
             if BLOCK_N2 > 0:
                 b2 = w2_desc.load([off_n + BLOCK_N, kt * BLOCK_K])  # the same X tile feeds both
-                if UPCAST:
-                    acc2 = tl.dot(a.to(tl.float32), b2.to(tl.float32).T, acc2)
-                else:
-                    acc2 = tl.dot(a, b2.T, acc2)
+                acc2 = _dot_wt(a, b2, acc2, UPCAST)
         _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, SPLIT_STORE)
         if BLOCK_N2 > 0:
             _bias_gelu_store(acc2, off_m, off_n + BLOCK_N, b_ptr, y2_desc, N, BLOCK_M, BLOCK_N2, False)
-
-
-@triton.jit
-def _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     SPLIT_STORE: tl.constexpr):  # fmt: skip
-    offs_n = off_n + tl.arange(0, BLOCK_N)
-    z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    # One ex2 and an approximate divide (no Newton steps) per output.
-    out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
-    if SPLIT_STORE:
-        # Two half-width TMA stores: the shared staging tile halves, room for another stage.
-        left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-        y_desc.store([off_m, off_n], left)
-        y_desc.store([off_m, off_n + BLOCK_N // 2], right)
-    else:
-        y_desc.store([off_m, off_n], out)  # TMA clips the store at M and N
 
 
 def prepare(

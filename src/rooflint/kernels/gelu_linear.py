@@ -173,6 +173,32 @@ def _tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
     return (first_m + (tile % width) % rows) * BLOCK_M, ((tile % width) // rows) * BLOCK_N
 
 
+@triton.jit
+def _dot_wt(a, b, acc, UPCAST: tl.constexpr):
+    """acc + a @ b.T, a an X tile and b a W tile ([N, K] rows, as nn.Linear stores W)."""
+    if UPCAST:  # the CPU interpreter multiplies 16-bit dot operands as raw bit patterns
+        return tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
+    return tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
+
+
+@triton.jit
+def _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     SPLIT_STORE: tl.constexpr):  # fmt: skip
+    """Y tile = GELU(acc + b), rounded once, stored by TMA (clipped at M and N)."""
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    # 0.5 z (1 + tanh(u)) = z * sigmoid(2u), with an approximate divide: ex2 + rcp, no Newton steps.
+    out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
+    if SPLIT_STORE:
+        # Two half-width TMA stores: the staging tile in shared memory halves (32 KB for 128x256
+        # bf16), which is what leaves room for another pipeline stage.
+        left, right = out.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+        y_desc.store([off_m, off_n], left)
+        y_desc.store([off_m, off_n + BLOCK_N // 2], right)
+    else:
+        y_desc.store([off_m, off_n], out)
+
+
 @triton.autotune(configs=_configs(), key=["M", "N", "K"])
 @triton.jit
 def _gelu_linear_kernel(
@@ -203,20 +229,8 @@ def _gelu_linear_kernel(
             # The TMA unit zero-fills reads past M, N or K, so edge tiles need no masks.
             a = x_desc.load([off_m, kt * BLOCK_K])
             b = w_desc.load([off_n, kt * BLOCK_K])
-            if UPCAST:
-                acc = tl.dot(a.to(tl.float32), b.to(tl.float32).T, acc)
-            else:
-                acc = tl.dot(a, b.T, acc)  # wgmma, fp32 accumulation
-
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-        # 0.5 z (1 + tanh(u)) = z * sigmoid(2u), with an approximate divide: ex2 + rcp, no Newton steps.
-        out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False)
-        # Two half-width TMA stores (clipped at M and N): the staging tile in shared memory halves
-        # (32 KB for 128x256 bf16), which is what leaves room for a 4th pipeline stage.
-        left, right = out.to(y_desc.dtype).reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
-        y_desc.store([off_m, off_n], left)
-        y_desc.store([off_m, off_n + BLOCK_N // 2], right)
+            acc = _dot_wt(a, b, acc, UPCAST)
+        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, True)
 
 
 # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.
