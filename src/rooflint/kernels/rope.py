@@ -205,14 +205,14 @@ def triton_rope(q, k, cos, sin, q_out, k_out, fused: bool, tile=2048, num_warps=
     half = d // 2
     block_d = triton.next_power_of_2(half)
     # ~2K elements per half-tile: four tiles (q1, q2, k1, k2), 16 KB of bf16 per program, all loaded at
-    # once. Registers bound how many programs an SM holds, and fewer warps, each thread holding more
-    # rows, keep more bytes in flight per register (ptxas for sm_90, [32, 128] bf16):
-    # - table, 8 warps: one 16-byte vector per thread per tile (4 warps, 2 rows per thread, measured
-    #   0.888 of the H200's ceiling against 0.907 at 8);
+    # once. The warp count differs by form (ptxas for sm_90, [32, 128] bf16; H200, fraction of the
+    # measured ceiling):
+    # - table, 8 warps: one 16-byte vector per thread per tile. 4 warps (2 rows per thread) measured
+    #   0.888 against the earlier 8-warp kernel's 0.907 in the same call; 0.899 in the e434533 reference;
     # - fused, 2 warps: each thread computes sin/cos for its own 8 columns, which its 4 rows share:
     #   256 B per thread in ~168 registers, 6 programs, 96 KB. At 8 warps the same trig takes ~80
-    #   registers for 1 row (3 programs, 48 KB) and every program recomputes it 32 times (H200:
-    #   0.906 of the ceiling against 0.866).
+    #   registers for 1 row (3 programs, 48 KB) and every program recomputes it 32 times (0.906
+    #   against 0.866).
     num_warps = num_warps or (2 if fused else 8)
     block_h = min(triton.next_power_of_2(h), max(1, tile // block_d))
     grid = (b * s, triton.cdiv(h, block_h))
