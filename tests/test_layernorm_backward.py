@@ -10,6 +10,17 @@ from rooflint.kernels import layernorm_backward as lnb
 SHAPES = [(1, 1), (3, 1000), (70, 1), (70, 1000), (5, 4097)]
 
 
+def assert_triton_launch_matches_autograd(rows, hidden, dtype, **launch):
+    """triton_layernorm_backward with explicit launch choices (programs, max_block) against float64."""
+    family = get_family("layernorm_backward")
+    params = {"rows": rows, "hidden": hidden}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
+    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
+    output = lnb.triton_layernorm_backward(*args, **launch)
+    verdict = check(family, dtype, output, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+
+
 @pytest.mark.parametrize("rows,hidden", SHAPES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 def test_triton_matches_autograd(rows, hidden, dtype):
@@ -19,24 +30,12 @@ def test_triton_matches_autograd(rows, hidden, dtype):
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 def test_triton_wide_rows_path_matches_autograd(dtype):
     # A block cap of 1024 sends 4097 columns through the two-pass, column-chunked kernels.
-    family = get_family("layernorm_backward")
-    params = {"rows": 9, "hidden": 4097}
-    case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
-    output = lnb.triton_layernorm_backward(*args, programs=4, max_block=1024)
-    verdict = check(family, dtype, output, family.reference(case.inputs, params))
-    assert verdict.passed, verdict.message
+    assert_triton_launch_matches_autograd(9, 4097, dtype, programs=4, max_block=1024)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_triton_with_fewer_programs_than_rows_matches_autograd(dtype):
-    family = get_family("layernorm_backward")
-    params = {"rows": 37, "hidden": 1000}
-    case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
-    output = lnb.triton_layernorm_backward(*args, programs=5)  # each program strides over ~7 rows
-    verdict = check(family, dtype, output, family.reference(case.inputs, params))
-    assert verdict.passed, verdict.message
+    assert_triton_launch_matches_autograd(37, 1000, dtype, programs=5)  # each program strides over ~7 rows
 
 
 def test_many_programs_and_few_rows_agree():
@@ -100,13 +99,7 @@ def test_modeled_bytes():
 def test_partial_sums_over_more_than_one_step_match_autograd(dtype):
     # 600 partial rows: the partial-sum kernel adds them in two steps of 512, and 17 columns leave
     # its second 16-column block one column wide.
-    family = get_family("layernorm_backward")
-    params = {"rows": 600, "hidden": 17}
-    case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
-    output = lnb.triton_layernorm_backward(*args, programs=600)
-    verdict = check(family, dtype, output, family.reference(case.inputs, params))
-    assert verdict.passed, verdict.message
+    assert_triton_launch_matches_autograd(600, 17, dtype, programs=600)
 
 
 def test_rows_stages_fit_every_program_in_shared_memory():
