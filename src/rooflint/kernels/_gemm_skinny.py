@@ -127,7 +127,6 @@ def _skinny_kernel(
     pid_n = tl.program_id(0)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
     m_mask = offs_m < M
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * K  # W is [N, K], rows contiguous (nn.Linear)
@@ -143,18 +142,50 @@ def _skinny_kernel(
         prefetch_l2(rows, tl.full([BLOCK_N], 0, tl.int32) + row_bytes)
         wait()
     out_mask = n_mask[:, None] & m_mask[None, :]
-    # The epilogue's operands are loaded before the K loop, not after it: each is a DRAM round trip
-    # (~1 us) that would otherwise start only once the W stream has drained, on the critical path of
-    # a kernel that lasts a few microseconds. Small (BLOCK_N x BLOCK_M at most), so they wait in
-    # registers. Every split loads them; only the last arrival uses them.
-    bias = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32) if HAS_BIAS else None
-    res = None
+    bias, res, slot, in_k, in_v, col = _epilogue_operands(
+        b_ptr, r_ptr, slot_ptr, offs_n, offs_m, n_mask, out_mask, r_row, kv_start, kv_width,
+        BLOCK_N, BLOCK_M, HAS_BIAS, RESIDUAL, APPEND, KV_HEADS, HEAD_DIM, "",
+    )  # fmt: skip
+    if NORM:
+        # The layer norm folded into the GEMM (fold_layer_norm): see _stream_w.
+        c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
+        c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
+    acc, s1, s2 = _stream_w(x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_ptr + offs_m * x_row,
+                            BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, NORM, UPCAST, "")  # fmt: skip
+    if NORM:
+        acc = _apply_norm(acc, s1, s2, K, eps, c1, c2)
+    last = True
+    if SPLITS > 1:
+        last, acc = _sum_splits(acc, part_ptr, count_ptr, pid_n, tl.program_id(1), N, offs_n, offs_m, out_mask,
+                                BLOCK_M, SPLITS)  # fmt: skip
+    if last:
+        _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
+                  HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
+
+
+@triton.jit
+def _epilogue_operands(
+    b_ptr, r_ptr, slot_ptr, offs_n, offs_m, n_mask, out_mask, r_row, kv_start, kv_width,
+    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, HAS_BIAS: tl.constexpr, RESIDUAL: tl.constexpr,
+    APPEND: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, R_CACHE: tl.constexpr,
+):  # fmt: skip
+    """(bias, residual, slot, in_k, in_v, col) for _epilogue; zeros where a feature is off.
+
+    Loaded before the K loop, not after it: each is a DRAM round trip (~1 us) that would otherwise
+    start only once the W stream has drained, on the critical path of a kernel that lasts a few
+    microseconds. Small (BLOCK_N x BLOCK_M at most), so they wait in registers. Every K split
+    loads them; only the last arrival uses them."""
+    bias = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    res = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if RESIDUAL:
-        res = tl.load(r_ptr + offs_m[None, :] * r_row + offs_n[:, None], mask=out_mask, other=0.0).to(tl.float32)
-    slot = None
-    in_k = None
-    in_v = None
-    col = None
+        res = tl.load(r_ptr + offs_m[None, :] * r_row + offs_n[:, None], mask=out_mask, other=0.0,
+                      cache_modifier=R_CACHE).to(tl.float32)  # fmt: skip
+    slot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.int64)
+    in_k = n_mask & False
+    in_v = in_k
+    col = offs_n * 0
     if APPEND:
         # Column c of K (or V) is head c // HEAD_DIM, element c % HEAD_DIM of row m's new token.
         rel = offs_n - kv_start
@@ -164,16 +195,44 @@ def _skinny_kernel(
         col = tl.where(in_k | in_v, col, 0)
         slot = tl.load(slot_ptr + offs_m[None, :] * KV_HEADS + (col // HEAD_DIM)[:, None],
                        mask=out_mask & (in_k | in_v)[:, None], other=0).to(tl.int64)  # fmt: skip
+    return bias, res, slot, in_k, in_v, col
+
+
+@triton.jit
+def _sum_splits(acc, part_ptr, count_ptr, tile, split, N, offs_n, offs_m, out_mask,
+                BLOCK_M: tl.constexpr, SPLITS: tl.constexpr):  # fmt: skip
+    """Publish this K split's partial of N tile ``tile``; (True, the sum of all splits) in the tile's
+    last arrival (acq_rel counter), (False, acc) elsewhere. Summed in a fixed order, so the result
+    does not depend on who finished first."""
+    part = part_ptr + offs_n[:, None] * BLOCK_M + offs_m[None, :]
+    tl.store(part + split * N * BLOCK_M, acc, mask=out_mask)
+    last = last_to_arrive(count_ptr, tile, SPLITS)
+    if last:
+        acc = tl.zeros(acc.shape, dtype=tl.float32)
+        for s in range(SPLITS):
+            acc += tl.load(part + s * N * BLOCK_M, mask=out_mask, other=0.0, cache_modifier=".cg")
+        rearm(count_ptr, tile)
+    return last, acc
+
+
+@triton.jit
+def _stream_w(
+    x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_first,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    NORM: tl.constexpr, UPCAST: tl.constexpr, X_CACHE: tl.constexpr,
+):  # fmt: skip
+    """acc [BLOCK_N, BLOCK_M] = W[rows, k_begin:k_end] X[:, k_begin:k_end]^T, the weight stream.
+
+    With NORM, the layer norm folded into the GEMM (fold_layer_norm): the MMA takes X less a per-row
+    shift (its first element, at ``x_first``) and accumulates the row statistics (s1, s2) from the
+    same tiles, so LN(X) W^T = rstd * (acc - mean' * c1) + c2 (_apply_norm) costs no pass of its
+    own. The shift keeps E[x^2] - E[x]^2 from cancelling when a row's mean is large against its
+    spread. ``X_CACHE`` is X's load cache modifier: ".cg" where another SM wrote X in this kernel."""
+    offs_k = tl.arange(0, BLOCK_K)
+    s1 = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    s2 = tl.zeros((BLOCK_M,), dtype=tl.float32)
     if NORM:
-        # The layer norm folded into the GEMM (fold_layer_norm): the MMA takes X less a per-row
-        # shift (its first element) and accumulates the row statistics from the same tiles, so
-        # LN(X) W^T = rstd * (acc - mean' * c1) + c2 costs no pass of its own. The shift keeps
-        # E[x^2] - E[x]^2 from cancelling when a row's mean is large against its spread.
-        shift = tl.load(x_ptr + offs_m * x_row, mask=m_mask, other=0.0).to(tl.float32)
-        s1 = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        s2 = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
-        c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
+        shift = tl.load(x_first, mask=m_mask, other=0.0, cache_modifier=X_CACHE).to(tl.float32)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # Y^T tile: W rows x X rows
     for k0 in range(k_begin, k_end, BLOCK_K):
         cols = k0 + offs_k
@@ -183,33 +242,24 @@ def _skinny_kernel(
         else:
             x_mask = m_mask[:, None] & (cols < K)[None, :]
             w = tl.load(w_rows + cols[None, :], mask=n_mask[:, None] & (cols < K)[None, :], other=0.0)
-        x = tl.load(x_rows + cols[None, :], mask=x_mask, other=0.0)
+        x = tl.load(x_rows + cols[None, :], mask=x_mask, other=0.0, cache_modifier=X_CACHE)
         if NORM:
             xs = tl.where(x_mask, x.to(tl.float32) - shift[:, None], 0.0)
             s1 += tl.sum(xs, axis=1)
             s2 += tl.sum(xs * xs, axis=1)
-            x = xs.to(x_ptr.dtype.element_ty)  # rounded once, as an unfused layer norm's output is
+            x = xs.to(x_rows.dtype.element_ty)  # rounded once, as an unfused layer norm's output is
         if UPCAST:  # the CPU interpreter multiplies 16-bit dot operands as raw bit patterns
             w, x = w.to(tl.float32), x.to(tl.float32)
         acc = tl.dot(w, tl.trans(x), acc)
-    if NORM:
-        mean_shifted = s1 / K
-        rstd = 1.0 / tl.sqrt(tl.maximum(s2 / K - mean_shifted * mean_shifted, 0.0) + eps)
-        acc = rstd[None, :] * (acc - mean_shifted[None, :] * c1[:, None]) + c2[:, None]
-    if SPLITS > 1:
-        # Publish this split's partial; the tile's last arrival (acq_rel counter) sums all of them.
-        part = part_ptr + offs_n[:, None] * BLOCK_M + offs_m[None, :]
-        tl.store(part + tl.program_id(1) * N * BLOCK_M, acc, mask=out_mask)
-        if last_to_arrive(count_ptr, pid_n, SPLITS):
-            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            for s in range(SPLITS):  # fixed order: the sum does not depend on who finished first
-                acc += tl.load(part + s * N * BLOCK_M, mask=out_mask, other=0.0, cache_modifier=".cg")
-            rearm(count_ptr, pid_n)
-            _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
-                      HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
-    else:
-        _epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, y_row,
-                  HAS_BIAS, GELU, RESIDUAL, APPEND, HEAD_DIM)  # fmt: skip
+    return acc, s1, s2
+
+
+@triton.jit
+def _apply_norm(acc, s1, s2, K, eps, c1, c2):
+    """The folded layer norm's correction: rstd * (acc - mean' * c1) + c2 (see _stream_w)."""
+    mean_shifted = s1 / K
+    rstd = 1.0 / tl.sqrt(tl.maximum(s2 / K - mean_shifted * mean_shifted, 0.0) + eps)
+    return rstd[None, :] * (acc - mean_shifted[None, :] * c1[:, None]) + c2[:, None]
 
 
 @triton.jit

@@ -194,6 +194,8 @@ def _decode_split_kernel(
     kv_base = bh.to(tl.int64) * kv_rows * D
     start = split * chunk
     end = tl.minimum(start + chunk, C)
+    page_row = table_ptr  # dense: unused
+    page_next = start
     if PAGED:
         # The first tile's physical pages. The block table does not change during a step, so this
         # load may run ahead of the PDL wait; the loop below keeps the table a tile ahead of K/V.
@@ -218,7 +220,27 @@ def _decode_split_kernel(
             prefetch_l2(v_ptr + first, nbytes)
         wait()
     q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)  # the QKV GEMM's output
+    m_i, l_i, acc = _attend_chunk(q, k_ptr, v_ptr, page_row, page_next, kv_base, start, end, qk_scale,
+                                  BLOCK_G, D, BLOCK_N, PAGED, PAGE, UPCAST, "")  # fmt: skip
 
+    # Partials are fp32 [B*H, splits, D] plus (m, l): a few KB against the MBs of cache streamed.
+    part = q_rows * splits + split
+    tl.store(part_acc_ptr + part[:, None] * D + d[None, :], acc, mask=g_mask[:, None])
+    tl.store(part_ml_ptr + part * 2, m_i, mask=g_mask)
+    tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=g_mask)
+
+
+@triton.jit
+def _attend_chunk(
+    q, k_ptr, v_ptr, page_row, page_next, kv_base, start, end, qk_scale,
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr,
+    UPCAST: tl.constexpr, KV_CACHE: tl.constexpr,
+):  # fmt: skip
+    """Online softmax of q [BLOCK_G, D] over keys [start, end) of one (sequence, kv head): the
+    unnormalised (m, l, acc) partial. Paged: ``page_next`` holds the first tile's physical pages
+    (loaded by the caller, ahead of any wait); dense: rows kv_base + n * D. ``KV_CACHE`` is the
+    K/V load cache modifier: ".cg" where another SM appended the newest row in this kernel."""
+    d = tl.arange(0, D)
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
@@ -238,8 +260,8 @@ def _decode_split_kernel(
             offs = (page * PAGE + n % PAGE)[:, None] * D + d[None, :]
         else:
             offs = kv_base + n[:, None] * D + d[None, :]
-        k = tl.load(k_ptr + offs, mask=n_mask[:, None], other=0.0)
-        v = tl.load(v_ptr + offs, mask=n_mask[:, None], other=0.0)
+        k = tl.load(k_ptr + offs, mask=n_mask[:, None], other=0.0, cache_modifier=KV_CACHE)
+        v = tl.load(v_ptr + offs, mask=n_mask[:, None], other=0.0, cache_modifier=KV_CACHE)
         # The G (padded to 16) query rows make QK^T a small tensor-core matmul; the scale folds
         # in log2(e) so the softmax uses exp2, one MUFU instruction.
         if UPCAST:
@@ -257,12 +279,7 @@ def _decode_split_kernel(
             pv = tl.dot(p.to(v.dtype), v)
         acc = acc * alpha[:, None] + pv
         m_i = m_new
-
-    # Partials are fp32 [B*H, splits, D] plus (m, l): a few KB against the MBs of cache streamed.
-    part = q_rows * splits + split
-    tl.store(part_acc_ptr + part[:, None] * D + d[None, :], acc, mask=g_mask[:, None])
-    tl.store(part_ml_ptr + part * 2, m_i, mask=g_mask)
-    tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=g_mask)
+    return m_i, l_i, acc
 
 
 @triton.jit
@@ -274,7 +291,6 @@ def _decode_combine_kernel(
     # 0.115 -> 0.128 ms over 12 layers: its serial tail costs more than one more graph launch.
     if PDL:
         wait()
-    # o = sum_i exp2(m_i - M) acc_i / sum_i exp2(m_i - M) l_i, with M the largest partial max.
     row = tl.program_id(0)
     s = tl.arange(0, BLOCK_S)
     d = tl.arange(0, D)
@@ -283,9 +299,15 @@ def _decode_combine_kernel(
     m = tl.load(part_ml_ptr + part * 2, mask=s_mask, other=float("-inf"))
     row_sum = tl.load(part_ml_ptr + part * 2 + 1, mask=s_mask, other=0.0)
     acc = tl.load(part_acc_ptr + part[:, None] * D + d[None, :], mask=s_mask[:, None], other=0.0)
+    tl.store(o_ptr + row * D + d, _combine(m, row_sum, acc).to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _combine(m, row_sum, acc):
+    """One head's output from its splits' partials (m [S], l [S], acc [S, D]), S padded with
+    m = -inf: sum_i exp2(m_i - M) acc_i / sum_i exp2(m_i - M) l_i, M the largest partial max."""
     weight = tl.exp2(m - tl.max(m, axis=0))
-    out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(row_sum * weight, axis=0)
-    tl.store(o_ptr + row * D + d, out.to(o_ptr.dtype.element_ty))
+    return tl.sum(acc * weight[:, None], axis=0) / tl.sum(row_sum * weight, axis=0)
 
 
 class DecodeWorkspace:

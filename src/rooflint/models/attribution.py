@@ -67,6 +67,25 @@ class Attribution:
         return self.span_ms - self.total_ms
 
 
+PERSISTENT_OP = "decoder_layers"  # the range of a kernel that runs several ops as phases
+
+
+def split_phases(attribution: Attribution, shares: dict[str, tuple[float, int]] | None) -> Attribution:
+    """Split the persistent kernel's op into its phases' ops, each its ``(share, calls)`` of the
+    time (measured inside the kernel: kernels/_decode_layers.py). Without shares it stays whole."""
+    whole = attribution.ops.get(PERSISTENT_OP)
+    if whole is None or not shares:
+        return attribution
+    del attribution.ops[PERSISTENT_OP]
+    for name, (share, calls) in shares.items():
+        op = attribution.ops.setdefault(name, OpTime())
+        op.ms += whole.ms * share
+        op.calls += calls
+        for kernel, ms in whole.kernels.items():
+            op.kernels[kernel] += ms * share
+    return attribution
+
+
 def profile_step(fn: Callable[[], Any], device: torch.device) -> Attribution:
     """Run ``fn`` once under torch.profiler (op ranges must be enabled) and attribute its time."""
     cuda = device.type == "cuda"

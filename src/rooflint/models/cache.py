@@ -26,8 +26,12 @@ class KVCache:
         self.capacity = -(-capacity // BLOCK_SIZE) * BLOCK_SIZE  # whole pages
         self.pages = batch * kv_heads * self.capacity // BLOCK_SIZE
         shape = (self.pages, BLOCK_SIZE, 1, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        # One tensor per pool for all layers, [L, pages, 16, 1, D], each layer a view: a persistent
+        # kernel that runs every layer (kernels/_decode_layers.py) walks layers by an offset.
+        self.k_layers = torch.zeros((layers, *shape), dtype=dtype, device=device)
+        self.v_layers = torch.zeros((layers, *shape), dtype=dtype, device=device)
+        self.k = list(self.k_layers.unbind(0))
+        self.v = list(self.v_layers.unbind(0))
         per_head = self.capacity // BLOCK_SIZE
         # block_table[b * H + h, p]: the page holding tokens 16p..16p+15 of (sequence b, head h).
         self.block_table = torch.arange(self.pages, dtype=torch.int32, device=device).view(-1, per_head)

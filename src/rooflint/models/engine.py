@@ -25,7 +25,7 @@ from rooflint.engine import environment
 from rooflint.engine.timing import Timing
 from rooflint.models import checks, measure
 from rooflint.models import rows as R
-from rooflint.models.attribution import UNATTRIBUTED, Attribution, profile_step
+from rooflint.models.attribution import UNATTRIBUTED, Attribution, profile_step, split_phases
 from rooflint.models.base import LoadedModel, ModelSpec, Phase, build, require_transformers
 from rooflint.models.kernel_sets import KERNEL_SETS, make_kernel_set
 from rooflint.models.registry import get_model
@@ -315,7 +315,7 @@ def _profiled(runner: Runner, fn, device) -> Attribution:
     runner.rec.enabled = True
     try:
         with torch.no_grad():
-            return profile_step(fn, device)
+            return split_phases(profile_step(fn, device), runner.kernels.phase_shares())
     finally:
         runner.rec.enabled = False
 

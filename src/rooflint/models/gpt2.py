@@ -174,7 +174,12 @@ class GPT2(ModelSpec):
         fused = kernels.fusions(batch * tokens, decoding)
         with rec("embedding"):
             x = kernels.embedding(ids, start, weights.wte, weights.wpe)  # [B*T, d]
-        for index, layer in enumerate(weights.layers):
+        if "decoder_layers" in fused:
+            # every layer in one persistent kernel (kernels/_decode_layers.py); the attribution
+            # splits its time into the fused ops below by the kernel's own phase clock
+            with rec("decoder_layers"):
+                x = kernels.decode_layers(x, weights.layers, cache, start, heads)
+        for index, layer in enumerate([] if "decoder_layers" in fused else weights.layers):
             append = (cache, index, start) if "kv_append" in fused else None
             qkv = norm_linear(kernels, rec, fused, "qkv_proj", x, layer.ln1_w, layer.ln1_b, layer.qkv_w, layer.qkv_b,
                               append=append)  # fmt: skip

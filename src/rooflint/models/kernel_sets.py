@@ -11,11 +11,16 @@ weight-streaming kernel (kernels/_gemm_skinny.py).
 ``fusions(rows, decoding)`` names what a set fuses at that many rows, and the forward then calls
 the fused slots under fused op names (docs/models.md): ``norm_linear`` (a layer norm in the GEMM's
 prologue), ``linear_residual`` (the residual add in its epilogue) and ``kv_append`` (a decode
-step's new K and V written to the cache by the QKV GEMM). Eager fuses nothing: it is what Hugging
-Face runs.
+step's new K and V written to the cache by the QKV GEMM). With ROOFLINT_PERSISTENT=1 the triton set
+runs a decode step's layers as one persistent kernel, ``decoder_layers`` (kernels/_decode_layers.py:
+the same fused ops as phases between grid barriers; slower than a kernel per op so far), and
+``phase_shares`` then gives its phases' shares of the kernel's time, which the attribution splits
+the kernel by. Eager fuses nothing: it is what Hugging Face runs.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +34,7 @@ KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last,
 SLOTS = (
     "layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head", "sample",
 )  # fmt: skip
-FUSIONS = ("norm_linear", "linear_residual", "kv_append")
+FUSIONS = ("norm_linear", "linear_residual", "kv_append", "decoder_layers")
 LM_HEAD_PAD = 128  # vocab rows padded to whole GEMM tiles (50257 -> 50304), where a set pads
 
 
@@ -82,6 +87,11 @@ class EagerKernels:
         """Which of FUSIONS this set applies to a forward of ``rows`` token rows (a decode step when
         ``decoding``); the forward runs the fused slots below only for these."""
         return frozenset()
+
+    def phase_shares(self) -> dict[str, tuple[float, int]] | None:
+        """{fused op: (share of the persistent kernel's time, calls)} of the last decoder_layers
+        call, or None where the set has no such kernel or it kept no clock."""
+        return None
 
     def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
         """linear(layer_norm(x)) (+GELU) in one slot; ``append`` = (cache, layer, position) also
@@ -210,6 +220,15 @@ class TritonKernels(EagerKernels):
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
         self.plan["sample"] = "triton (argmax in one kernel)"
         self._greedy: dict[tuple, object] = {}
+        # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: on an
+        # H100 it took 0.55 ms where the kernel-per-op step's layers take 0.35 (docs/perf-notes/
+        # decode-persistent.md). Under the interpreter it runs one program, which does every item.
+        self.persistent = os.environ.get("ROOFLINT_PERSISTENT", "") == "1"
+        self._layers = None  # (LayerStack, Plan, Workspace), built on the first (uncaptured) step
+        self.plan["decoder_layers"] = (
+            "triton, one persistent kernel for a decode step's layers (ROOFLINT_PERSISTENT=1)" if self.persistent
+            else "off: a kernel per op (ROOFLINT_PERSISTENT=1 runs them as one persistent kernel)"
+        )  # fmt: skip
         fused = self.fusions(1, True)
         self.plan["fusions"] = f"<= 16 rows: {', '.join(f for f in FUSIONS if f in fused)}" if fused else "none"
 
@@ -236,7 +255,48 @@ class TritonKernels(EagerKernels):
             # the cache is then written by the GEMM and read through the block table
             if decoding and plan["decode_attention"] == "triton":
                 fused.add("kv_append")
+                if self.persistent:
+                    fused.add("decoder_layers")
         return frozenset(fused)
+
+    def decode_layers(self, x, layers, cache, position, heads):
+        """Every layer of a decode step on x [B, d] in one kernel (the decoder_layers fusion)."""
+        from rooflint.kernels import _decode_layers
+
+        x = x.contiguous()
+        if self._layers is not None:
+            return self._run_layers(x, cache, position, heads)
+        # The first (uncaptured) step picks the plan: two programs per SM where the cooperative
+        # launch lets them all be resident, else one (the residual stream is only written once the
+        # launch is accepted, so a refused launch leaves x as it was).
+        stack = _decode_layers.LayerStack.of(layers)
+        for per_sm in (2, 1):
+            launch = _decode_layers.default_plan(x.device, stack, per_sm)
+            ws = _decode_layers.Workspace(x.shape[0], stack, heads, x.device, x.dtype,
+                                          max(launch.proj_splits, launch.down_splits))  # fmt: skip
+            self._layers = (stack, launch, ws)
+            try:
+                return self._run_layers(x, cache, position, heads)
+            except RuntimeError as error:
+                if per_sm == 1 or "cooperative" not in str(error).lower():
+                    raise
+        raise AssertionError("unreachable")
+
+    def _run_layers(self, x, cache, position, heads):
+        from rooflint.kernels import _decode_layers
+
+        stack, launch, ws = self._layers
+        return _decode_layers.decode_layers(
+            x, stack, cache.k_layers, cache.v_layers, cache.block_table, cache.slots(position, 1),
+            position + 1, heads, self.eps, ws, launch, stamps=True,
+        )  # fmt: skip
+
+    def phase_shares(self):
+        if self._layers is None:
+            return None
+        from rooflint.kernels import _decode_layers
+
+        return _decode_layers.phase_shares(self._layers[2].stamps)
 
     def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
         if "norm_linear" not in self.fusions(x.shape[0], append is not None):
