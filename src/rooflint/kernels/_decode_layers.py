@@ -458,6 +458,10 @@ def decode_layers(
     head_dim = d // heads
     if m > MAX_ROWS or not x.is_contiguous():
         raise ValueError(f"decode_layers takes a contiguous x of at most {MAX_ROWS} rows")
+    if (ws.qkv.shape != (ws.qkv.shape[0], 3 * d) or ws.qkv.shape[0] < m or ws.hidden.shape[1] != stack.ffn
+            or ws.part_acc.shape[0] < m * heads or ws.gemm_part.shape[0] < max(launch.proj_splits, launch.down_splits)
+            or launch.block_out != 16):  # fmt: skip
+        raise ValueError("the workspace was built for fewer rows, another model or fewer K splits than this call")
     page = k_pool.shape[2]
     splits, chunk = attention_splits(m, heads, length, launch.programs, splits)
     proj_chunk, down_chunk = split_chunk(d, launch.proj_splits), split_chunk(stack.ffn, launch.down_splits)

@@ -264,7 +264,7 @@ class TritonKernels(EagerKernels):
         from rooflint.kernels import _decode_layers
 
         x = x.contiguous()
-        if self._layers is not None:
+        if self._layers is not None and self._layers[2].qkv.shape[0] == x.shape[0]:
             return self._run_layers(x, cache, position, heads)
         # The first (uncaptured) step picks the plan: two programs per SM where the cooperative
         # launch lets them all be resident, else one (the residual stream is only written once the
