@@ -157,7 +157,7 @@ def reference(x, layers, keys, values, heads):
 def launch_plan(case: Case) -> dl.Plan:
     if case.proj_splits is None:
         return dl.plan(case.hidden, case.ffn, 1)
-    return dl.Plan(1, 16, 16, 16, case.proj_splits, case.down_splits)
+    return dl.Plan(1, case.proj_splits, case.down_splits)
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -299,13 +299,13 @@ def test_more_rows_than_the_kernel_takes_fractional_k_splits_and_small_workspace
         call(torch.ones(case.rows, 2 * case.hidden)[:, ::2], good)
     x = torch.ones(case.rows, case.hidden)
     # ffn 256 in 3 splits would be 128 + 128 + 0; d = 64 in 2 splits would be 128 + nothing
-    for bad in (dl.Plan(1, 16, 16, 16, 1, 3), dl.Plan(1, 16, 16, 16, 2, 1)):
+    for bad in (dl.Plan(1, 1, 3), dl.Plan(1, 2, 1)):
         with pytest.raises(ValueError, match="whole K steps"):
             call(x, bad)
     # a workspace built for fewer rows, or for fewer K splits than the plan asks, would be written
     # out of bounds: refused
     slots = torch.zeros(case.rows * case.heads, dtype=torch.int64)
-    for ws_rows, ws_splits, launch in ((case.rows - 1, 1, good), (case.rows, 1, dl.Plan(1, 16, 16, 16, 1, 2))):
+    for ws_rows, ws_splits, launch in ((case.rows - 1, 1, good), (case.rows, 1, dl.Plan(1, 1, 2))):
         small = dl.Workspace(ws_rows, stack, case.heads, CPU, x.dtype, ws_splits)
         with pytest.raises(ValueError, match="workspace was built for"):
             dl.decode_layers(x, stack, cache.k_layers, cache.v_layers, table, slots, case.length, case.heads, EPS,

@@ -18,12 +18,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from decode_probe import kernels_of, time_loop  # noqa: E402
+from decode_probe import add_model_arguments, kernels_of, model_and_prompt, time_loop  # noqa: E402
 
 from rooflint.kernels import _decode_layers  # noqa: E402
-from rooflint.models.base import build  # noqa: E402
 from rooflint.models.kernel_sets import make_kernel_set  # noqa: E402
-from rooflint.models.registry import get_model  # noqa: E402
 from rooflint.models.runner import Runner  # noqa: E402
 
 
@@ -66,15 +64,10 @@ _can_prefetch_original = _decode_layers._can_prefetch
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plans", default="4x3x2,4x3x2-noprefetch,4x3x1,4x3x1-noprefetch")
-    parser.add_argument("--config", default="gpt2")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--prompt", type=int, default=512)
-    parser.add_argument("--new-tokens", type=int, default=128)
+    add_model_arguments(parser)
     args = parser.parse_args()
     device = torch.device("cuda")
-    loaded = build(get_model("gpt2"), args.config, torch.bfloat16, device, seed=0)
-    gen = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, loaded.dims.vocab, (args.batch, args.prompt), generator=gen).to(device)
+    loaded, prompt = model_and_prompt(args, device)
     ref, ref_ms, ref_kernels, _ = run(loaded, prompt, args, False)
     print(f"== kernel per op: {ref_ms * 1e3:.1f} us/step, {len(ref_kernels)} kernels per step", flush=True)
     for spec in args.plans.split(","):

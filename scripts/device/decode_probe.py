@@ -78,22 +78,33 @@ def loop_gaps(runner: Runner, prompt, per_graph: int) -> None:
           f"host enqueue {enqueue_us:.1f} us per replay")  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sets", default="triton")
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and generation a decode script runs (GPT-2 124M, B=8, prompt 512, 128 new tokens)."""
     parser.add_argument("--config", default="gpt2")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=128)
+
+
+def model_and_prompt(args, device):
+    """The bf16 model (seed 0) and a random prompt [batch, prompt] (seed 0), as every decode script uses."""
+    loaded = build(get_model("gpt2"), args.config, torch.bfloat16, device, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, loaded.dims.vocab, (args.batch, args.prompt), generator=gen).to(device)
+    return loaded, prompt
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sets", default="triton")
+    add_model_arguments(parser)
     parser.add_argument("--ncu-step", action="store_true")
     parser.add_argument("--detail", action="store_true", help="print every kernel of the graph replay")
     parser.add_argument("--loop", action="store_true", help="also profile a whole decode loop: gaps between graphs")
     args = parser.parse_args()
     device = torch.device("cuda")
-    loaded = build(get_model("gpt2"), args.config, torch.bfloat16, device, seed=0)
+    loaded, prompt = model_and_prompt(args, device)
     dims = loaded.dims
-    gen = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, dims.vocab, (args.batch, args.prompt), generator=gen).to(device)
     eps = loaded.spec.norm_eps(loaded.hf.config)
     for name in args.sets.split(","):
         kernels = make_kernel_set(name, torch.bfloat16, device, dims.head_dim, eps)

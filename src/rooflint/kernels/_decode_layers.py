@@ -50,6 +50,7 @@ from rooflint.kernels.decode_attention import LOG2E, _attend_chunk, _combine
 PHASES = ("layer_norm+qkv_proj+kv_append", "attention", "out_proj+residual", "layer_norm+mlp_up_gelu",
           "mlp_down+residual")  # fmt: skip
 BLOCK_K = 128  # K step of the weight streams (the skinny kernel's measured best at GPT-2's shapes)
+BLOCK_ROWS = 16  # rows of W per GEMM item: the MMA's M side, which the X rows' 16 face
 BLOCK_KEYS = 64  # keys per attention tile
 MAX_SPLITS = 16  # context splits of one head's attention
 
@@ -101,12 +102,10 @@ class LayerStack:
 
 @dataclass(frozen=True)
 class Plan:
-    """Launch shape: programs, rows of W per GEMM item, K splits, attention splits."""
+    """Launch shape: programs and the d-wide projections' K splits (the attention's context splits
+    follow from the cache length at each call: attention_splits)."""
 
     programs: int  # at most as many as can be resident at once (grid barrier): SMs x per SM
-    block_qkv: int
-    block_fc: int
-    block_out: int
     proj_splits: int
     down_splits: int
     warps: int = 4
@@ -115,11 +114,11 @@ class Plan:
 
 
 def plan(hidden: int, ffn: int, programs: int, warps: int = 4, stages: int = 3, max_registers=None) -> Plan:
-    """Items per phase near a multiple of the programs: 16-row tiles of W (the MMA's M side),
-    and K split so that the d-wide projections (48 tiles at d=768) still give every program work."""
-    tiles_out = triton.cdiv(hidden, 16)
-    return Plan(programs, 16, 16, 16, _splits(hidden, tiles_out, programs), _splits(ffn, tiles_out, programs),
-                warps, stages, max_registers)  # fmt: skip
+    """Items per phase near a multiple of the programs: BLOCK_ROWS-row tiles of W, and K split so
+    that the d-wide projections (48 tiles at d=768) still give every program work."""
+    tiles_out = triton.cdiv(hidden, BLOCK_ROWS)
+    return Plan(programs, _splits(hidden, tiles_out, programs), _splits(ffn, tiles_out, programs), warps, stages,
+                max_registers)  # fmt: skip
 
 
 def _splits(k: int, tiles: int, programs: int) -> int:
@@ -157,7 +156,7 @@ class Workspace:
         self.part_ml = torch.empty((rows * heads, MAX_SPLITS, 2), dtype=torch.float32, device=device)
         self.head_count = torch.zeros(rows * heads, dtype=torch.int32, device=device)
         self.gemm_part = torch.empty((out_splits, d, MAX_ROWS), dtype=torch.float32, device=device)
-        self.gemm_count = torch.zeros(triton.cdiv(d, 16), dtype=torch.int32, device=device)
+        self.gemm_count = torch.zeros(triton.cdiv(d, BLOCK_ROWS), dtype=torch.int32, device=device)
         self.barrier = torch.zeros(2, dtype=torch.int32, device=device)  # arrivals, generation
         self.stamps = torch.zeros(5 * stack.layers + 1, dtype=torch.int64, device=device)
 
@@ -375,7 +374,7 @@ def _decode_layers_kernel(
     part_acc, part_ml, head_count, gemm_part, gemm_count, bar_ptr, stamp_ptr,
     M, layers, pool_stride, table_stride, length, chunk, splits, eps, qk_scale, proj_chunk, down_chunk,
     D: tl.constexpr, F: tl.constexpr, HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_QKV: tl.constexpr, BLOCK_FC: tl.constexpr, BLOCK_OUT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, BLOCK_KEYS: tl.constexpr, MAX_SPLITS: tl.constexpr,
     PROJ_SPLITS: tl.constexpr, DOWN_SPLITS: tl.constexpr,
     UPCAST: tl.constexpr, PREFETCH: tl.constexpr, STAMPS: tl.constexpr, LANES: tl.constexpr,
@@ -387,7 +386,7 @@ def _decode_layers_kernel(
         if pid == 0:
             tl.store(stamp_ptr, _clock())
     if PREFETCH:
-        _prefetch_w(qkv_w, 3 * D, D, D, pid, programs, BLOCK_QKV, 1, LANES)
+        _prefetch_w(qkv_w, 3 * D, D, D, pid, programs, BLOCK_N, 1, LANES)
         _prefetch_kv(k_pool, v_pool, table_ptr, table_stride, length, chunk, heads_items, splits, pid, programs,
                      HEAD_DIM, PAGE, LANES)  # fmt: skip
     for layer in range(layers):
@@ -401,35 +400,35 @@ def _decode_layers_kernel(
         stamp = stamp_ptr + 1 + layer * 5
         # 1. ln_1 + QKV, K and V into the cache. Meanwhile L2 fetches the output projection.
         if PREFETCH:
-            _prefetch_w(w_proj, D, D, proj_chunk, pid, programs, BLOCK_OUT, PROJ_SPLITS, LANES)
+            _prefetch_w(w_proj, D, D, proj_chunk, pid, programs, BLOCK_N, PROJ_SPLITS, LANES)
         _norm_gemm_phase(x_ptr, w_qkv, c1_qkv, c2_qkv, qkv_ptr, slot_ptr, k_layer, v_layer, M, 3 * D, D, eps, pid,
-                         programs, BLOCK_M, BLOCK_QKV, BLOCK_K, False, True, HEADS, HEAD_DIM, UPCAST)  # fmt: skip
+                         programs, BLOCK_M, BLOCK_N, BLOCK_K, False, True, HEADS, HEAD_DIM, UPCAST)  # fmt: skip
         _grid_sync(bar_ptr, programs, stamp, 0, STAMPS, not UPCAST)
         # 2. attention; meanwhile the MLP up-projection.
         if PREFETCH:
-            _prefetch_w(w_fc, F, D, D, pid, programs, BLOCK_FC, 1, LANES)
+            _prefetch_w(w_fc, F, D, D, pid, programs, BLOCK_N, 1, LANES)
         _attention_phase(qkv_ptr, k_layer, v_layer, table_ptr, attn_ptr, part_acc, part_ml, head_count,
                          table_stride, length, chunk, splits, qk_scale, pid, programs, M,
                          HEADS, HEAD_DIM, BLOCK_KEYS, PAGE, MAX_SPLITS, UPCAST)  # fmt: skip
         _grid_sync(bar_ptr, programs, stamp, 1, STAMPS, not UPCAST)
         # 3. output projection + residual; meanwhile the MLP down-projection.
         if PREFETCH:
-            _prefetch_w(w_down, D, F, down_chunk, pid, programs, BLOCK_OUT, DOWN_SPLITS, LANES)
+            _prefetch_w(w_down, D, F, down_chunk, pid, programs, BLOCK_N, DOWN_SPLITS, LANES)
         _residual_gemm_phase(attn_ptr, w_proj, b_proj, x_ptr, gemm_part, gemm_count, M, D, D, proj_chunk, pid,
-                             programs, BLOCK_M, BLOCK_OUT, BLOCK_K, PROJ_SPLITS, UPCAST)  # fmt: skip
+                             programs, BLOCK_M, BLOCK_N, BLOCK_K, PROJ_SPLITS, UPCAST)  # fmt: skip
         _grid_sync(bar_ptr, programs, stamp, 2, STAMPS, not UPCAST)
         # 4. ln_2 + MLP up + GELU; meanwhile the next layer's QKV weights and cache pages.
         if PREFETCH:
             if layer + 1 < layers:
-                _prefetch_w(w_qkv + 3 * D * D, 3 * D, D, D, pid, programs, BLOCK_QKV, 1, LANES)
+                _prefetch_w(w_qkv + 3 * D * D, 3 * D, D, D, pid, programs, BLOCK_N, 1, LANES)
                 _prefetch_kv(k_layer + pool_stride, v_layer + pool_stride, table_ptr, table_stride, length, chunk,
                              heads_items, splits, pid, programs, HEAD_DIM, PAGE, LANES)  # fmt: skip
         _norm_gemm_phase(x_ptr, w_fc, c1_fc, c2_fc, hid_ptr, slot_ptr, k_layer, v_layer, M, F, D, eps, pid,
-                         programs, BLOCK_M, BLOCK_FC, BLOCK_K, True, False, HEADS, HEAD_DIM, UPCAST)  # fmt: skip
+                         programs, BLOCK_M, BLOCK_N, BLOCK_K, True, False, HEADS, HEAD_DIM, UPCAST)  # fmt: skip
         _grid_sync(bar_ptr, programs, stamp, 3, STAMPS, not UPCAST)
         # 5. MLP down + residual.
         _residual_gemm_phase(hid_ptr, w_down, b_down, x_ptr, gemm_part, gemm_count, M, D, F, down_chunk, pid,
-                             programs, BLOCK_M, BLOCK_OUT, BLOCK_K, DOWN_SPLITS, UPCAST)  # fmt: skip
+                             programs, BLOCK_M, BLOCK_N, BLOCK_K, DOWN_SPLITS, UPCAST)  # fmt: skip
         _grid_sync(bar_ptr, programs, stamp, 4, STAMPS, not UPCAST)
 
 
@@ -459,8 +458,8 @@ def decode_layers(
     if m > MAX_ROWS or not x.is_contiguous():
         raise ValueError(f"decode_layers takes a contiguous x of at most {MAX_ROWS} rows")
     if (ws.qkv.shape != (ws.qkv.shape[0], 3 * d) or ws.qkv.shape[0] < m or ws.hidden.shape[1] != stack.ffn
-            or ws.part_acc.shape[0] < m * heads or ws.gemm_part.shape[0] < max(launch.proj_splits, launch.down_splits)
-            or launch.block_out != 16):  # fmt: skip
+            or ws.part_acc.shape[0] < m * heads
+            or ws.gemm_part.shape[0] < max(launch.proj_splits, launch.down_splits)):  # fmt: skip
         raise ValueError("the workspace was built for fewer rows, another model or fewer K splits than this call")
     page = k_pool.shape[2]
     splits, chunk = attention_splits(m, heads, length, launch.programs, splits)
@@ -477,7 +476,7 @@ def decode_layers(
         m, stack.layers, k_pool[0].numel(), block_table.stride(0), length, chunk, splits, eps,
         LOG2E / head_dim**0.5, proj_chunk, down_chunk,
         D=d, F=stack.ffn, HEADS=heads, HEAD_DIM=head_dim, PAGE=page,
-        BLOCK_M=MAX_ROWS, BLOCK_QKV=launch.block_qkv, BLOCK_FC=launch.block_fc, BLOCK_OUT=launch.block_out,
+        BLOCK_M=MAX_ROWS, BLOCK_N=BLOCK_ROWS,
         BLOCK_K=BLOCK_K, BLOCK_KEYS=BLOCK_KEYS, MAX_SPLITS=MAX_SPLITS,
         PROJ_SPLITS=launch.proj_splits, DOWN_SPLITS=launch.down_splits,
         UPCAST=interpreting(), PREFETCH=prefetch, STAMPS=stamps and not interpreting(), LANES=32 * launch.warps,

@@ -221,7 +221,7 @@ class TritonKernels(EagerKernels):
         self.plan["sample"] = "triton (argmax in one kernel)"
         self._greedy: dict[tuple, object] = {}
         # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: on an
-        # H100 it took 0.55 ms where the kernel-per-op step's layers take 0.35 (docs/perf-notes/
+        # H100 it took 0.553 ms where the kernel-per-op step's layers take ~0.375 (docs/perf-notes/
         # decode-persistent.md). Under the interpreter it runs one program, which does every item.
         self.persistent = os.environ.get("ROOFLINT_PERSISTENT", "") == "1"
         self._layers = None  # (LayerStack, Plan, Workspace), built on the first (uncaptured) step
@@ -266,10 +266,11 @@ class TritonKernels(EagerKernels):
         x = x.contiguous()
         if self._layers is not None and self._layers[2].qkv.shape[0] == x.shape[0]:
             return self._run_layers(x, cache, position, heads)
-        # The first (uncaptured) step picks the plan: two programs per SM where the cooperative
-        # launch lets them all be resident, else one (the residual stream is only written once the
-        # launch is accepted, so a refused launch leaves x as it was).
-        stack = _decode_layers.LayerStack.of(layers)
+        # The first (uncaptured) step, or one with another batch, picks the plan: two programs per
+        # SM where the cooperative launch lets them all be resident, else one (the residual stream
+        # is only written once the launch is accepted, so a refused launch leaves x as it was). The
+        # stacked weights do not depend on the batch: stacked once.
+        stack = self._layers[0] if self._layers is not None else _decode_layers.LayerStack.of(layers)
         for per_sm in (2, 1):
             launch = _decode_layers.default_plan(x.device, stack, per_sm)
             ws = _decode_layers.Workspace(x.shape[0], stack, heads, x.device, x.dtype,
