@@ -202,3 +202,32 @@ def test_triton_paged_decode_reads_a_qkv_view_and_the_first_length_tokens(h_kv, 
     want = get_family("decode_attention").reference(inputs, params_of(b, h, h_kv, length, d))
     tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     assert torch.allclose(got, want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("chunk,block_n,d,tiles", [(128, 64, 64, 2), (128, 32, 64, 4), (128, 64, 128, 0),
+                                                   (100, 64, 64, 0), (256, 64, 64, 0), (64, 64, 32, 1)])  # fmt: skip
+def test_a_chunk_is_loaded_before_the_wait_only_where_its_registers_allow(chunk, block_n, d, tiles):
+    assert decode_attention.preload_tiles(chunk, block_n, d) == tiles
+
+
+# GPT-2's decode (H = 12, D = 64) at context 576: 5 splits of two 64-key tiles; and the SHAPES.
+@pytest.mark.parametrize("shape", SHAPES + [(2, 12, 12, 576, 64)])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("block_n", [64, 16])
+def test_decode_with_its_chunk_loaded_before_the_wait_matches_reference(shape, dtype, block_n):
+    """Under PDL a program loads its chunk's K and V, all but the newest row, before it waits for
+    the QKV kernel, then reads the newest row: the same attention, dense and paged."""
+    b, h, h_kv, c, d = shape
+    torch_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    inputs, want = decode_case(*shape, torch_dtype)
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    ws = DecodeWorkspace(q, h_kv, c)
+    tiles = decode_attention.preload_tiles(ws.chunk, block_n, d)
+    assert tiles > 0 or d == 128  # every shape but D = 128 takes the preloaded path
+    k_pool, v_pool, table = paged_copy(k, v, torch.Generator().manual_seed(2))
+    family = get_family("decode_attention")
+    dense = triton_decode(q, k, v, ws, block_n=block_n, preload=True).clone()
+    paged = triton_paged_decode(q, k_pool, v_pool, table, h_kv, c, ws, block_n=block_n, preload=True)
+    for got in (dense, paged):
+        verdict = check(family, dtype, got, want)
+        assert verdict.passed, verdict.message

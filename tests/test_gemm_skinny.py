@@ -159,3 +159,30 @@ def test_choose_splits_cuts_long_rows_of_a_narrow_projection():
     assert _gemm_skinny.choose_splits(768, 256, tile, 132) == 1  # one K step: nothing to split
     assert _gemm_skinny.choose_splits(768, 8192, tile, 132) == _gemm_skinny.MAX_SPLITS
     assert _gemm_skinny.choose_splits(8192, 3072, choose_tile(8192, 132), 132) == 1  # 256 tiles: enough programs
+
+
+@pytest.mark.parametrize(
+    "k,m,steps",
+    [(768, 8, 12), (3072, 8, 12), (1024, 8, 16), (4096, 8, 16), (1280, 8, 16), (1600, 8, 10), (768, 16, 6),
+     (1024, 12, 8), (5120, 8, 0), (6400, 8, 0), (1616, 8, 0), (64, 8, 0), (192, 8, 0)],
+)  # fmt: skip
+def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
+    from rooflint.kernels import _skinny_pdl
+
+    assert _skinny_pdl.steps_for(k, m) == steps
+    if steps:
+        warps = k // (16 * steps)
+        assert k == 16 * steps * warps and (4 if m <= 8 else 8) <= warps <= _skinny_pdl.MAX_WARPS
+        assert m <= 8 or steps <= 8  # two X tiles only with the shorter shares
+
+
+def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
+    from rooflint.kernels import _skinny_pdl
+
+    x, w = torch.zeros(8, 768, dtype=torch.bfloat16), torch.zeros(64, 768, dtype=torch.bfloat16)
+    assert _skinny_pdl.fits(x, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
+    assert not _skinny_pdl.fits(x.float(), w.float(), None, torch.zeros(8, 64))  # fp32: no MMA for it
+    wide = torch.zeros(8, 771, dtype=torch.bfloat16)[:, :768]  # rows 771 apart: not 16-byte aligned
+    assert not _skinny_pdl.fits(wide, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
+    assert not _skinny_pdl.fits(torch.zeros(8, 1616, dtype=torch.bfloat16), torch.zeros(64, 1616, dtype=torch.bfloat16),
+                                None, torch.zeros(8, 64, dtype=torch.bfloat16))  # fmt: skip

@@ -178,6 +178,34 @@ def test_gpu_kernels_are_attributed_to_the_op_range_that_launched_them():
     assert result.idle_ms == pytest.approx(300e-6)  # the gaps between the step's kernels
 
 
+def test_overlapping_kernels_count_what_each_adds_to_the_step():
+    # Under programmatic dependent launch a kernel starts while the one before it runs (it loads
+    # its weights, then waits): each op gets its end less the previous kernel's end, so the ops
+    # sum to the busy span, not to the sum of the overlapping durations.
+    def cpu(name, start, end, correlation, activity="cpu_op"):
+        return _Event(name, True, start, end, correlation, 0, activity == "user_annotation", activity)
+
+    def gpu(name, start, end, linked):
+        return _Event(name, False, start, end, 0, linked, False, "kernel")
+
+    events = [
+        cpu(STEP_RANGE, 0, 1000, 1, "user_annotation"),
+        cpu(RANGE_PREFIX + "qkv_proj", 10, 100, 2),
+        cpu(RANGE_PREFIX + "attention", 200, 300, 3),
+        cpu(RANGE_PREFIX + "out_proj", 400, 500, 4),
+        gpu("gemm", 2000, 2500, 2),
+        gpu("attend", 2300, 3000, 3),  # started 200 ns before the GEMM ended
+        gpu("gemm", 2400, 3100, 4),  # started before both ended: adds 100 ns
+        gpu("gemm", 3300, 3400, 4),  # after a 200 ns gap, no overlap: its duration
+    ]
+    result = attribute_device(events)
+    assert result.ops["qkv_proj"].ms == pytest.approx(500e-6)
+    assert result.ops["attention"].ms == pytest.approx(500e-6)
+    assert result.ops["out_proj"].ms == pytest.approx(200e-6)
+    assert result.span_ms == pytest.approx(1400e-6)
+    assert result.total_ms == pytest.approx(1200e-6) and result.idle_ms == pytest.approx(200e-6)
+
+
 @pytest.mark.parametrize("ops_ms, verdict", [(95.0, "+5.0% (ok"), (105.0, "-5.0% (ok"), (80.0, "+20.0% (over 10%")])
 def test_the_sum_of_ops_check_reports_the_gap_to_the_timed_step(ops_ms, verdict):
     attribution = Attribution({"lm_head": OpTime(ms=ops_ms - 1.0, calls=1)}, 1.0, ops_ms + 2.0, "device kernels")

@@ -101,6 +101,9 @@ def main() -> None:
     parser.add_argument("--ncu-step", action="store_true")
     parser.add_argument("--detail", action="store_true", help="print every kernel of the graph replay")
     parser.add_argument("--loop", action="store_true", help="also profile a whole decode loop: gaps between graphs")
+    parser.add_argument(
+        "--save-tokens", help="write each set's greedy tokens [B, N] to PATH.<set>.pt (to compare runs)"
+    )
     args = parser.parse_args()
     device = torch.device("cuda")
     loaded, prompt = model_and_prompt(args, device)
@@ -111,7 +114,9 @@ def main() -> None:
         runner = Runner(loaded, kernels, args.batch, args.prompt, args.new_tokens)
         runner.start(prompt)
         runner.capture()
-        runner.generate(prompt)
+        tokens = runner.generate(prompt)
+        if args.save_tokens:
+            torch.save(tokens.cpu(), f"{args.save_tokens}.{name}.pt")
         middle = args.new_tokens // 2
         if args.ncu_step:
             runner.start(prompt)

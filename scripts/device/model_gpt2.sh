@@ -28,6 +28,11 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import $family as m
 cuda_build.load(cuda_build.family_source(m.__file__))" >"$OUT/build-$family.log" 2>&1 &
 done
+# and the triton set's decode GEMM under PDL (kernels/skinny_pdl.cu)
+python3 -c "
+from rooflint.engine import cuda_build
+from rooflint.kernels import _skinny_pdl as m
+cuda_build.load(cuda_build.family_source(m.__file__, 'skinny_pdl'))" >"$OUT/build-skinny_pdl.log" 2>&1 &
 wait
 
 run_model() {  # config, seconds allowed

@@ -1,9 +1,10 @@
 """GPU tier: the decode step's kernels with programmatic dependent launch, chained in a CUDA graph.
 
-On sm_90 the skinny GEMM and the decode-attention kernels launch with PDL and prefetch constant
-bytes into L2 before they wait (kernels/_pdl.py). A kernel that read another kernel's output
-before its wait would pass alone and fail only in a chain, so this chains them in one graph, as a
-decode step does, and checks every output against float64 after each replay.
+On sm_90 the decode GEMM and the decode-attention kernels launch with PDL and load constant bytes
+(weights, earlier cache rows) into registers before they wait (kernels/_pdl.py). A kernel that
+read another kernel's output before its wait would pass alone and fail only in a chain, so this
+chains them in one graph, as a decode step does, and checks every output against float64 after
+each replay.
 """
 
 from __future__ import annotations
@@ -13,19 +14,24 @@ import torch
 import torch.nn.functional as F
 
 from rooflint.kernels import _gemm_skinny, decode_attention
-from rooflint.kernels._pdl import pdl_enabled
+from rooflint.kernels._pdl import decode_chain, pdl_enabled
 
 pytestmark = pytest.mark.gpu
 
 D_MODEL, HEADS, HEAD_DIM, FFN, ROWS, CAPACITY = 768, 12, 64, 3072, 8, 256
 
 
-def test_pdl_is_on_only_when_asked_and_where_the_gpu_has_it(monkeypatch):
+def test_pdl_is_on_in_a_decode_chain_where_the_gpu_has_it_unless_turned_off(monkeypatch):
     device = torch.device("cuda")
+    hopper = torch.cuda.get_device_capability()[0] >= 9
     monkeypatch.delenv("ROOFLINT_PDL", raising=False)
-    assert not pdl_enabled(device)
+    assert not pdl_enabled(device)  # a family benchmark keeps plain launches
+    with decode_chain():
+        assert pdl_enabled(device) == hopper
+        monkeypatch.setenv("ROOFLINT_PDL", "0")
+        assert not pdl_enabled(device)
     monkeypatch.setenv("ROOFLINT_PDL", "1")
-    assert pdl_enabled(device) == (torch.cuda.get_device_capability()[0] >= 9)
+    assert pdl_enabled(device) == hopper
 
 
 @pytest.mark.parametrize("pdl", ["0", "1"])

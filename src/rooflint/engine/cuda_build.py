@@ -102,6 +102,8 @@ def _to_ctypes(arg: Any) -> Any:
         if not arg.is_cuda:
             raise ValueError("CUDA launchers take CUDA tensors")
         return ctypes.c_void_p(arg.data_ptr())
+    if arg is None:  # an optional operand left out: a null pointer
+        return ctypes.c_void_p(None)
     if isinstance(arg, bool):
         return ctypes.c_longlong(int(arg))
     if isinstance(arg, int):

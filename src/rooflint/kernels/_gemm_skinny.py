@@ -18,9 +18,10 @@ programs to keep HBM busy (3072 / 128 = 24 tiles on 132 SMs). Here:
   as their bodies. Fusions remove kernels: a layer norm folded into W (fold_layer_norm; the row
   statistics come from the same X tiles the MMA reads), bias, tanh-GELU and a residual add on the
   fp32 accumulator before the one rounding, and the K and V columns of a QKV projection scattered
-  into the paged KV cache. With ROOFLINT_PDL=1 on sm_90 it launches with programmatic
-  dependent launch (kernels/_pdl.py): its blocks become resident while the previous kernel drains
-  and start its W stream into L2 before they wait for it (measured: no gain in GPT-2's decode).
+  into the paged KV cache. With ROOFLINT_PDL=1 on sm_90 the GEMM runs the CUDA kernel of
+  skinny_pdl.cu (kernels/_skinny_pdl.py) where its shape fits: each block holds its whole share
+  of W in registers before it waits for the kernel before it. Elsewhere under PDL this kernel's
+  blocks start their W stream into L2 before they wait (measured: no gain in GPT-2's decode).
 """
 
 from __future__ import annotations
@@ -339,6 +340,11 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.T
         x = x.contiguous()
     w = w.contiguous()
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    if tile is None and splits in (None, 1) and pdl_enabled(x.device):
+        from rooflint.kernels import _skinny_pdl
+
+        if _skinny_pdl.fits(x, w, residual, out):
+            return _skinny_pdl.launch(x, w, b, gelu, residual, out, norm, append)
     sms = sm_count(x.device, INTERPRETER_SMS)
     if tile is None:
         tile = INTERPRETER_TILE if interpreting() else choose_tile(n, sms)

@@ -4,32 +4,54 @@ A decode step is a chain of ~60-100 dependent kernels of a few microseconds each
 CUDA graph. Launched plainly, each kernel's blocks start only after the previous kernel has
 drained, and each then waits a DRAM round trip for its first bytes. Launched with PDL, a kernel's
 blocks become resident while the previous kernel still runs:
-- before ``griddepcontrol.wait`` they may only read memory no running kernel writes: weights, a
-  block table, KV-cache pages of earlier steps. They ask for those bytes into L2 (``prefetch_l2``),
-  so the stream starts during the previous kernel's tail;
-- ``wait()`` blocks until the previous kernel has completed and its writes are visible, then lets
-  the next kernel's blocks launch. Each kernel calls it before touching anything else, so a
-  chain of PDL kernels still completes in order.
+- a kernel that calls ``launch_next()`` at its start lets the next kernel's blocks in at once;
+- before ``griddepcontrol.wait`` a block may only read memory no running kernel writes: weights,
+  a block table, KV-cache rows of earlier steps. The decode GEMM (skinny_pdl.cu) and the decode
+  attention's split kernel load those into registers there, so their stream runs while the
+  kernels before them work; elsewhere a kernel asks for them into L2 (``prefetch_l2``);
+- the wait blocks until the previous kernel has completed and its writes are visible. Each
+  kernel waits before it reads another's output, so a chain of PDL kernels completes in order.
 L2 is the GPU's point of coherence, so a line prefetched before the wait and written by the
-previous kernel is read fresh after it; only L1 would be stale, and the prefetch bypasses it.
+previous kernel is read fresh after it; only L1 could be stale, and what a kernel reads of the
+previous one's output after the wait it reads through L2 (".cg") or never loaded before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from contextvars import ContextVar
 
 from rooflint.core.triton_compat import gdc_launch_dependents, gdc_wait, interpreting, tl, triton
 
+# Set while a model's decode step launches its kernels (decode_chain): a chain of dependent kernels
+# replayed from a CUDA graph, where PDL pays. A family benchmark times one kernel over and over
+# and keeps its plain launches.
+_IN_CHAIN: ContextVar[bool] = ContextVar("rooflint_pdl_chain", default=False)
+
+
+@contextlib.contextmanager
+def decode_chain():
+    """Launch the kernels called inside with PDL where pdl_enabled allows it."""
+    token = _IN_CHAIN.set(True)
+    try:
+        yield
+    finally:
+        _IN_CHAIN.reset(token)
+
 
 def pdl_enabled(device) -> bool:
-    """Whether kernels that support it launch with PDL: only with ROOFLINT_PDL=1, on sm_90+, not in
-    the interpreter (which lacks griddepcontrol).
+    """Whether kernels that support it launch with PDL: on sm_90+, not in the interpreter (which
+    lacks griddepcontrol), inside decode_chain(); ROOFLINT_PDL=1 turns it on everywhere and
+    ROOFLINT_PDL=0 off.
 
-    Off by default, because on an H100 it bought nothing: GPT-2's decode step took 0.4894 ms with
-    it and 0.4880 ms without (docs/perf-notes/kernels-at-limit.md), while a profiled step with it
-    shows each kernel's wait as its own time, which breaks the per-op attribution."""
-    if os.environ.get("ROOFLINT_PDL") != "1" or device.type != "cuda" or interpreting() or gdc_wait is None:
+    On in a model's decode step since the GEMMs hold their weights in registers across the wait
+    (kernels/skinny_pdl.cu): GPT-2's step went from 0.422 to 0.298 ms on an H100
+    (docs/perf-notes/decode-pdl.md). Before that, with an L2 prefetch only, it bought nothing."""
+    switch = os.environ.get("ROOFLINT_PDL")
+    wanted = switch == "1" or (switch != "0" and _IN_CHAIN.get())
+    if not wanted or device.type != "cuda" or interpreting() or gdc_wait is None:
         return False
     return _capability(device.index)[0] >= 9
 
@@ -50,6 +72,15 @@ def _capability(index):
 def wait():
     """Wait for the previous kernel (its writes visible), then let the next kernel's blocks launch."""
     gdc_wait()
+    gdc_launch_dependents()
+
+
+@triton.jit
+def launch_next():
+    """Let the next kernel's blocks become resident now, while this one runs (a kernel that calls
+    this at its start and ``gdc_wait`` before reading another kernel's output). Its blocks then
+    load what no running kernel writes (weights, old cache rows) into registers and wait: the next
+    kernel's stream overlaps this one, and the hop between them is one wait, not a launch."""
     gdc_launch_dependents()
 
 

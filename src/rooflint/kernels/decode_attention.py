@@ -19,10 +19,10 @@ import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size, randn
-from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.core.triton_compat import gdc_wait, interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import _sdpa, cuda_dtype, sm_count
-from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
+from rooflint.kernels._pdl import launch_next, pdl_enabled, pdl_launch, prefetch_l2, wait
 from rooflint.kernels.kv_cache import BLOCK_SIZE
 
 LOG2E = 1.4426950408889634
@@ -176,7 +176,7 @@ def _decode_split_kernel(
     C, chunk, splits, qk_scale, q_batch_stride, kv_rows, table_stride,
     H_KV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGED: tl.constexpr, PAGE: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
-    PREFETCH_PAGES: tl.constexpr, ELEM_BYTES: tl.constexpr,
+    PREFETCH_PAGES: tl.constexpr, ELEM_BYTES: tl.constexpr, PRELOAD: tl.constexpr,
 ):  # fmt: skip
     # One program: kv head (b, hk) x one chunk of the cache, for all G query heads of the group,
     # so each K/V tile is loaded once and used G times.
@@ -194,6 +194,35 @@ def _decode_split_kernel(
     kv_base = bh.to(tl.int64) * kv_rows * D
     start = split * chunk
     end = tl.minimum(start + chunk, C)
+    if PRELOAD > 0:
+        # The chunk is PRELOAD tiles: their K and V go into registers before the wait, all but the
+        # newest row, which the QKV kernel before this one writes (_attend_preloaded).
+        if PDL:
+            launch_next()
+        page_row = table_ptr + bh * table_stride if PAGED else table_ptr
+        keys, values, offsets = _load_old_rows(k_ptr, v_ptr, page_row, kv_base, start, end, C - 1,
+                                               D, BLOCK_N, PAGED, PAGE, PRELOAD)  # fmt: skip
+        if PDL:
+            gdc_wait()
+        q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)
+        m_i, l_i, acc = _attend_preloaded(q, k_ptr, v_ptr, keys, values, offsets, start, end, C - 1, qk_scale,
+                                          BLOCK_G, D, BLOCK_N, UPCAST, PRELOAD)  # fmt: skip
+    else:
+        m_i, l_i, acc = _streamed_chunk(
+            q_ptr, k_ptr, v_ptr, table_ptr, q_offs, bh, start, end, kv_base, table_stride, qk_scale, d, g_mask,
+            BLOCK_G, D, BLOCK_N, PAGED, PAGE, UPCAST, PDL, PREFETCH_PAGES, ELEM_BYTES,
+        )  # fmt: skip
+    _store_partial(acc, m_i, l_i, part_acc_ptr, part_ml_ptr, q_rows, split, splits, d, g_mask, D)
+
+
+@triton.jit
+def _streamed_chunk(
+    q_ptr, k_ptr, v_ptr, table_ptr, q_offs, bh, start, end, kv_base, table_stride, qk_scale, d, g_mask,
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr,
+    UPCAST: tl.constexpr, PDL: tl.constexpr, PREFETCH_PAGES: tl.constexpr, ELEM_BYTES: tl.constexpr,
+):  # fmt: skip
+    """The chunk's (m, l, acc) through the pipelined loop (_attend_chunk): a chunk too long for
+    registers, or off PDL."""
     page_row = table_ptr  # dense: unused
     page_next = start
     if PAGED:
@@ -220,14 +249,82 @@ def _decode_split_kernel(
             prefetch_l2(v_ptr + first, nbytes)
         wait()
     q = tl.load(q_ptr + q_offs[:, None] + d[None, :], mask=g_mask[:, None], other=0.0)  # the QKV GEMM's output
-    m_i, l_i, acc = _attend_chunk(q, k_ptr, v_ptr, page_row, page_next, kv_base, start, end, qk_scale,
-                                  BLOCK_G, D, BLOCK_N, PAGED, PAGE, UPCAST, "")  # fmt: skip
+    return _attend_chunk(q, k_ptr, v_ptr, page_row, page_next, kv_base, start, end, qk_scale,
+                         BLOCK_G, D, BLOCK_N, PAGED, PAGE, UPCAST, "")  # fmt: skip
 
+
+@triton.jit
+def _store_partial(acc, m_i, l_i, part_acc_ptr, part_ml_ptr, q_rows, split, splits, d, g_mask, D: tl.constexpr):
     # Partials are fp32 [B*H, splits, D] plus (m, l): a few KB against the MBs of cache streamed.
     part = q_rows * splits + split
     tl.store(part_acc_ptr + part[:, None] * D + d[None, :], acc, mask=g_mask[:, None])
     tl.store(part_ml_ptr + part * 2, m_i, mask=g_mask)
     tl.store(part_ml_ptr + part * 2 + 1, l_i, mask=g_mask)
+
+
+@triton.jit
+def _load_old_rows(
+    k_ptr, v_ptr, page_row, kv_base, start, end, newest,
+    D: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr, PAGE: tl.constexpr, TILES: tl.constexpr,
+):  # fmt: skip
+    """(K tiles, V tiles, their element offsets) of keys [start, end) as TILES register tiles,
+    without row ``newest``: earlier steps wrote every other row, so they may load before the wait."""
+    d = tl.arange(0, D)
+    keys = ()
+    values = ()
+    offsets = ()
+    for tile in tl.static_range(TILES):
+        n = start + tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        if PAGED:
+            page = tl.load(page_row + n // PAGE, mask=n < end, other=0).to(tl.int64)
+            offs = (page * PAGE + n % PAGE)[:, None] * D + d[None, :]
+        else:
+            offs = kv_base + n[:, None] * D + d[None, :]
+        old = (n < end) & (n != newest)
+        keys = keys + (tl.load(k_ptr + offs, mask=old[:, None], other=0.0),)
+        values = values + (tl.load(v_ptr + offs, mask=old[:, None], other=0.0),)
+        offsets = offsets + (offs,)
+    return keys, values, offsets
+
+
+@triton.jit
+def _attend_preloaded(
+    q, k_ptr, v_ptr, keys, values, offsets, start, end, newest, qk_scale,
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TILES: tl.constexpr,
+):  # fmt: skip
+    """_attend_chunk over tiles already in registers: the newest row is read now (after the wait,
+    from L2: ".cg", an SM's L1 may not hold another SM's fresh write) into the tile that has it."""
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    for tile in tl.static_range(TILES):
+        n = start + tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        fresh = (n == newest)[:, None]
+        k = tl.where(fresh, tl.load(k_ptr + offsets[tile], mask=fresh, other=0.0, cache_modifier=".cg"), keys[tile])
+        v = tl.where(fresh, tl.load(v_ptr + offsets[tile], mask=fresh, other=0.0, cache_modifier=".cg"), values[tile])
+        m_i, l_i, acc = _softmax_tile(q, k, v, n < end, m_i, l_i, acc, qk_scale, UPCAST)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _softmax_tile(q, k, v, n_mask, m_i, l_i, acc, qk_scale, UPCAST: tl.constexpr):
+    """One key tile of the online softmax: (m, l, acc) updated by keys k and values v [BLOCK_N, D]."""
+    # The G (padded to 16) query rows make QK^T a small tensor-core matmul; the scale folds in
+    # log2(e) so the softmax uses exp2, one MUFU instruction.
+    if UPCAST:
+        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+    else:
+        s = tl.dot(q, tl.trans(k))
+    s = tl.where(n_mask[None, :], s * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    if UPCAST:
+        pv = tl.dot(p, v.to(tl.float32))
+    else:
+        pv = tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc * alpha[:, None] + pv
 
 
 @triton.jit
@@ -262,23 +359,7 @@ def _attend_chunk(
             offs = kv_base + n[:, None] * D + d[None, :]
         k = tl.load(k_ptr + offs, mask=n_mask[:, None], other=0.0, cache_modifier=KV_CACHE)
         v = tl.load(v_ptr + offs, mask=n_mask[:, None], other=0.0, cache_modifier=KV_CACHE)
-        # The G (padded to 16) query rows make QK^T a small tensor-core matmul; the scale folds
-        # in log2(e) so the softmax uses exp2, one MUFU instruction.
-        if UPCAST:
-            s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
-        else:
-            s = tl.dot(q, tl.trans(k))
-        s = tl.where(n_mask[None, :], s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if UPCAST:
-            pv = tl.dot(p, v.to(tl.float32))
-        else:
-            pv = tl.dot(p.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
-        m_i = m_new
+        m_i, l_i, acc = _softmax_tile(q, k, v, n_mask, m_i, l_i, acc, qk_scale, UPCAST)
     return m_i, l_i, acc
 
 
@@ -290,7 +371,8 @@ def _decode_combine_kernel(
     # kernels-at-limit.md) a last-arrival combine inside the split kernel made attention slower,
     # 0.115 -> 0.128 ms over 12 layers: its serial tail costs more than one more graph launch.
     if PDL:
-        wait()
+        launch_next()
+        gdc_wait()
     row = tl.program_id(0)
     s = tl.arange(0, BLOCK_S)
     d = tl.arange(0, D)
@@ -352,16 +434,20 @@ def cache_layout(k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.
     return k_in, v_in, rows
 
 
-def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4):
-    """Decode attention over a dense cache, or a length-prefix view of a preallocated one (read in place)."""
+def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: int = 3, num_warps: int = 4,
+                  preload: bool | None = None):  # fmt: skip
+    """Decode attention over a dense cache, or a length-prefix view of a preallocated one (read in
+    place). ``preload`` (default: with PDL) loads each program's chunk into registers before the
+    wait where it fits, all but the newest row."""
     h_kv, c = k.shape[1], k.shape[2]
     q, q_stride = q_layout(q)
     k, v, rows = cache_layout(k, v)
-    return _decode(q, q_stride, k, v, None, 0, rows, h_kv, c, ws, block_n, num_stages, num_warps)
+    return _decode(q, q_stride, k, v, None, 0, rows, h_kv, c, ws, block_n, num_stages, num_warps, preload)
 
 
 def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, ws: DecodeWorkspace,
-                        block_n: int = 64, num_stages: int = 3, num_warps: int = 4):  # fmt: skip
+                        block_n: int = 64, num_stages: int = 3, num_warps: int = 4,
+                        preload: bool | None = None):  # fmt: skip
     """Decode attention read from a paged cache in place (vLLM's block table, one kv head per page).
 
     k_pool and v_pool are [pages, PAGE, 1, D] (kv_cache's pool with one head per page);
@@ -375,14 +461,26 @@ def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, 
     if block_table.shape[1] * page < length:
         raise ValueError(f"the block table holds {block_table.shape[1] * page} tokens, fewer than {length}")
     return _decode(q, q_stride, k_pool, v_pool, block_table, page, 0, h_kv, length, ws, block_n, num_stages,
-                   num_warps)  # fmt: skip
+                   num_warps, preload)  # fmt: skip
 
 
-def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps):
+# K and V elements a program holds in registers when it loads its chunk before the PDL wait: two
+# 64-key tiles at D=64, 32 KB in bf16, 64 registers a thread at 4 warps.
+MAX_PRELOAD_ELEMENTS = 2 * 64 * 64
+
+
+def preload_tiles(chunk: int, block_n: int, d: int) -> int:
+    """Key tiles a program of ``chunk`` keys holds in registers; 0 where they do not fit."""
+    tiles = chunk // block_n
+    return tiles if chunk % block_n == 0 and tiles * block_n * d <= MAX_PRELOAD_ELEMENTS else 0
+
+
+def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps, preload=None):
     b, h, _, d = q.shape
     g = h // h_kv
     paged = table is not None
     pdl = pdl_enabled(q.device)
+    tiles = preload_tiles(ws.chunk, block_n, d) if (pdl if preload is None else preload) else 0
     _decode_split_kernel[(b * h_kv, ws.splits)](
         q, k, v, ws.part_acc, ws.part_ml, table if paged else ws.part_ml,
         c, ws.chunk, ws.splits, LOG2E / math.sqrt(d), q_stride, rows, table.stride(0) if paged else 0,
@@ -394,6 +492,7 @@ def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stag
         PDL=pdl,
         PREFETCH_PAGES=16,  # 256 tokens of the chunk at PAGE=16: a hint, the loop loads the rest
         ELEM_BYTES=k.element_size(),
+        PRELOAD=tiles,
         num_warps=num_warps,
         num_stages=num_stages,  # 3 stages of 32 KB (K and V tiles) in flight hide HBM latency
         **pdl_launch(pdl),

@@ -11,6 +11,11 @@ runs in the step outside every range is unattributed.
 
 What is neither an op's nor unattributed is idle: on a GPU the gaps between kernels (launch-bound
 stretches), on a CPU the Python between op ranges.
+
+Kernels launched with programmatic dependent launch (kernels/_pdl.py) overlap: a decode GEMM
+starts while the kernel before it runs, loads its weights and waits. A kernel's time is then what
+it adds to the step, its end less the later of its start and every earlier kernel's end; without
+overlap that is its duration. The ops' times still sum to the GPU's busy time, never above it.
 """
 
 from __future__ import annotations
@@ -199,7 +204,7 @@ def attribute_device(events: list[_Event]) -> Attribution:
     torch_events = {e.correlation: e.start_ns for e in events if e.on_cpu and not is_launch_call(e)}
     ops = {name: OpTime(calls=calls) for name, calls in ranges.calls().items()}
     unattributed = OpTime()
-    first, last = None, None
+    work = []
     for event in events:
         if event.on_cpu or event.annotation or (event.activity and event.activity not in WORK_ACTIVITIES):
             continue
@@ -208,12 +213,15 @@ def attribute_device(events: list[_Event]) -> Attribution:
             launch = runtime_events.get(event.correlation)
         if launch is None or not ranges.in_step(launch):
             continue  # not launched by this step (profiler start-up, the final synchronize)
-        ms = (event.end_ns - event.start_ns) / 1e6
-        name = ranges.op_at(launch)
+        work.append((event, ranges.op_at(launch)))
+    work.sort(key=lambda item: (item[0].start_ns, item[0].end_ns))
+    frontier = None  # the latest end so far: time before it is an earlier kernel's
+    for event, name in work:
+        begin = event.start_ns if frontier is None else max(event.start_ns, frontier)
+        ms = max(event.end_ns - begin, 0) / 1e6
+        frontier = event.end_ns if frontier is None else max(frontier, event.end_ns)
         target = ops.setdefault(name, OpTime()) if name is not None else unattributed
         target.ms += ms
         target.kernels[event.name] += ms
-        first = event.start_ns if first is None else min(first, event.start_ns)
-        last = event.end_ns if last is None else max(last, event.end_ns)
-    span = (last - first) / 1e6 if first is not None else 0.0
+    span = (frontier - work[0][0].start_ns) / 1e6 if work else 0.0
     return Attribution(ops, unattributed.ms, span, "device kernels")

@@ -1,0 +1,102 @@
+"""GPU tier: the decode GEMM that holds W in registers across the PDL wait (kernels/skinny_pdl.cu),
+against float64 over the shapes and fusions the model gives it and odd ones, fp16 and bf16."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rooflint.kernels import _gemm_skinny, _skinny_pdl
+
+pytestmark = pytest.mark.gpu
+
+TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+@pytest.fixture(autouse=True)
+def pdl_on(monkeypatch):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs sm_90")
+    monkeypatch.setenv("ROOFLINT_PDL", "1")
+
+
+def ran_cuda(monkeypatch) -> list:
+    """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton."""
+    calls = []
+    launch = _skinny_pdl.launch
+
+    def spy(*args):
+        calls.append(args[0].shape)
+        return launch(*args)
+
+    monkeypatch.setattr(_skinny_pdl, "launch", spy)
+    return calls
+
+
+# (m, k, n): GPT-2's four projections at B=8, gpt2-medium's K=1024 and 4096, M of 1, 5, 12 and 16
+# (two X tiles), N not a multiple of 16.
+SHAPES = [(8, 768, 2304), (8, 768, 768), (8, 768, 3072), (8, 3072, 768), (8, 1024, 1000), (3, 4096, 50),
+          (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64)]  # fmt: skip
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, monkeypatch):
+    calls = ran_cuda(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + k + n)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    r = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+    for gelu, bias, residual in ((False, b, None), (True, b, None), (False, b, r), (False, None, None)):
+        got = _gemm_skinny.skinny_linear(x, w, bias, gelu=gelu, residual=residual)
+        want = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+        want = F.gelu(want, approximate="tanh") if gelu else want
+        want = want + residual.double() if residual is not None else want
+        err = (got.double() - want).abs().max().item()
+        assert err <= TOL[dtype] * (1 + want.abs().max().item()), (gelu, bias is not None, residual is not None, err)
+    assert len(calls) == 4
+
+
+@pytest.mark.parametrize("m,k,n", [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, monkeypatch):
+    calls = ran_cuda(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(k + n)
+    # rows with a large mean against their spread: the shift keeps the statistics from cancelling
+    x = (torch.randn(m, k, device="cuda", generator=gen) + 30).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    g = (torch.rand(k, device="cuda", generator=gen) + 0.5).to(dtype)
+    beta = torch.randn(k, device="cuda", generator=gen).to(dtype)
+    head_dim, heads = 16, 2  # the last 2 * 32 columns are K and V of 2 heads
+    width = heads * head_dim
+    pool = 4 * m * heads
+    k_pool = torch.full((pool, head_dim), float("nan"), dtype=dtype, device="cuda")
+    v_pool = torch.full((pool, head_dim), float("nan"), dtype=dtype, device="cuda")
+    slots = torch.randperm(pool, device="cuda", generator=gen)[: m * heads].to(torch.int64)
+    append = _gemm_skinny.KVAppend(k_pool, v_pool, slots, n - 2 * width, heads, head_dim)
+    folded = _gemm_skinny.fold_layer_norm(g, beta, w, b)
+    for gelu in (False, True):
+        got = _gemm_skinny.skinny_norm_linear(x, folded, 1e-5, gelu=gelu, append=append)
+        want = F.linear(F.layer_norm(x.double(), (k,), g.double(), beta.double(), 1e-5), w.double(), b.double())
+        want = F.gelu(want, approximate="tanh") if gelu else want
+        err = (got.double() - want).abs().max().item()
+        assert err <= 2 * TOL[dtype] * (1 + want.abs().max().item()), (gelu, err)
+        k_new = got[:, n - 2 * width : n - width].reshape(m * heads, head_dim)
+        v_new = got[:, n - width :].reshape(m * heads, head_dim)
+        assert torch.equal(k_pool[slots], k_new) and torch.equal(v_pool[slots], v_new)
+    untouched = torch.ones(pool, dtype=torch.bool, device="cuda")
+    untouched[slots] = False
+    assert torch.isnan(k_pool[untouched]).all()
+    assert len(calls) == 2
+
+
+def test_shapes_it_cannot_split_run_the_triton_kernel(monkeypatch):
+    calls = ran_cuda(monkeypatch)
+    x = torch.randn(8, 1600 + 16, device="cuda", dtype=torch.bfloat16)  # K = 1616: no whole-warp split
+    w = torch.randn(48, 1616, device="cuda", dtype=torch.bfloat16)
+    got = _gemm_skinny.skinny_linear(x, w)
+    assert not calls
+    assert torch.allclose(got.double(), x.double() @ w.double().T, atol=0.5, rtol=2e-2)
