@@ -23,6 +23,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.specs import measured_spec
 from rooflint.engine.timing import summarize
 from rooflint.kernels import attention, decode_attention, gelu_linear, layernorm
+from rooflint.models import attribution as attribution_module
 from rooflint.models import checks, gpt2
 from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
@@ -204,6 +205,41 @@ def test_overlapping_kernels_count_what_each_adds_to_the_step():
     assert result.ops["out_proj"].ms == pytest.approx(200e-6)
     assert result.span_ms == pytest.approx(1400e-6)
     assert result.total_ms == pytest.approx(1200e-6) and result.idle_ms == pytest.approx(200e-6)
+
+
+def test_a_graph_replay_takes_the_ops_of_the_op_by_op_step_kernel_by_kernel():
+    # The timed step is a CUDA graph: its kernels carry no op ranges, but come in the op-by-op
+    # step's order. Matched by position, the replay's (overlapping) times go to the ops.
+    def cpu(name, start, end, correlation, activity="cpu_op"):
+        return _Event(name, True, start, end, correlation, 0, activity == "user_annotation", activity)
+
+    def gpu(name, start, end, linked=0):
+        return _Event(name, False, start, end, 0, linked, False, "kernel")
+
+    op_by_op = [
+        cpu(STEP_RANGE, 0, 1000, 1, "user_annotation"),
+        cpu(RANGE_PREFIX + "qkv_proj", 10, 100, 2),
+        cpu(RANGE_PREFIX + "attention", 200, 300, 3),
+        gpu("gemm", 2000, 2600, 2),
+        gpu("attend", 3000, 3900, 3),
+        gpu("combine", 4000, 4100, 3),
+    ]
+    replay = [gpu("gemm", 10_000, 10_500), gpu("attend", 10_300, 11_000), gpu("combine", 10_900, 11_100)]
+    result = attribution_module.attribute_replay(op_by_op, replay)
+    assert result.mode == "graph replay kernels"
+    assert result.ops["qkv_proj"].ms == pytest.approx(500e-6)
+    assert result.ops["attention"].ms == pytest.approx(600e-6)  # 500 of attend after the GEMM, 100 of combine
+    assert result.ops["attention"].calls == 1 and result.span_ms == pytest.approx(1100e-6)
+    # Another kernel sequence (a set that launches differently in a graph): not matched.
+    assert attribution_module.attribute_replay(op_by_op, replay[:2]) is None
+    assert attribution_module.attribute_replay(op_by_op, [replay[0], gpu("other", 10_300, 11_000), replay[2]]) is None
+
+
+def test_the_cuda_set_has_no_persistent_kernel_phases():
+    from rooflint.models.kernel_sets import CudaKernels
+
+    # Built without TritonKernels.__init__: its persistent-kernel state does not exist there.
+    assert CudaKernels.phase_shares(object.__new__(CudaKernels)) is None
 
 
 @pytest.mark.parametrize("ops_ms, verdict", [(95.0, "+5.0% (ok"), (105.0, "-5.0% (ok"), (80.0, "+20.0% (over 10%")])

@@ -91,19 +91,38 @@ def split_phases(attribution: Attribution, shares: dict[str, tuple[float, int]] 
     return attribution
 
 
-def profile_step(fn: Callable[[], Any], device: torch.device) -> Attribution:
-    """Run ``fn`` once under torch.profiler (op ranges must be enabled) and attribute its time."""
+def profile_step(fn: Callable[[], Any], device: torch.device, replay: Callable[[], Any] | None = None) -> Attribution:
+    """Run ``fn`` once under torch.profiler (op ranges must be enabled) and attribute its time.
+
+    ``replay`` replays the same step from its CUDA graph: the step that is timed. Its kernels carry
+    no op ranges, but they are the op-by-op step's kernels in the same order; where the two
+    sequences match, each replayed kernel takes the op of its op-by-op twin and the times are the
+    replay's. That matters under programmatic dependent launch, where a kernel's weight stream
+    overlaps the kernels before it in the graph but not in a step launched op by op."""
     cuda = device.type == "cuda"
+    events = _profile(fn, cuda, record=True)
+    if not cuda:
+        return attribute_cpu(events)
+    if replay is not None:
+        replayed = attribute_replay(events, _profile(replay, cuda, record=False))
+        if replayed is not None:
+            return replayed
+    return attribute_device(events)
+
+
+def _profile(fn: Callable[[], Any], cuda: bool, record: bool) -> list[_Event]:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize()
     with profile(activities=activities) as prof:
-        with record_function(STEP_RANGE):
+        if record:
+            with record_function(STEP_RANGE):
+                fn()
+        else:
             fn()
         if cuda:
             torch.cuda.synchronize()
-    events = [_Event.of(e) for e in prof.profiler.kineto_results.events()]
-    return attribute_device(events) if cuda else attribute_cpu(events)
+    return [_Event.of(e) for e in prof.profiler.kineto_results.events()]
 
 
 @dataclass(frozen=True)
@@ -190,8 +209,30 @@ def attribute_cpu(events: list[_Event]) -> Attribution:
     return Attribution(ops, unattributed, span, "cpu ranges")
 
 
+def _is_work(event: _Event) -> bool:
+    return not (event.on_cpu or event.annotation or (event.activity and event.activity not in WORK_ACTIVITIES))
+
+
 def attribute_device(events: list[_Event]) -> Attribution:
     ranges = _Ranges(events)
+    return _exclusive(_step_work(events, ranges), {name: OpTime(calls=calls) for name, calls in ranges.calls().items()},
+                      "device kernels")  # fmt: skip
+
+
+def attribute_replay(events: list[_Event], replay: list[_Event]) -> Attribution | None:
+    """The replayed graph's kernels, each given the op of the op-by-op step's kernel at the same
+    place in the sequence; None where the two sequences differ (then the op-by-op step counts)."""
+    ranges = _Ranges(events)
+    work = _step_work(events, ranges)
+    replayed = sorted((e for e in replay if _is_work(e)), key=lambda e: (e.start_ns, e.end_ns))
+    if [e.name for e, _ in work] != [e.name for e in replayed]:
+        return None
+    ops = {name: OpTime(calls=calls) for name, calls in ranges.calls().items()}
+    return _exclusive([(e, name) for e, (_, name) in zip(replayed, work)], ops, "graph replay kernels")
+
+
+def _step_work(events: list[_Event], ranges: _Ranges) -> list[tuple[_Event, str | None]]:
+    """(GPU work event, the op that launched it) for the step's kernels, memcpys and memsets, by start."""
 
     # A kernel's linked correlation id is the id of the innermost torch event on the stack at its
     # launch (an aten op, or an op range for Triton and ctypes launches); failing that, its own
@@ -202,11 +243,9 @@ def attribute_device(events: list[_Event]) -> Attribution:
     runtime_events = {e.correlation: e.start_ns for e in events if e.on_cpu and is_launch_call(e)}
     # Op ranges are torch events too: a Triton or ctypes launch inside one links to the range itself.
     torch_events = {e.correlation: e.start_ns for e in events if e.on_cpu and not is_launch_call(e)}
-    ops = {name: OpTime(calls=calls) for name, calls in ranges.calls().items()}
-    unattributed = OpTime()
     work = []
     for event in events:
-        if event.on_cpu or event.annotation or (event.activity and event.activity not in WORK_ACTIVITIES):
+        if not _is_work(event):
             continue
         launch = torch_events.get(event.linked) if event.linked else None
         if launch is None:
@@ -215,6 +254,12 @@ def attribute_device(events: list[_Event]) -> Attribution:
             continue  # not launched by this step (profiler start-up, the final synchronize)
         work.append((event, ranges.op_at(launch)))
     work.sort(key=lambda item: (item[0].start_ns, item[0].end_ns))
+    return work
+
+
+def _exclusive(work: list[tuple[_Event, str | None]], ops: dict[str, OpTime], mode: str) -> Attribution:
+    """Each work event's time that no earlier one covers, summed per op (the module's docstring)."""
+    unattributed = OpTime()
     frontier = None  # the latest end so far: time before it is an earlier kernel's
     for event, name in work:
         begin = event.start_ns if frontier is None else max(event.start_ns, frontier)
@@ -224,4 +269,4 @@ def attribute_device(events: list[_Event]) -> Attribution:
         target.ms += ms
         target.kernels[event.name] += ms
     span = (frontier - work[0][0].start_ns) / 1e6 if work else 0.0
-    return Attribution(ops, unattributed.ms, span, "device kernels")
+    return Attribution(ops, unattributed.ms, span, mode)

@@ -303,7 +303,9 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
         phases["decode"] = PhaseResult(decode, per_step, batch, costs)
         if profiled:
             runner.start(prompt)
-            phases["decode"].attribution = _profiled(runner, lambda: runner.step(middle), device)
+            graph = runner.graphs[middle - 1] if runner.graphs else None  # the timed step: its graph
+            replay = graph.replay if graph is not None and device.type == "cuda" else None
+            phases["decode"].attribution = _profiled(runner, lambda: runner.step(middle), device, replay)
     phases["generate"] = PhaseResult(Phase("generate", batch, new, request.prompt + new), whole, batch * new, {})
     for result in phases.values():
         if result.costs:
@@ -311,11 +313,11 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
     return phases
 
 
-def _profiled(runner: Runner, fn, device) -> Attribution:
+def _profiled(runner: Runner, fn, device, replay=None) -> Attribution:
     runner.rec.enabled = True
     try:
         with torch.no_grad():
-            return split_phases(profile_step(fn, device), runner.kernels.phase_shares())
+            return split_phases(profile_step(fn, device, replay), runner.kernels.phase_shares())
     finally:
         runner.rec.enabled = False
 

@@ -217,7 +217,7 @@ class TritonKernels(EagerKernels):
             self.plan[slot] = "triton" if why is None else f"eager ({why})"
         why = _dtype_gap(gelu_linear.FAMILY, name)
         self.plan["linear"] = (
-            "triton for decode (<= 16 rows; on sm_90 with PDL, skinny_pdl.cu's CUDA kernel where K splits over "
+            "triton for decode (<= 16 rows, on sm_90 with PDL skinny_pdl.cu's CUDA kernel where K splits over "
             "whole warps), cuBLAS above" if why is None else f"eager ({why})"
         )  # fmt: skip
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
@@ -419,6 +419,9 @@ class CudaKernels(TritonKernels):
 
     def fusions(self, rows, decoding):
         return frozenset()  # its GEMMs are cuBLAS's: no prologue or epilogue to fuse into
+
+    def phase_shares(self):
+        return None  # no persistent kernel (TritonKernels' state for it is never built here)
 
     def sample(self, logits, tokens, token):
         EagerKernels.sample(self, logits, tokens, token)  # no CUDA C++ argmax: torch's
