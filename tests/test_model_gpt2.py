@@ -481,3 +481,24 @@ def test_a_worker_error_comes_back_as_one_line(tmp_path):
 
     result = run_set_isolated("eager", request(tmp_path, isolate=True, config="no-such-config"), CPU_SPEC)
     assert result.status == "error" and "UserError in its worker: unknown gpt2 config" in result.message
+
+
+def test_a_set_worker_stopped_by_the_deadline_reports_one_line(monkeypatch):
+    # The deadline's SIGINT reaches the worker as a KeyboardInterrupt with no message: still a row.
+    from rooflint.models import isolation
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    sent = []
+
+    class Pipe:
+        def send(self, result):
+            sent.append(result)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(isolation, "_measure_alone", interrupted)
+    isolation._worker(Pipe(), "compile", None, None)
+    assert sent[0].status == "error" and sent[0].message == "KeyboardInterrupt in its worker"

@@ -55,7 +55,9 @@ def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
         from rooflint.models.engine import SetResult
         from rooflint.outputs.results import ERROR
 
-        result = SetResult(name, ERROR, f"{type(error).__name__} in its worker: {str(error).splitlines()[0][:200]}")
+        # KeyboardInterrupt (the deadline's SIGINT) has no message: splitlines() is then empty
+        first = next(iter(str(error).splitlines()), "")[:200]
+        result = SetResult(name, ERROR, f"{type(error).__name__} in its worker: {first}".rstrip(": "))
     send.send(result)
     send.close()
 
