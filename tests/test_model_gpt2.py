@@ -502,3 +502,25 @@ def test_a_set_worker_stopped_by_the_deadline_reports_one_line(monkeypatch):
     monkeypatch.setattr(isolation, "_measure_alone", interrupted)
     isolation._worker(Pipe(), "compile", None, None)
     assert sent[0].status == "error" and sent[0].message == "KeyboardInterrupt in its worker"
+
+
+def test_only_the_decode_steps_kernels_launch_inside_the_pdl_chain(monkeypatch):
+    # kernels/_pdl.py: PDL is for a decode step's chain of kernels, not the prompt's prefill.
+    from rooflint.kernels import _pdl
+    from rooflint.models.kernel_sets import EagerKernels
+
+    loaded = build(TINY, "tiny", torch.float32, torch.device("cpu"))
+    kernels = make_kernel_set("eager", loaded.dtype, loaded.device, loaded.dims.head_dim, 1e-5)
+    seen = []
+    linear = EagerKernels.linear
+
+    def spy(self, x, w, b, residual=None):
+        seen.append((x.shape[0], _pdl._IN_CHAIN.get()))
+        return linear(self, x, w, b, residual)
+
+    monkeypatch.setattr(EagerKernels, "linear", spy)
+    runner = Runner(loaded, kernels, batch=1, prompt=8, new_tokens=2)
+    runner.generate(torch.zeros((1, 8), dtype=torch.long))
+    assert {chained for rows, chained in seen if rows == 8} == {False}  # the prompt's prefill
+    assert {chained for rows, chained in seen if rows == 1} == {True}  # the decode step
+    assert not _pdl._IN_CHAIN.get()

@@ -340,7 +340,8 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.T
         x = x.contiguous()
     w = w.contiguous()
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
-    if tile is None and splits in (None, 1) and pdl_enabled(x.device):
+    pdl = pdl_enabled(x.device)
+    if tile is None and splits in (None, 1) and pdl:
         from rooflint.kernels import _skinny_pdl
 
         if _skinny_pdl.fits(x, w, residual, out):
@@ -358,7 +359,7 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.T
     kv = append or KVAppend(out, out, out, 0, 1, 1)
     # PDL brings the L2 prefetch of W, a bulk copy of whole rows: 16-byte aligned and sized.
     aligned = w.data_ptr() % 16 == 0 and (k * w.element_size()) % 16 == 0 and (k_chunk * w.element_size()) % 16 == 0
-    pdl = pdl_enabled(x.device) and aligned
+    pdl = pdl and aligned
     _skinny_kernel[(tiles, splits)](
         x, w, b if b is not None else w, r, out, c1, c2, kv.slots, kv.k_rows, kv.v_rows, part, count,
         m, n, k, x.stride(0), r.stride(0), out.stride(0), eps, kv.start, kv.heads * kv.head_dim, k_chunk,

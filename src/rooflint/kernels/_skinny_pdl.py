@@ -53,7 +53,7 @@ def launch(x, w, b, gelu, residual, out, norm, append) -> torch.Tensor:
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
-        kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 1, kv.head_dim if kv else 1,
+        kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
         steps_for(k, m), int(gelu), 1, float(eps), cuda_dtype(x.dtype),
     )  # fmt: skip
     return out

@@ -303,8 +303,7 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
         phases["decode"] = PhaseResult(decode, per_step, batch, costs)
         if profiled:
             runner.start(prompt)
-            graph = runner.graphs[middle - 1] if runner.graphs else None  # the timed step: its graph
-            replay = graph.replay if graph is not None and device.type == "cuda" else None
+            replay = runner.graphs[middle - 1].replay if runner.graphs else None  # the timed step's graph
             phases["decode"].attribution = _profiled(runner, lambda: runner.step(middle), device, replay)
     phases["generate"] = PhaseResult(Phase("generate", batch, new, request.prompt + new), whole, batch * new, {})
     for result in phases.values():

@@ -245,10 +245,8 @@ class TritonKernels(EagerKernels):
         if not self._streams(x.shape[0]):
             return super().linear(x, w, b, residual)
         from rooflint.kernels import _gemm_skinny
-        from rooflint.kernels._pdl import decode_chain
 
-        with decode_chain():
-            return _gemm_skinny.skinny_linear(x, w, b, residual=residual)
+        return _gemm_skinny.skinny_linear(x, w, b, residual=residual)
 
     def fusions(self, rows, decoding):
         plan = self.plan
@@ -308,7 +306,6 @@ class TritonKernels(EagerKernels):
         if "norm_linear" not in self.fusions(x.shape[0], append is not None):
             return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
         from rooflint.kernels import _gemm_skinny
-        from rooflint.kernels._pdl import decode_chain
 
         key = w.data_ptr()
         if key not in self._folded:  # once per weight, on the first (uncaptured) step
@@ -320,8 +317,7 @@ class TritonKernels(EagerKernels):
             start, _ = _kv_span(w.shape[0], cache)
             into = _gemm_skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), start, cache.kv_heads,
                                          cache.head_dim)  # fmt: skip
-        with decode_chain():
-            return _gemm_skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
+        return _gemm_skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "triton":
@@ -366,13 +362,11 @@ class TritonKernels(EagerKernels):
     def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":
             return super().attend_decode(q, cache, layer, length)
-        from rooflint.kernels._pdl import decode_chain
         from rooflint.kernels.decode_attention import triton_paged_decode
 
         k_pool, v_pool = cache.pools(layer)
         ws = self._workspace(q, cache.kv_heads, length)
-        with decode_chain():
-            return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws)
+        return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws)
 
     def _workspace(self, q, kv_heads: int, length: int):
         from rooflint.kernels.decode_attention import DecodeWorkspace

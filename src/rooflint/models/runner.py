@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from rooflint.kernels._pdl import decode_chain
 from rooflint.models.base import LoadedModel, OpRecorder
 from rooflint.models.cache import KVCache
 
@@ -28,11 +29,11 @@ class Runner:
         self.token = torch.zeros((batch, 1), dtype=torch.long, device=self.device)  # the next input token
         self.tokens = torch.zeros((batch, max(new_tokens, 1)), dtype=torch.long, device=self.device)
         self._prefill = self._prefill_eager
-        self._step = self._step_eager
+        self._decode_step = self._step_eager
         if kernels.compiled:
             self._prefill = torch.compile(self._prefill_eager, dynamic=False)
             # dynamic: the position is symbolic, so one compiled step serves every cache length
-            self._step = torch.compile(self._step_eager, dynamic=True)
+            self._decode_step = torch.compile(self._step_eager, dynamic=True)
 
     # ---- prefill ------------------------------------------------------------------------
     def _prefill_eager(self, ids: torch.Tensor) -> torch.Tensor:
@@ -61,6 +62,12 @@ class Runner:
         logits = self.spec.forward(self.weights, self.kernels, prompt_ids, 0, cache, self.rec, last_only=True)
         with self.rec("sample"):
             self.kernels.sample(logits.reshape(self.batch, -1), self.tokens[:, :1], self.token)
+
+    def _step(self, position: int, index: int) -> None:
+        # A decode step is a chain of dependent kernels replayed from a graph: the kernels that
+        # support it launch with programmatic dependent launch there (kernels/_pdl.py).
+        with decode_chain():
+            self._decode_step(position, index)
 
     def _step_eager(self, position: int, index: int) -> None:
         logits = self.spec.forward(self.weights, self.kernels, self.token, position, self.cache, self.rec, True)
