@@ -89,6 +89,26 @@ def test_hopper_path_is_chosen_on_sm90_only(monkeypatch):
     assert hopper.unsupported_reason(cuda) is None and gemm.unsupported_reason(cuda) is None
 
 
+def test_wgmma_cuda_attention_is_offered_on_sm90_only(monkeypatch):
+    # The FA3-style CUDA kernel (attention_hopper.cu) runs only where wgmma and TMA exist; elsewhere
+    # its row is skipped with the reason and the sm_80 `cuda` kernel is the path. It also names why
+    # D=256 is out. None of this compiles anything: the checks come before the build.
+    family = get_family("attention")
+    variant = family.variants["cuda_hopper"]
+    assert variant.kind == "cuda"
+    case = family.build_case("custom", {"B": 1, "H": 1, "N": 8, "D": 128, "causal": False}, "bf16", torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    with pytest.raises(VariantSkipped, match="sm_90.*`cuda` is the sm_80 path"):
+        variant.build(case)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    with pytest.raises(VariantSkipped, match="sm_90"):
+        variant.build(case)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    wide = family.build_case("custom", {"B": 1, "H": 1, "N": 8, "D": 256, "causal": False}, "bf16", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match="head_dim 64 or 128.*register file"):
+        variant.build(wide)
+
+
 def test_config_tables_are_causal_safe():
     # Every configuration the variant or the sweep may launch must take causal inputs: the diagonal
     # block is whole key tiles only when block_m is a multiple of block_n.

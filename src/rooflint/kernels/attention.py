@@ -389,6 +389,39 @@ def cuda_attention(library, q, k, v, causal: bool, out):
     return out
 
 
+# The Hopper CUDA path beside `cuda` (mma.sync, which stays the sm_80 path): attention_hopper.cu,
+# FlashAttention-3 style (TMA producer warpgroup, two wgmma consumers in ping-pong, issue 14).
+HOPPER_CUDA_HEAD_DIMS = (64, 128)
+
+
+@FAMILY.variant("cuda_hopper", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+def cuda_hopper_variant(case):
+    """sm_90 only: wgmma + TMA, a producer warpgroup and two consumer warpgroups in ping-pong"""
+    if torch.cuda.get_device_capability(case.device) != (9, 0):
+        raise VariantSkipped("the wgmma/TMA attention needs an sm_90 GPU (Hopper); `cuda` is the sm_80 path")
+    if case.params["D"] not in HOPPER_CUDA_HEAD_DIMS:
+        raise VariantSkipped(
+            f"the wgmma attention is built for head_dim {' or '.join(map(str, HOPPER_CUDA_HEAD_DIMS))}"
+            " (at D=256 two consumers' fp32 outputs and scores do not fit the register file)"
+        )
+    library = cuda_build.load(cuda_build.family_source(__file__, "attention_hopper"))
+    q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    out = torch.empty_like(q)
+    return lambda: cuda_hopper_attention(library, q, k, v, causal, out)
+
+
+def cuda_hopper_attention(library, q, k, v, causal: bool, out):
+    """The wgmma kernel over dense [B, H, N, D] q, k, v and out (TMA maps take no other layout here)."""
+    b, h, n, d = q.shape
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if not t.is_contiguous():
+            raise VariantSkipped(f"the wgmma attention takes contiguous tensors; {name} is strided")
+    library.launch(
+        "rooflint_attention_hopper", q, k, v, out, b * h, n, d, int(causal), cuda_dtype(q.dtype), 1 / math.sqrt(d)
+    )
+    return out
+
+
 # The Hopper (sm_90) path, beside the `triton` variant above that stays the sm_75/sm_80 path: TMA
 # descriptors, 128-row wgmma tiles, a pipelined K/V loop that can be warp-specialized, and the
 # causal mask only on the diagonal blocks (kernels/_attention_hopper.py, issue 14).
