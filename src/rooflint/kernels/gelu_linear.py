@@ -296,6 +296,26 @@ def cuda_variant(case):
     return lambda: cuda_gelu_linear(library, x, w, b, out)
 
 
+@FAMILY.variant("cuda_hopper", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+def cuda_hopper_variant(case):
+    """sm_90 only: warp-specialized wgmma GEMM (a TMA producer warpgroup, two consumers), fused bias/GELU"""
+    if torch.cuda.get_device_capability(case.device) != (9, 0):
+        raise VariantSkipped("the warp-specialized wgmma GEMM needs an sm_90 GPU (Hopper); `cuda` is the sm_80 path")
+    x, w, b = case["x"], case["w"], case["b"]
+    if x.shape[1] % 8:
+        raise VariantSkipped("TMA copies rows of 16-byte multiples: K must be a multiple of 8")
+    library = cuda_build.load(cuda_build.family_source(__file__, "gelu_linear_hopper"))
+    out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+    return lambda: cuda_hopper_gelu_linear(library, x, w, b, out)
+
+
+def cuda_hopper_gelu_linear(library, x, w, b, out, block_n: int = 0):
+    """block_n 0 lets the launcher choose the tile width from the SM count; 192 or 256 force it."""
+    m, k = x.shape
+    library.launch("rooflint_gelu_linear_hopper", x, w, b, out, m, w.shape[0], k, cuda_dtype(x.dtype), block_n)
+    return out
+
+
 # The tile shape from the GPU's SM count, so small GEMMs fill whole waves (kernels/_gemm_small.py,
 # issue 14): GPT-2's 1024x768->3072 takes 384 tiles of 128x64 on 132 SMs, 8192^3 keeps 128x256.
 @FAMILY.variant("triton_wavefit", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))

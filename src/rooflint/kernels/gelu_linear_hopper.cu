@@ -1,0 +1,333 @@
+// Y = GELU_tanh(X W^T + b) for Hopper (sm_90a): a warp-specialized wgmma GEMM with the bias and
+// GELU in its epilogue. gelu_linear.cu stays the sm_80 path and the cp.async wgmma kernel beside it.
+//
+// Why this shape of kernel (the limiter it answers: docs/perf-notes/kernels-at-limit.md measured
+// the Triton kernel at GPT-2's 1024x768->3072 stalled on barriers and waits while cuBLASLt's
+// warp-specialized kernel kept its warps waiting on the tensor cores):
+// - Warpgroup 0 produces: one thread issues TMA copies of X and W k-slices into a ring of stages,
+//   mbarriers count the bytes in, and it keeps 40 registers (setmaxnreg) so the consumers get 232.
+// - Warpgroups 1 and 2 consume cooperatively: each owns 64 rows of the 128-row tile and issues
+//   wgmma m64 x BLOCK_N x k16 on the stage's shared memory, then releases the stage once its
+//   wgmmas have retired, one stage behind, so a stage is refilled while the next one multiplies.
+//   No thread both loads and multiplies, so no __syncthreads sits inside the K loop.
+// - BLOCK_N from the SM count: the fewest waves times tile width (GPT-2's 3072 columns in 192-wide
+//   tiles make 8 x 16 = 128 tiles, one wave on 132 SMs, where 128-wide tiles need 1.45 waves).
+// - Bias and GELU are applied to the fp32 accumulators before the only write of Y.
+#include <type_traits>
+
+#include "rooflint/common.cuh"
+#include "rooflint/hopper.cuh"
+
+namespace {
+
+constexpr int kConsumers = 2;
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kBlockM = 64 * kConsumers;
+constexpr int kBlockK = 64;  // one 128-byte swizzle row of 16-bit elements
+[[maybe_unused]] constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+[[maybe_unused]] constexpr int kGroupM = 16;  // tiles of 16 row blocks share their W columns in L2
+
+template <int BN>
+struct Layout {
+  static_assert(BN == 192 || BN == 256, "tile widths 192 and 256");
+  static constexpr int kABytes = kBlockM * kBlockK * 2;  // 16 KB
+  static constexpr int kBBytes = BN * kBlockK * 2;       // 24 or 32 KB
+  static constexpr int kStageBytes = kABytes + kBBytes;  // a multiple of 1024: stages stay aligned
+  static constexpr int kStages = BN == 192 ? 5 : 4;     // 200 / 192 KB of the 227 KB
+  static constexpr int kBarriers = kStages * kStageBytes;
+  static constexpr int kSmem = kBarriers + 2 * kStages * 8 + 1024;
+};
+
+#ifdef ROOFLINT_SM90A
+using namespace rooflint_hopper;
+
+#define ROOFLINT_GL_REGS96 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define ROOFLINT_GL_ACC96(d) \
+      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define ROOFLINT_GL_REGS128 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define ROOFLINT_GL_ACC128(d) \
+      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+      "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+      "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+      "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+      "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// acc (64 x BN, fp32) (+)= A (shared, K-major, 64 rows) x B^T (shared, K-major, BN rows).
+#define ROOFLINT_GL_MMA(REGS, N, TYPE, A, B, FLAG)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" FLAG ", 0;\n"                                          \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" ROOFLINT_GL_REGS##REGS \
+               "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                                 \
+               : ROOFLINT_GL_ACC##REGS(acc)                                                                 \
+               : "l"(a), "l"(b), "r"(accumulate))
+template <typename T, int BN>
+__device__ __forceinline__ void mma(float (&acc)[BN / 2], uint64_t a, uint64_t b, int accumulate) {
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (BN == 192 && bf16) {
+    ROOFLINT_GL_MMA(96, 192, "bf16", "96", "97", "98");
+  } else if constexpr (BN == 192) {
+    ROOFLINT_GL_MMA(96, 192, "f16", "96", "97", "98");
+  } else if constexpr (bf16) {
+    ROOFLINT_GL_MMA(128, 256, "bf16", "128", "129", "130");
+  } else {
+    ROOFLINT_GL_MMA(128, 256, "f16", "128", "129", "130");
+  }
+}
+
+__device__ __forceinline__ float gelu_tanh(float z) {
+  // 0.5 z (1 + tanh(u)) == z * sigmoid(2u): one exp and one divide instead of a tanh.
+  const float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+  return __fdividef(z, 1.0f + __expf(-2.0f * u));  // -> 0 when the exp overflows: GELU's own limit
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+#endif  // ROOFLINT_SM90A
+
+template <typename T, int BN>
+__global__ void __launch_bounds__(kThreads, 1)
+    gelu_linear_hopper_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                              const T* __restrict__ bias, T* __restrict__ y, int M, int N, int K) {
+#ifdef ROOFLINT_SM90A
+  using L = Layout<BN>;
+  // The ring's M is the N of the weights: W is [N, K], K-major like X, so both are plain TMA boxes.
+  using Acc = float[BN / 2];
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle needs 1024-B alignment
+  auto a_tile = [&](int s) { return base + s * static_cast<uint32_t>(L::kStageBytes); };
+  auto b_tile = [&](int s) { return a_tile(s) + L::kABytes; };
+  auto full = [&](int s) { return base + L::kBarriers + 8u * s; };
+  auto empty = [&](int s) { return base + L::kBarriers + 8u * (L::kStages + s); };
+
+  // Grouped raster: kGroupM row blocks walk the columns together, so their W tiles are reused in L2.
+  const int m_blocks = (M + kBlockM - 1) / kBlockM, n_blocks = (N + BN - 1) / BN;
+  const int per_group = kGroupM * n_blocks;
+  const int group = blockIdx.x / per_group, first_m = group * kGroupM;
+  const int rows_in_group = min(m_blocks - first_m, kGroupM);
+  const int m0 = (first_m + (blockIdx.x % per_group) % rows_in_group) * kBlockM;
+  const int n0 = ((blockIdx.x % per_group) / rows_in_group) * BN;
+  const int k_tiles = (K + kBlockK - 1) / kBlockK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), kConsumers);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // ---- producer
+    release_registers<kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_map(&x_map);
+      tma_prefetch_map(&w_map);
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % L::kStages;
+        if (kt >= L::kStages) mbar_wait(empty(s), ((kt / L::kStages) - 1) & 1);
+        mbar_arrive_expect_tx(full(s), L::kStageBytes);
+        tma_load_3d(a_tile(s), &x_map, full(s), kt * kBlockK, m0, 0);
+        tma_load_3d(b_tile(s), &w_map, full(s), kt * kBlockK, n0, 0);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers
+  claim_registers<kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const bool elected = threadIdx.x % 128 == 0;
+  Acc acc;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  const uint32_t a_rows = consumer * 64 * 128;  // this warpgroup's 64 rows: 8 KB into each A tile
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int s = kt % L::kStages;
+    mbar_wait(full(s), (kt / L::kStages) & 1);
+    pin(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 16; ++kk)  // k16 steps: 32 B along each 128-byte swizzled row
+      mma<T, BN>(acc, desc_k_major(a_tile(s) + a_rows + kk * 32), desc_k_major(b_tile(s) + kk * 32), kt > 0 || kk > 0);
+    wgmma_commit();
+    // The previous slice's wgmmas have retired once at most this group is pending: its stage is free.
+    wgmma_wait<1>();
+    pin(acc);
+    if (kt > 0 && elected) mbar_arrive(empty((kt - 1) % L::kStages));
+  }
+  wgmma_wait<0>();
+  pin(acc);
+
+  // Epilogue, in two steps, because a fully unrolled bias + GELU + store over 96-128 accumulators
+  // is tens of KB of straight-line code that every warp fetches once: ncu measured the first
+  // version stalled on instruction fetch (no_instruction 4.1 per issue, tensor pipe 17% active).
+  // 1. The fp32 accumulators go to shared memory, into the ring (free once both consumers' last
+  //    wgmmas have retired: the named barrier). Warp w of the warpgroup holds rows 16w + g and
+  //    16w + g + 8; column block j holds columns 8j + 2t, +1. Rows are padded by 4 floats so the
+  //    8 row groups of one store fall on different banks.
+  // 2. A rolled loop: each thread takes 8 consecutive columns of a row, adds the bias, applies
+  //    GELU and writes 16 bytes, so a warp's stores are whole 128-byte lines.
+  constexpr int kPitch = BN + 4;
+  static_assert(kConsumers * 64 * kPitch * 4 <= L::kBarriers, "the staging tile fits in the ring");
+  named_sync(1, 128 * kConsumers);
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int g = lane / 4, t = lane % 4;
+  float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_addr(smem_raw))) + consumer * 64 * kPitch;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(stage + (warp * 16 + g + 8 * h) * kPitch + 8 * j + 2 * t) =
+          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  named_sync(2 + consumer, 128);  // this warpgroup's 64 rows are staged
+  const int local = threadIdx.x % 128;
+  const bool vector_rows = N % 8 == 0;  // 16-byte stores need rows of 16-byte multiples
+#pragma unroll 1
+  for (int item = local; item < 64 * (BN / 8); item += 128) {
+    const int r = item / (BN / 8), c = (item % (BN / 8)) * 8;
+    const int out_row = m0 + consumer * 64 + r, col = n0 + c;
+    if (out_row >= M || col >= N) continue;
+    const float* in = stage + r * kPitch + c;
+    T* out = y + static_cast<long long>(out_row) * N + col;
+    if (vector_rows && col + 8 <= N) {
+      const AlignedVec<T> bias8 = load_vec(bias + col);
+      AlignedVec<T> v;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v.v[e] = from_float<T>(gelu_tanh(in[e] + to_float(bias8.v[e])));
+      store_vec(out, v);
+    } else {
+      for (int e = 0; e < 8 && col + e < N; ++e) out[e] = from_float<T>(gelu_tanh(in[e] + to_float(bias[col + e])));
+    }
+  }
+#else
+  (void)x_map;
+  (void)w_map;
+  (void)bias;
+  (void)y;
+  (void)M;
+  (void)N;
+  (void)K;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __trap();  // a plain sm_90 build has no wgmma: fail the launch rather than return garbage
+#endif
+#endif
+}
+
+// A [rows, K] row-major matrix as a 3-D tensor map (K innermost, one plane) with [box_rows x 64]
+// boxes, 128-byte swizzled: rows past the end and columns past K arrive as zeros.
+template <typename T>
+bool encode(CUtensorMap* map, const void* base, long long rows, long long K, int box_rows) {
+  const auto encoder = rooflint_tensor_map_encoder();
+  if (encoder == nullptr) return false;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows), 1};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(K) * sizeof(T), static_cast<cuuint64_t>(rows) * K * sizeof(T)};
+  const cuuint32_t box[3] = {kBlockK, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  return encoder(map, type, 3, const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int BN>
+int launch(const void* x, const void* w, const void* b, void* y, long long M, long long N, long long K,
+           cudaStream_t stream) {
+  CUtensorMap x_map, w_map;
+  if (!encode<T>(&x_map, x, M, K, kBlockM) || !encode<T>(&w_map, w, N, K, BN))
+    return static_cast<int>(cudaErrorInvalidValue);
+  auto kernel = gelu_linear_hopper_kernel<T, BN>;
+  constexpr int kSmem = Layout<BN>::kSmem;
+  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (status != cudaSuccess) return static_cast<int>(status);
+  const long long tiles = ((M + kBlockM - 1) / kBlockM) * ((N + BN - 1) / BN);
+  kernel<<<static_cast<unsigned>(tiles), kThreads, kSmem, stream>>>(
+      x_map, w_map, static_cast<const T*>(b), static_cast<T*>(y), static_cast<int>(M), static_cast<int>(N),
+      static_cast<int>(K));
+  return static_cast<int>(cudaGetLastError());
+}
+
+// The tile width with the least time in waves x width (a tile's time grows with its width): on
+// 132 SMs GPT-2's 1024 x 3072 takes 192 (one wave of 128 tiles), a square 8192 GEMM takes 256.
+int choose_block_n(long long M, long long N, int sms) {
+  long long best_cost = -1;
+  int best = 256;
+  for (const int bn : {256, 192}) {
+    const long long tiles = ((M + kBlockM - 1) / kBlockM) * ((N + bn - 1) / bn);
+    const long long cost = (tiles + sms - 1) / sms * bn;
+    if (best_cost < 0 || cost < best_cost) best_cost = cost, best = bn;
+  }
+  return best;
+}
+
+}  // namespace
+
+// x [M, K], w [N, K], b [N], y [M, N], all contiguous; dtype 1 (fp16) or 2 (bf16); K a multiple of 8
+// (TMA rows are 16-byte multiples). block_n 0 chooses from the SM count, or forces 192 or 256.
+// Returns cudaErrorNotSupported on any GPU but sm_90.
+extern "C" int rooflint_gelu_linear_hopper(const void* x, const void* w, const void* b, void* y, long long M,
+                                          long long N, long long K, long long dtype, long long block_n,
+                                          cudaStream_t stream) {
+  int device = 0, major = 0, sms = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) return static_cast<int>(status);
+  if (major != 9) return static_cast<int>(cudaErrorNotSupported);
+  if (M < 1 || N < 1 || K < 8 || K % 8 != 0 || M >= (1LL << 31) || N >= (1LL << 31))
+    return static_cast<int>(cudaErrorInvalidValue);
+  if (!aligned16(x) || !aligned16(w) || !aligned16(b) || !aligned16(y))
+    return static_cast<int>(cudaErrorMisalignedAddress);  // the epilogue reads the bias 16 bytes at a time
+  const int bn = block_n == 0 ? choose_block_n(M, N, sms) : static_cast<int>(block_n);
+  if (bn != 192 && bn != 256) return static_cast<int>(cudaErrorInvalidValue);
+  if (dtype == kBFloat16 && bn == 192) return launch<__nv_bfloat16, 192>(x, w, b, y, M, N, K, stream);
+  if (dtype == kBFloat16) return launch<__nv_bfloat16, 256>(x, w, b, y, M, N, K, stream);
+  if (dtype == kFloat16 && bn == 192) return launch<__half, 192>(x, w, b, y, M, N, K, stream);
+  if (dtype == kFloat16) return launch<__half, 256>(x, w, b, y, M, N, K, stream);
+  return static_cast<int>(cudaErrorInvalidValue);
+}
