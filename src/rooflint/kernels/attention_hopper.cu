@@ -39,7 +39,7 @@ constexpr int kBoxBytes = 128 * kBoxCols * 2;     // a [128 rows x 64 cols] TMA 
 
 // K/V tiles in flight (-D overrides them for scripts/device/attention_hopper_sweep.py). With K and
 // V released separately, two stages already hide the loads: a third (224 of the 227 KB) measured
-// the same on an H100 (docs/perf-notes/attention-wgmma.md).
+// the same on an H100 (docs/perf-notes/wgmma-kernels.md).
 #ifndef ROOFLINT_FA3_STAGES_D128
 #define ROOFLINT_FA3_STAGES_D128 2
 #endif
