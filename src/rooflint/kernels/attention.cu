@@ -73,25 +73,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], 
   }
 }
 
-// Two fp32 -> one register of two 16-bit values, the lower column in the low half (mma's order).
-template <typename T>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&v);
-  }
-}
-
-// ex2.approx is one MUFU op; exp2f adds range fix-ups that cost issue slots in the inner loop.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Copy rows [row0, row0 + rows) of a [n x D] matrix into a swizzled smem tile; rows >= n read as zero.
 template <typename T, int D, int rows>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int row0, int n) {

@@ -62,29 +62,12 @@ struct Layout {
 #ifdef ROOFLINT_SM90A
 using namespace rooflint_hopper;
 
-#define ROOFLINT_FA3_REGS64                                                            \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define ROOFLINT_FA3_REGS32                                                            \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define ROOFLINT_FA3_ACC32(d, o)                                                                      \
-  "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]),     \
-      "+f"(d[o + 6]), "+f"(d[o + 7]), "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]), \
-      "+f"(d[o + 12]), "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15]), "+f"(d[o + 16]),             \
-      "+f"(d[o + 17]), "+f"(d[o + 18]), "+f"(d[o + 19]), "+f"(d[o + 20]), "+f"(d[o + 21]),             \
-      "+f"(d[o + 22]), "+f"(d[o + 23]), "+f"(d[o + 24]), "+f"(d[o + 25]), "+f"(d[o + 26]),             \
-      "+f"(d[o + 27]), "+f"(d[o + 28]), "+f"(d[o + 29]), "+f"(d[o + 30]), "+f"(d[o + 31])
-#define ROOFLINT_FA3_ACC64(d) ROOFLINT_FA3_ACC32(d, 0), ROOFLINT_FA3_ACC32(d, 32)
-
 // S (64 x 128, fp32) = Q (shared, K-major) x K^T (shared, K-major); accumulate 0 overwrites S.
 #define ROOFLINT_FA3_QK(TYPE)                                                                          \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                             \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" ROOFLINT_FA3_REGS64 \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" ROOFLINT_WGMMA_REGS64 \
                "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                     \
-               : ROOFLINT_FA3_ACC64(s)                                                                \
+               : ROOFLINT_WGMMA_ACC64(s)                                                                \
                : "l"(a), "l"(b), "r"(accumulate))
 template <typename T>
 __device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t a, uint64_t b, int accumulate) {
@@ -98,15 +81,15 @@ __device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t a, uint64_t b, i
 // O (64 x D, fp32) += P (registers, 64 x 16) x V (shared, 16 x D, MN-major: imm-trans-b 1).
 #define ROOFLINT_FA3_PV128(TYPE)                                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                             \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" ROOFLINT_FA3_REGS64 \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" ROOFLINT_WGMMA_REGS64 \
                "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                       \
-               : ROOFLINT_FA3_ACC64(o)                                                                \
+               : ROOFLINT_WGMMA_ACC64(o)                                                                \
                : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(b), "r"(1))
 #define ROOFLINT_FA3_PV64(TYPE)                                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                            \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" ROOFLINT_FA3_REGS32 \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" ROOFLINT_WGMMA_REGS32 \
                "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                      \
-               : ROOFLINT_FA3_ACC32(o, 0)                                                            \
+               : ROOFLINT_WGMMA_ACC32(o)                                                            \
                : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(b), "r"(1))
 template <typename T, int D>
 __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&p)[4], uint64_t b) {
@@ -122,22 +105,6 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&p)[4]
   }
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 #endif  // ROOFLINT_SM90A
 
 template <typename T, int D>
@@ -382,24 +349,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <typename T, int D>
 int launch(const void* q, const void* k, const void* v, void* o, long long heads, long long n, bool causal,
            float scale, cudaStream_t stream) {
-  const auto encode = rooflint_tensor_map_encoder();
-  if (encode == nullptr) return static_cast<int>(cudaErrorNotSupported);  // a driver without TMA
-  // [heads, n, D] as a 3-D tensor map (D innermost) with [128 rows x 64 cols] boxes and the
-  // 128-byte swizzle wgmma's descriptors assume; a box past row n of a head reads zeros, so a ragged
-  // tile never touches the next head.
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(heads)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(D) * sizeof(T), static_cast<cuuint64_t>(n) * D * sizeof(T)};
-  const cuuint32_t box[3] = {kBoxCols, 128, 1};
-  const cuuint32_t steps[3] = {1, 1, 1};
+  // [heads, n, D] with [128 rows x 64 cols] boxes: a box past row n of a head reads zeros, so a
+  // ragged tile never touches the next head.
   CUtensorMap maps[3];
   const void* tensors[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
-    const CUresult made = encode(&maps[i], type, 3, const_cast<void*>(tensors[i]), dims, strides, box, steps,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (made != CUDA_SUCCESS) return static_cast<int>(cudaErrorInvalidValue);
+    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, 128);
+    if (made != cudaSuccess) return static_cast<int>(made);
   }
   auto kernel = attention_hopper_kernel<T, D>;
   constexpr int kSmem = Layout<D>::kSmem;

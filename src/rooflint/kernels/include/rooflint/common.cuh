@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 // dtype codes passed from Python: 0 fp32, 1 fp16, 2 bf16 (rooflint.kernels.cuda_dtype).
 enum RooflintDtype { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
@@ -57,6 +59,26 @@ __device__ __forceinline__ float warp_max(float v) {
     case kBFloat16: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
     default: return static_cast<int>(cudaErrorInvalidValue); \
   }
+
+// Two fp32 -> one register of two 16-bit values, the lower column in the low half: the order of an
+// mma.sync / wgmma fragment register. T is __half or __nv_bfloat16.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// ex2.approx is one MUFU op; exp2f adds range fix-ups that cost issue slots in an inner loop.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // 16-byte vector paths need 16-byte aligned pointers; launchers refuse others rather than fault.
 static inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

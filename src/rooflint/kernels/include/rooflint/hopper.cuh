@@ -9,6 +9,8 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "rooflint/common.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -96,6 +98,36 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t address, uint32_t nex
          (64ull << 32) | (1ull << 62);
 }
 
+// Operand lists of a wgmma's fp32 accumulator, 32 to 128 registers per thread (N/2 for m64nNk16):
+// ROOFLINT_WGMMA_REGS<n> is the asm's "%0, ..., %<n-1>", ROOFLINT_WGMMA_ACC<n>(d) binds d[0..n-1]
+// read-write, so the asm's own operands start at %<n>.
+#define ROOFLINT_WGMMA_REGS32 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15" ", " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define ROOFLINT_WGMMA_REGS64 \
+  ROOFLINT_WGMMA_REGS32 ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" ", " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define ROOFLINT_WGMMA_REGS96 \
+  ROOFLINT_WGMMA_REGS64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" ", " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define ROOFLINT_WGMMA_REGS128 \
+  ROOFLINT_WGMMA_REGS96 ", " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" ", " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define ROOFLINT_WGMMA_ACC32_AT(d, o)                                                                   \
+  "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]),     \
+      "+f"(d[o + 6]), "+f"(d[o + 7]), "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]), \
+      "+f"(d[o + 12]), "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15]), "+f"(d[o + 16]),             \
+      "+f"(d[o + 17]), "+f"(d[o + 18]), "+f"(d[o + 19]), "+f"(d[o + 20]), "+f"(d[o + 21]),             \
+      "+f"(d[o + 22]), "+f"(d[o + 23]), "+f"(d[o + 24]), "+f"(d[o + 25]), "+f"(d[o + 26]),             \
+      "+f"(d[o + 27]), "+f"(d[o + 28]), "+f"(d[o + 29]), "+f"(d[o + 30]), "+f"(d[o + 31])
+#define ROOFLINT_WGMMA_ACC32(d) ROOFLINT_WGMMA_ACC32_AT(d, 0)
+#define ROOFLINT_WGMMA_ACC64(d) ROOFLINT_WGMMA_ACC32(d), ROOFLINT_WGMMA_ACC32_AT(d, 32)
+#define ROOFLINT_WGMMA_ACC96(d) ROOFLINT_WGMMA_ACC64(d), ROOFLINT_WGMMA_ACC32_AT(d, 64)
+#define ROOFLINT_WGMMA_ACC128(d) ROOFLINT_WGMMA_ACC96(d), ROOFLINT_WGMMA_ACC32_AT(d, 96)
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -132,4 +164,29 @@ inline PFN_cuTensorMapEncodeTiled_v12000 rooflint_tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
   }();
   return encoder;
+}
+
+// Host: [planes, rows, cols] of 16-bit T, row-major and dense, as a 3-D tensor map (cols innermost)
+// whose boxes are [box_rows x 64 columns], one plane deep, with the 128-byte swizzle that
+// desc_k_major / desc_mn_major assume. A box past a plane's last row or column reads zeros, so a
+// ragged tile never touches the next plane. cols must be a multiple of 8 (16-byte rows).
+// Returns cudaSuccess, cudaErrorNotSupported (a driver without the encoder) or cudaErrorInvalidValue
+// (a layout the encoder refuses).
+template <typename T>
+cudaError_t rooflint_tensor_map_rows(CUtensorMap* map, const void* base, long long planes, long long rows, long long cols,
+                              int box_rows) {
+  const auto encode = rooflint_tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(planes)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * sizeof(T),
+                                 static_cast<cuuint64_t>(rows) * cols * sizeof(T)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  const CUresult made =
+      encode(map, type, 3, const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return made == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
