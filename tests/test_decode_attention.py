@@ -16,6 +16,7 @@ from rooflint.kernels.decode_attention import (
     split_plan,
     triton_decode,
     triton_paged_decode,
+    whole_wave_plan,
 )
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
@@ -83,6 +84,22 @@ def test_split_plan_covers_the_cache_with_nonempty_splits(b, h_kv, c):
         assert splits == 1  # enough programs already: no partials to combine
     if (b, h_kv, c) == (1, 8, 8192):
         assert splits == 64  # 8 kv heads alone would leave 124 of 132 SMs idle
+
+
+@pytest.mark.parametrize(
+    "b,h_kv,c,slots", [(32, 8, 8192, 528), (32, 32, 8192, 528), (1, 8, 8192, 396), (2, 2, 300, 528), (4, 1, 1, 8)]
+)
+def test_whole_wave_plan_fits_one_wave_of_resident_blocks(b, h_kv, c, slots):
+    splits, chunk = whole_wave_plan(b, h_kv, c, slots)
+    assert chunk % 64 == 0
+    assert (splits - 1) * chunk < c <= splits * chunk  # the last split holds at least one token
+    if b * h_kv <= slots:
+        assert b * h_kv * splits <= slots  # never a partial second wave
+    else:
+        assert splits == 1
+    if (b, h_kv, c, slots) == (32, 8, 8192, 528):
+        assert splits == 2  # 512 blocks in 528 slots, where split_plan's 3 splits make 768
+        assert split_plan(b, h_kv, c, sms=132)[0] == 3
 
 
 def test_cost_reads_the_cache_once_per_kv_head():

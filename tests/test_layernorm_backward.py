@@ -139,7 +139,8 @@ def test_gpu_fused_variants_match_autograd_on_odd_shapes(variant, dtype):
         case = family.build_case("custom", params, dtype, device)
         args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
         # The variants' own scratch: Triton's programs, or room for CUDA's resident blocks.
-        programs = lnb.num_programs(rows, device, per_sm=2 if variant == "triton" else 4)
+        per_sm = lnb.TRITON_PROGRAMS_PER_SM if variant == "triton" else lnb.CUDA_PROGRAMS_PER_SM
+        programs = lnb.num_programs(rows, device, per_sm)
         out = lnb.allocate(case["x"], case["weight"], programs)
         out[3].fill_(float("nan"))
         run = lnb.triton_layernorm_backward if variant == "triton" else lnb.cuda_layernorm_backward

@@ -2,8 +2,10 @@
 
 Shapes pick at the kernel's edges: M and N not multiples of the 128 x BLOCK_N tile (zero-filled
 TMA rows, masked stores), an odd N (the scalar store path), K not a multiple of the 64-wide slice
-(the zero-filled tail), K long enough that the stage ring wraps several times, and both tile
-widths the launcher can choose, forced.
+(the zero-filled tail), K long enough that the stage ring wraps several times, both tile
+widths the launcher can choose, forced, and CTA pairs (clusters of 2 sharing the W slice by TMA
+multicast) forced on and off: with an odd count of row blocks (257 and 130 rows) the pair's second
+CTA lies wholly past M, loads zeros, serves its half of W and stores nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("m,k,n", [(1, 8, 8), (130, 72, 200), (257, 776, 385), (1024, 768, 3072), (96, 2048, 512)])
 @pytest.mark.parametrize("block_n", [0, 192, 256])
-def test_warp_specialized_gemm_matches_float64(m, k, n, block_n):
+@pytest.mark.parametrize("cluster", [0, 1, 2])
+def test_warp_specialized_gemm_matches_float64(m, k, n, block_n, cluster):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the warp-specialized wgmma GEMM runs on sm_90 only")
     family = get_family("gelu_linear")
@@ -30,8 +33,52 @@ def test_warp_specialized_gemm_matches_float64(m, k, n, block_n):
         params = {"m": m, "k": k, "n": n}
         case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + n)
         out = torch.empty((m, n), dtype=case["x"].dtype, device="cuda")
-        gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n)
+        gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n, cluster)
         torch.cuda.synchronize()
         verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        print(f"gelu_linear cuda_hopper {m}x{k}->{n} block_n={block_n} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{m}x{k}->{n} block_n={block_n} {dtype}: {verdict.message}"
+        label = f"{m}x{k}->{n} block_n={block_n} cluster={cluster} {dtype}"
+        print(f"gelu_linear cuda_hopper {label}: relative error {verdict.error:.3g}")
+        assert verdict.passed, f"{label}: {verdict.message}"
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_warp_specialized_gemm_is_repeatable(cluster):
+    """A stage handed back too early (a race between the pair's multicast and a consumer still
+    reading) shows as calls that differ; 30 calls over a ring that wraps 8 times must agree bit for bit."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the warp-specialized wgmma GEMM runs on sm_90 only")
+    family = get_family("gelu_linear")
+    library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
+    params = {"m": 1000, "k": 2560, "n": 3000}
+    case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=7)
+    first = gelu_linear.cuda_hopper_gelu_linear(
+        library,
+        case["x"],
+        case["w"],
+        case["b"],
+        torch.empty(1000, 3000, dtype=torch.bfloat16, device="cuda"),
+        0,
+        cluster,
+    ).clone()
+    assert check(family, "bf16", first, family.reference(case.inputs, params)).passed
+    out = torch.empty_like(first)
+    for _ in range(30):
+        gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, 0, cluster)
+        assert torch.equal(out, first)
+
+
+@pytest.mark.parametrize("variant", ["triton", "triton_wavefit"])
+@pytest.mark.parametrize("m,k,n", [(130, 72, 200), (257, 776, 392), (1024, 768, 3072)])
+def test_triton_tma_gemms_match_float64_on_the_gpu(variant, m, k, n):
+    """The TMA Triton GEMMs' GPU epilogue (tanh.approx) is PTX the CPU interpreter never runs."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the TMA Triton GEMMs need sm_90")
+    family = get_family("gelu_linear")
+    for dtype in ("bf16", "fp16"):
+        params = {"m": m, "k": k, "n": n}
+        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + k)
+        out = family.variants[variant].build(case)()
+        torch.cuda.synchronize()
+        verdict = check(family, dtype, out, family.reference(case.inputs, params))
+        print(f"gelu_linear {variant} {m}x{k}->{n} {dtype}: relative error {verdict.error:.3g}")
+        assert verdict.passed, f"{variant} {m}x{k}->{n} {dtype}: {verdict.message}"

@@ -94,6 +94,16 @@ class CudaLibrary:
         if code != 0:
             raise RuntimeError(f"{function} failed: CUDA error {code} ({_error_string(code)})")
 
+    def query(self, function: str, *args: Any) -> int:
+        """A host-side question to the library (no stream, no launch): its non-negative answer, or
+        RuntimeError where it returns minus a CUDA error code."""
+        entry = getattr(self._lib, function)
+        entry.restype = ctypes.c_int
+        answer = entry(*[_to_ctypes(arg) for arg in args])
+        if answer < 0:
+            raise RuntimeError(f"{function} failed: CUDA error {-answer} ({_error_string(-answer)})")
+        return answer
+
 
 def _to_ctypes(arg: Any) -> Any:
     import torch

@@ -4,9 +4,15 @@
 // enough 16-byte loads of K and V in flight to cover HBM latency, and to read each cache line once.
 //   * block = (kv head, chunk of the cache); it serves all G query heads of that kv head, so K and
 //     V are read once, not G times;
-//   * D/8 threads share one cache row, each holding 8 dims (one 16-byte load of K, one of V); a
-//     128-thread block covers 128/(D/8) rows per pass and each thread unrolls kUnroll rows, so a
-//     block keeps 128 * kUnroll * 32 bytes of K and V in flight;
+//   * D/8 threads share one cache row, each holding 8 dims (one 16-byte chunk of K, one of V); a
+//     128-thread block covers 128/(D/8) rows per pass and each thread takes kUnroll rows a step;
+//   * the chunks go through a kStages-deep cp.async ring in shared memory: a thread copies exactly
+//     the chunks it will later read, so neither the copies nor the ring's reuse need a barrier,
+//     and the next kStages - 1 steps stream in while this one is computed. (The first version
+//     loaded into registers: a step's loads were all in flight, then none while its G dot
+//     products and softmax ran. ncu on the H200 at G=4: 155 registers, 18% occupancy, stalls
+//     long_scoreboard 35% and wait 25%, 0.70 of the read stream. The ring holds the bytes in
+//     flight in shared memory instead of registers, and keeps them in flight during the math.)
 //   * q.k is a per-thread 8-term dot product finished by a shuffle butterfly over the row's
 //     threads; each thread then keeps its own online softmax (m, l, acc[8]) per query head, in the
 //     log2 domain (the scale folds in log2(e), so exp is one ex2 instruction);
@@ -19,7 +25,25 @@ namespace decode_detail {
 
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = kThreads / 32;
-inline constexpr int kUnroll = 4;  // cache rows per thread per iteration: 128 bytes in flight per thread
+inline constexpr int kUnroll = 4;  // cache rows per thread per step: 128 bytes of K and V
+#ifndef ROOFLINT_DECODE_STAGES
+#define ROOFLINT_DECODE_STAGES 3
+#endif
+// Steps in the ring: kStages - 1 in flight while one is computed. 3 steps of 16 KB a block: at
+// G = 4 (128 registers) four blocks fit an SM's registers and its 227 KB of shared memory (sm_90),
+// 128 KB of K and V in flight, over the ~30 KB the H200's 4.8 TB/s needs per SM at ~1 us latency.
+inline constexpr int kStages = ROOFLINT_DECODE_STAGES;
+inline constexpr int kRingBytes = kStages * kUnroll * 2 * kThreads * 16;
+
+// One 16-byte chunk into this thread's ring slot; invalid rows are zero-filled so 0 * chunk stays 0.
+// sm_75 has no cp.async: a synchronous copy gives the same values.
+__device__ __forceinline__ void copy_chunk(uint4* slot, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(slot)), src, valid);
+#else
+  *slot = valid ? __ldcs(static_cast<const uint4*>(src)) : uint4{};
+#endif
+}
 
 // exp2(m - M) that is 0, not NaN, when this part saw no token (m = -inf), even if M is -inf too.
 __device__ __forceinline__ float rescale(float m, float M) { return m == -INFINITY ? 0.0f : exp2f(m - M); }
@@ -81,17 +105,42 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const T* __restr
   const T* k_head = k + bh * kv_rows * D + sub * 8;
   const T* v_head = v + bh * kv_rows * D + sub * 8;
   const int start = split * chunk, end = min(start + chunk, C);
-  // The loop bound is uniform over the block so every lane reaches every shuffle.
-  for (int base = start; base < end; base += kRowsPerPass * kUnroll) {
+  constexpr int kStepRows = kRowsPerPass * kUnroll;
+  // The step count is uniform over the block so every lane reaches every shuffle.
+  const int steps = (end - start + kStepRows - 1) / kStepRows;
+  // Ring slot (stage, u, K or V) of this thread: a warp's 32 slots are 512 contiguous bytes, so
+  // both the copies and the reads are conflict-free.
+  extern __shared__ uint4 ring[];
+  auto slot = [&](int stage, int u, int is_v) { return ring + ((stage * kUnroll + u) * 2 + is_v) * kThreads + threadIdx.x; };
+  auto issue = [&](int step) {
+    if (step < steps) {
+      const int base = start + step * kStepRows;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = base + u * kRowsPerPass + row;
+        const bool valid = t < end;
+        const long long offset = static_cast<long long>(valid ? t : start) * D;
+        copy_chunk(slot(step % kStages, u, 0), k_head + offset, valid);
+        copy_chunk(slot(step % kStages, u, 1), v_head + offset, valid);
+      }
+    }
+    cp_async_commit();  // empty groups at the tail keep the wait count uniform
+  };
+#pragma unroll
+  for (int step = 0; step < kStages - 1; ++step) issue(step);
+
+  for (int step = 0; step < steps; ++step) {
+    // This thread's slots of step - 1 were read last step, in program order: refill them now.
+    issue(step + kStages - 1);
+    cp_async_wait<kStages - 1>();  // this thread's copies of `step` have landed
+    const int base = start + step * kStepRows;
     uint4 kr[kUnroll], vr[kUnroll];
     bool valid[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int t = base + u * kRowsPerPass + row;
-      valid[u] = t < end;
-      // Streaming loads (evict-first): the cache is read once, keep it from displacing anything.
-      kr[u] = valid[u] ? __ldcs(reinterpret_cast<const uint4*>(k_head + static_cast<long long>(t) * D)) : uint4{};
-      vr[u] = valid[u] ? __ldcs(reinterpret_cast<const uint4*>(v_head + static_cast<long long>(t) * D)) : uint4{};
+      valid[u] = base + u * kRowsPerPass + row < end;
+      kr[u] = *slot(step % kStages, u, 0);
+      vr[u] = *slot(step % kStages, u, 1);
     }
     // Scores of the kUnroll rows first, so the running max and the rescale of acc happen once
     // per kUnroll rows instead of once per row.
@@ -212,10 +261,21 @@ struct Layout {
   long long q_batch_stride;  // elements from one sequence's q to the next: H * D when dense
 };
 
+// The ring is dynamic shared memory next to the kernel's static merge buffers; together they pass
+// the 48 KB a launch gets by default, so each instance opts in once (thread-safe static init).
+template <typename T, int D, int G>
+cudaError_t opt_in() {
+  static const cudaError_t status =
+      cudaFuncSetAttribute(decode_split_kernel<T, D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes);
+  return status;
+}
+
 template <typename T, int D, int G>
 int launch(const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out, int B, int H,
            int H_kv, int C, int chunk, int splits, float qk_scale, const Layout& layout, cudaStream_t stream) {
-  decode_split_kernel<T, D, G><<<dim3(splits, B * H_kv), kThreads, 0, stream>>>(
+  auto split_kernel = decode_split_kernel<T, D, G>;
+  if (const cudaError_t status = opt_in<T, D, G>(); status != cudaSuccess) return static_cast<int>(status);
+  split_kernel<<<dim3(splits, B * H_kv), kThreads, kRingBytes, stream>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), part_acc, part_ml, C, chunk,
       splits, qk_scale, H_kv, layout.kv_rows, layout.q_batch_stride);
   decode_combine_kernel<T><<<B * H, D, 0, stream>>>(part_acc, part_ml, static_cast<T*>(out), splits, D);
@@ -280,4 +340,29 @@ extern "C" int rooflint_decode_attention(const void* q, const void* k, const voi
       return dispatch_dim<__nv_bfloat16>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, layout, stream);
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
+}
+
+// Split-kernel blocks one SM holds at once for this head dim, group and dtype (registers, the ring
+// and the merge buffers decide it), or minus a CUDA error code. The Python side sizes the grid in
+// whole waves of it: a last wave a quarter full streams at a fraction of the bandwidth.
+extern "C" int rooflint_decode_blocks_per_sm(long long d, long long g, long long dtype) {
+  int blocks = 0;
+  cudaError_t status = cudaErrorInvalidValue;
+  auto occupancy = [&](auto kernel, cudaError_t opted) {
+    status = opted != cudaSuccess ? opted
+                                  : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, kRingBytes);
+  };
+#define ROOFLINT_DECODE_OCCUPANCY(T, D, G) \
+  if (d == D && g == G) occupancy(decode_split_kernel<T, D, G>, opt_in<T, D, G>());
+#define ROOFLINT_DECODE_GROUPS(T, D) \
+  ROOFLINT_DECODE_OCCUPANCY(T, D, 1) ROOFLINT_DECODE_OCCUPANCY(T, D, 2) ROOFLINT_DECODE_OCCUPANCY(T, D, 4) \
+  ROOFLINT_DECODE_OCCUPANCY(T, D, 8)
+  if (dtype == kFloat16) {
+    ROOFLINT_DECODE_GROUPS(__half, 64) ROOFLINT_DECODE_GROUPS(__half, 128)
+  } else if (dtype == kBFloat16) {
+    ROOFLINT_DECODE_GROUPS(__nv_bfloat16, 64) ROOFLINT_DECODE_GROUPS(__nv_bfloat16, 128)
+  }
+#undef ROOFLINT_DECODE_GROUPS
+#undef ROOFLINT_DECODE_OCCUPANCY
+  return status == cudaSuccess ? blocks : -static_cast<int>(status);
 }

@@ -165,7 +165,20 @@ def compiled_builtin(case):
 def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tuple[int, int]:
     """(splits, chunk tokens): enough programs for 4 per SM, none shorter than MIN_SPLIT_TOKENS."""
     want = triton.cdiv(4 * sms, batch * h_kv)
-    splits = max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS)))
+    return _chunked(c, max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS))), block)
+
+
+def whole_wave_plan(batch: int, h_kv: int, c: int, slots: int, block: int = 64) -> tuple[int, int]:
+    """(splits, chunk tokens) for a kernel of which ``slots`` blocks are resident at once: the most
+    splits whose grid still fits one wave (one split when the heads alone fill it).
+
+    split_plan's ceiling overshoots a wave for the CUDA kernel: 32 x 8 heads in 3 splits are 768
+    blocks, 1.45 waves of its 4 x 132 on an H100 or H200, and the last 240 blocks stream at
+    under two per SM."""
+    return _chunked(c, max(1, min(slots // (batch * h_kv), triton.cdiv(c, MIN_SPLIT_TOKENS))), block)
+
+
+def _chunked(c: int, splits: int, block: int) -> tuple[int, int]:
     chunk = triton.cdiv(triton.cdiv(c, splits), block) * block  # whole key blocks per program
     return triton.cdiv(c, chunk), chunk
 
@@ -398,11 +411,11 @@ class DecodeWorkspace:
     ``q`` is [B, H, 1, D]; the cache holds ``h_kv`` heads of ``c`` tokens each.
     """
 
-    def __init__(self, q: torch.Tensor, h_kv: int, c: int) -> None:
+    def __init__(self, q: torch.Tensor, h_kv: int, c: int, plan: tuple[int, int] | None = None) -> None:
         b, h, _, d = q.shape
         if h % h_kv or d & (d - 1) or d < 16:
             raise ValueError("decode kernels need h_kv | h and a power-of-two head_dim >= 16")
-        self.splits, self.chunk = split_plan(b, h_kv, c, sm_count(q.device, on_cpu=132))
+        self.splits, self.chunk = plan or split_plan(b, h_kv, c, sm_count(q.device, on_cpu=132))
         self.out = torch.empty((b, h, 1, d), dtype=q.dtype, device=q.device)
         self.part_acc = torch.empty((b * h, self.splits, d), dtype=torch.float32, device=q.device)
         self.part_ml = torch.empty((b * h, self.splits, 2), dtype=torch.float32, device=q.device)
@@ -555,8 +568,15 @@ def cuda_variant(case):
     if h // h_kv not in CUDA_GROUPS or d not in (64, 128):
         raise VariantSkipped(f"CUDA decode is built for G in {CUDA_GROUPS} and head_dim 64 or 128")
     library = cuda_build.load(cuda_build.family_source(__file__))
-    ws = DecodeWorkspace(q, h_kv, c)
+    ws = DecodeWorkspace(q, h_kv, c, plan=cuda_plan(library, q, h_kv, c))
     return lambda: cuda_decode(library, q, k, v, ws)
+
+
+def cuda_plan(library, q: torch.Tensor, h_kv: int, c: int) -> tuple[int, int]:
+    """The CUDA kernel's splits: whole waves of the blocks this GPU holds per SM for this shape."""
+    b, h, _, d = q.shape
+    per_sm = library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype))
+    return whole_wave_plan(b, h_kv, c, max(1, per_sm) * sm_count(q.device, on_cpu=132))
 
 
 def cuda_decode(library, q, k, v, ws: DecodeWorkspace):

@@ -77,7 +77,16 @@ def cost(params, dtype):
     )
 
 
-def num_programs(rows: int, device: torch.device | None = None, per_sm: int = 2) -> int:
+# Programs per SM of the Triton rows kernel. One: at 156 registers x 256 threads (ncu, round 7) a
+# second program does not fit beside the first, so a grid of two per SM ran as two waves and the
+# second wave ramped up again. One program per SM with 3 row buffers in flight measured +4.6% on an
+# H100 and +3.4% on an H200 (do_bench, scripts/device/lnb_sweep.py; 16 warps lost on both).
+TRITON_PROGRAMS_PER_SM = 1
+# The CUDA kernel's capacity: blocks it may keep resident per SM (its launcher sizes its grid).
+CUDA_PROGRAMS_PER_SM = 4
+
+
+def num_programs(rows: int, device: torch.device | None = None, per_sm: int = TRITON_PROGRAMS_PER_SM) -> int:
     """Programs of the fused kernels, each writing one fp32 partial row of dweight and dbias."""
     if device is not None and device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -88,11 +97,10 @@ def num_programs(rows: int, device: torch.device | None = None, per_sm: int = 2)
     return max(1, min(rows, per_sm * sms))
 
 
-def fused_modeled_bytes(params, dtype):
+def fused_modeled_bytes(params, dtype, per_sm: int = TRITON_PROGRAMS_PER_SM):
     # The ideal traffic plus the partial sums: each program writes an fp32 partial row of dweight
-    # and dbias, and the second kernel reads them back (about 4% of the ideal at the large size).
-    # Both fused kernels fit 2 programs per SM at the large size (their register counts decide).
-    programs = num_programs(params["rows"], torch.device("cuda") if torch.cuda.is_available() else None)
+    # and dbias, and the second kernel reads them back (2-4% of the ideal at the large size).
+    programs = num_programs(params["rows"], torch.device("cuda") if torch.cuda.is_available() else None, per_sm)
     return cost(params, dtype).bytes + 2 * 2 * programs * params["hidden"] * 4
 
 
@@ -368,7 +376,7 @@ def triton_layernorm_backward(
 
 @FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON), modeled_bytes=fused_modeled_bytes)
 def triton_variant(case):
-    """fused pipelined rows kernel, 2 programs per SM, fp32 per-program partials, then a partial-sum kernel"""
+    """fused pipelined rows kernel, 1 program per SM, fp32 per-program partials, then a partial-sum kernel"""
     x = case["x"]
     args = x, case["dy"], case["weight"], case["mean"], case["rstd"]
     out = allocate(x, case["weight"], num_programs(x.shape[0], x.device))
@@ -379,7 +387,7 @@ def cuda_layernorm_backward(x, dy, weight, mean, rstd, *, capacity=None, library
     """The launcher sizes its own grid from the kernel's occupancy, up to `capacity` partial rows."""
     library = library or cuda_build.load(cuda_build.family_source(__file__))
     rows, n = x.shape
-    capacity = out[3].shape[1] if out else capacity or num_programs(rows, x.device, per_sm=4)
+    capacity = out[3].shape[1] if out else capacity or num_programs(rows, x.device, per_sm=CUDA_PROGRAMS_PER_SM)
     dx, dweight, dbias, partial = out or allocate(x, weight, capacity)
     library.launch(
         "rooflint_layernorm_backward",
@@ -389,11 +397,17 @@ def cuda_layernorm_backward(x, dy, weight, mean, rstd, *, capacity=None, library
     return dx, dweight, dbias
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), modeled_bytes=fused_modeled_bytes)
+def cuda_modeled_bytes(params, dtype):
+    # The CUDA launcher keeps 2 blocks resident per SM at the large size (its register count), so
+    # 2 partial rows per SM.
+    return fused_modeled_bytes(params, dtype, per_sm=2)
+
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), modeled_bytes=cuda_modeled_bytes)
 def cuda_variant(case):
     """CUDA C++: rows in registers, next row prefetched, fp32 partials and a second sum kernel"""
     library = cuda_build.load(cuda_build.family_source(__file__))
     args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
     # Room for 4 blocks per SM; the launcher uses as many as are resident together.
-    out = allocate(case["x"], case["weight"], num_programs(case["x"].shape[0], case["x"].device, per_sm=4))
+    out = allocate(case["x"], case["weight"], num_programs(case["x"].shape[0], case["x"].device, CUDA_PROGRAMS_PER_SM))
     return lambda: cuda_layernorm_backward(*args, library=library, out=out)

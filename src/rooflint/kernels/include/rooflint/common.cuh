@@ -80,6 +80,24 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// 16-byte async copy (cp.async, sm_80+; nothing below, where callers keep a synchronous path); a false `valid` copies zero bytes and zero-fills, which pads the edge tiles.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // 16-byte vector paths need 16-byte aligned pointers; launchers refuse others rather than fault.
 static inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 

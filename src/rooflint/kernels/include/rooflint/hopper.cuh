@@ -63,6 +63,41 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---- thread-block clusters: CTAs of one cluster run at once on one GPC and can write each other's
+// shared memory, so one TMA load can land in several CTAs (multicast) and an mbarrier can be
+// arrived on from a neighbour.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA in the cluster: what each CTA initialised before is visible to all.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrive on the mbarrier at the same shared-memory offset in cluster CTA `cta` (this one included).
+// The default .release.cta, as CUTLASS's ClusterBarrier: what the arrival hands back is shared
+// memory that wgmma (async proxy) has finished reading, not data this thread wrote. The first
+// version said .release.cluster and cost ~1,000 cycles a k-slice on the warpgroup's critical path
+// (the H200: GPT-2's GEMM 16.4 -> 20.6 us, 8192^3 626 -> 380 TFLOP/s).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+// tma_load_3d into every CTA of cta_mask, at the same offsets: each destination's barrier `bar`
+// counts the box's bytes.
+__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int x, int y,
+                                                      int z, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(x), "r"(y), "r"(z), "h"(cta_mask)
+      : "memory");
+}
+
 // ---- named barriers (id 0 is __syncthreads): `sync` waits, `arrive` only counts.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
