@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from kernel_checks import assert_variant_matches_reference
@@ -16,7 +18,7 @@ from rooflint.kernels.decode_attention import (
     split_plan,
     triton_decode,
     triton_paged_decode,
-    whole_wave_plan,
+    wave_plan,
 )
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
@@ -87,19 +89,28 @@ def test_split_plan_covers_the_cache_with_nonempty_splits(b, h_kv, c):
 
 
 @pytest.mark.parametrize(
-    "b,h_kv,c,slots", [(32, 8, 8192, 528), (32, 32, 8192, 528), (1, 8, 8192, 396), (2, 2, 300, 528), (4, 1, 1, 8)]
+    "b,h_kv,c,slots", [(32, 8, 8192, 396), (32, 32, 8192, 528), (1, 8, 8192, 396), (2, 2, 300, 528), (4, 1, 1, 8)]
 )
-def test_whole_wave_plan_fits_one_wave_of_resident_blocks(b, h_kv, c, slots):
-    splits, chunk = whole_wave_plan(b, h_kv, c, slots)
+def test_wave_plan_fills_the_waves_of_resident_blocks(b, h_kv, c, slots):
+    splits, chunk = wave_plan(b, h_kv, c, slots)
     assert chunk % 64 == 0
     assert (splits - 1) * chunk < c <= splits * chunk  # the last split holds at least one token
-    if b * h_kv <= slots:
-        assert b * h_kv * splits <= slots  # never a partial second wave
-    else:
-        assert splits == 1
-    if (b, h_kv, c, slots) == (32, 8, 8192, 528):
-        assert splits == 2  # 512 blocks in 528 slots, where split_plan's 3 splits make 768
-        assert split_plan(b, h_kv, c, sms=132)[0] == 3
+    heads = b * h_kv
+
+    def fill(s):
+        return heads * s / (math.ceil(heads * s / slots) * slots)
+
+    # Every split count a plan can have once chunks are whole 64-token blocks, up to 4 waves' worth
+    # (a split per 128 tokens at most).
+    possible = {
+        math.ceil(c / (math.ceil(math.ceil(c / s) / 64) * 64))
+        for s in range(1, min(math.ceil(c / 128), 4 * math.ceil(slots / heads)) + 1)
+    }
+    assert all(fill(splits) >= fill(s) - 0.02 for s in possible)
+    if (b, h_kv, c, slots) == (32, 8, 8192, 396):
+        assert splits == 3  # 768 blocks, 1.94 waves of 396; one split would leave 140 slots idle
+    if (b, h_kv, c, slots) == (32, 32, 8192, 528):
+        assert splits == 1  # 1024 heads already fill 1.94 waves
 
 
 def test_cost_reads_the_cache_once_per_kv_head():

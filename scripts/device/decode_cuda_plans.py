@@ -1,4 +1,4 @@
-"""The CUDA decode kernel under two split plans (split_plan's 4-per-SM ceiling and whole_wave_plan
+"""The CUDA decode kernel under two split plans (split_plan's 4-per-SM ceiling and wave_plan
 from the kernel's occupancy), beside cuDNN SDPA and triton_paged, in one process.
 
 Each entry is checked against float64 at the large size's shapes, then timed in alternating rounds
@@ -38,7 +38,7 @@ def main() -> None:
         entries = {name: family.variants[name].build(case) for name in ("eager", "triton_paged")}
         plans = {
             "split_plan": da.split_plan(b, h_kv, c, sm_count(q.device, on_cpu=132)),
-            "whole_wave": da.cuda_plan(library, q, h_kv, c),
+            "wave_plan": da.cuda_plan(library, q, h_kv, c),
         }
         for name, plan in plans.items():
             ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
