@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import os
 import statistics
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+from side_by_side import check_entries, time_rounds, write_csv
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
-from rooflint.engine.correctness import check
 
 
 @contextlib.contextmanager
@@ -63,16 +61,9 @@ def main() -> None:
             with sources_from(args.old):
                 entries[f"{variant_name}@old"] = family.variants[variant_name].build(case)
             entries[f"{variant_name}@new"] = family.variants[variant_name].build(case)
-            verdicts = {}
-            for label, call in entries.items():
-                verdict = check(family, "bf16", call(), reference)
-                verdicts[label] = f"rel_err {verdict.error:.3g} (tolerance {verdict.tolerance:.3g})"
-                assert verdict.passed, f"{family_name} {params} {label}: {verdict.message}"
+            verdicts = check_entries(family, "bf16", entries, reference, f"{family_name} {params}")
             del reference
-            times = {label: [] for label in entries}
-            for _ in range(args.rounds):
-                for label, call in entries.items():
-                    times[label].append(do_bench(call, rep=100))
+            times = time_rounds(entries, args.rounds)
             cost = case.cost
             for label in entries:
                 ms = statistics.median(times[label])
@@ -91,10 +82,7 @@ def main() -> None:
                 print(rows[-1], flush=True)
             del entries, case
             torch.cuda.empty_cache()
-    with open(out_dir / "ab.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "ab.csv", rows)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ cuDNN SDPA in the same process. Writes sweep.csv under $OUT.
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import statistics
@@ -18,8 +17,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from side_by_side import time_rounds, write_csv
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
@@ -61,12 +60,7 @@ def main() -> None:
         o = torch.empty_like(q)
         calls = [functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal)]
         calls += [functools.partial(attention.cuda_hopper_attention, lib, q, k, v, causal, o) for lib in libraries]
-        times = {label: [] for label in labels}
-        # Rounds alternate the configs, so a drifting clock (a power cap) spreads over all of them.
-        for _ in range(ROUNDS):
-            for label, call in zip(labels, calls):
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    times[label].append(do_bench(call, rep=100))
+        times = time_rounds(dict(zip(labels, calls)), ROUNDS, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION))
         flops = 4 * b * h * n * n * d / (2 if causal else 1)
         cudnn = statistics.median(times["sdpa_cudnn"])
         for label in labels:
@@ -75,10 +69,7 @@ def main() -> None:
                 {"config": label, "shape": str(shape), "ms": ms, "tflops": flops / ms / 1e9, "x_cudnn": cudnn / ms}
             )
             print(rows[-1], flush=True)
-    with open(out_dir / "sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "sweep.csv", rows)
 
 
 if __name__ == "__main__":

@@ -7,18 +7,16 @@ of triton.testing.do_bench. Writes decode-plans.csv under $OUT.
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import statistics
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+from side_by_side import check_entries, time_rounds, write_csv
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
-from rooflint.engine.correctness import check
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
 
@@ -44,24 +42,14 @@ def main() -> None:
             ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
             entries[f"cuda {name} {plan}"] = functools.partial(da.cuda_decode, library, q, k, v, ws)
         reference = family.reference(case.inputs, params)
-        checks = {}
-        for label, call in entries.items():
-            verdict = check(family, "bf16", call(), reference)
-            checks[label] = f"rel_err {verdict.error:.3g}"
-            assert verdict.passed, f"{label}: {verdict.message}"
+        checks = check_entries(family, "bf16", entries, reference)
         del reference
-        times = {label: [] for label in entries}
-        for _ in range(ROUNDS):
-            for label, call in entries.items():
-                times[label].append(do_bench(call, rep=100))
+        times = time_rounds(entries, ROUNDS)
         for label in entries:
             ms = statistics.median(times[label])
             rows.append({"shape": case.shape, "entry": label, "ms": ms, "gbps": case.cost.bytes / ms / 1e6})
             print(rows[-1], checks[label], flush=True)
-    with open(out_dir / "decode-plans.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "decode-plans.csv", rows)
 
 
 if __name__ == "__main__":

@@ -9,18 +9,16 @@ under $OUT.
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import statistics
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+from side_by_side import check_entries, time_rounds, write_csv
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
-from rooflint.engine.correctness import check
 from rooflint.kernels import gelu_linear
 
 ROUNDS = 7
@@ -45,16 +43,9 @@ def main() -> None:
                 gelu_linear.cuda_hopper_gelu_linear, library, case["x"], case["w"], case["b"], out, block_n, cluster
             )
         reference = family.reference(case.inputs, params)
-        checks = {}
-        for label, call in entries.items():
-            verdict = check(family, "bf16", call(), reference)
-            checks[label] = f"rel_err {verdict.error:.3g}"
-            assert verdict.passed, f"{label} {params}: {verdict.message}"
+        checks = check_entries(family, "bf16", entries, reference, str(params))
         del reference
-        times = {label: [] for label in entries}
-        for _ in range(ROUNDS):
-            for label, call in entries.items():
-                times[label].append(do_bench(call, rep=100))
+        times = time_rounds(entries, ROUNDS)
         cublas = statistics.median(times["eager"])
         for label in entries:
             ms = statistics.median(times[label])
@@ -69,10 +60,7 @@ def main() -> None:
                 }
             )
             print(rows[-1], flush=True)
-    with open(out_dir / "gemm-sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "gemm-sweep.csv", rows)
 
 
 if __name__ == "__main__":

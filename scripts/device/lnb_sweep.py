@@ -7,17 +7,15 @@ Writes lnb-sweep.csv under $OUT.
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import statistics
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench
+from side_by_side import check_entries, time_rounds, write_csv
 
 from rooflint.core.registry import get_family
-from rooflint.engine.correctness import check
 from rooflint.kernels import layernorm_backward as lnb
 
 ROUNDS = 5
@@ -38,24 +36,14 @@ def main() -> None:
             out = lnb.allocate(case["x"], case["weight"], per_sm * sms)
             call = functools.partial(lnb.triton_layernorm_backward, *args, num_warps=warps, out=out)
             entries[f"triton p{per_sm} w{warps}"] = call
-    checks = {}
-    for label, call in entries.items():
-        verdict = check(family, "bf16", call(), reference)
-        checks[label] = f"rel_err {verdict.error:.3g}"
-        assert verdict.passed, f"{label}: {verdict.message}"
-    times = {label: [] for label in entries}
-    for _ in range(ROUNDS):
-        for label, call in entries.items():
-            times[label].append(do_bench(call, rep=100))
+    checks = check_entries(family, "bf16", entries, reference)
+    times = time_rounds(entries, ROUNDS)
     rows = []
     for label in entries:
         ms = statistics.median(times[label])
         rows.append({"entry": label, "ms": ms, "gbps": case.cost.bytes / ms / 1e6, "check": checks[label]})
         print(rows[-1], flush=True)
-    with open(out_dir / "lnb-sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out_dir / "lnb-sweep.csv", rows)
 
 
 if __name__ == "__main__":
