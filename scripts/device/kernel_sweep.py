@@ -293,9 +293,10 @@ def section_check(sw: Sweep) -> None:
     from rooflint.kernels import _attention_hopper as ah
 
     family = get_family("attention")
+    two_loops = next(c for c in ah.SWEEP_CANDIDATES[128] if not c.warp_specialize)
     ws = next(c for c in ah.SWEEP_CANDIDATES[128] if c.warp_specialize)
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    for dtype, configs in (("bf16", (ah.DEFAULT_CONFIGS[128], ws)), ("fp16", (ah.DEFAULT_CONFIGS[128],))):
+    for dtype, configs in (("bf16", (two_loops, ws)), ("fp16", (two_loops, ws))):
         q, k, v = (t.to(dtypes[dtype]) for t in _attention_inputs(2, 3, 300, 128))
         for causal in (False, True):
             reference = family.reference({"q": q, "k": k, "v": v}, {"causal": causal})
@@ -342,8 +343,8 @@ def section_attention(sw: Sweep) -> None:
             if n == SWEEP_N:
                 configs = ah.SWEEP_CANDIDATES[d]
             else:  # N=16384: the default and the best of the N=4096 sweep
-                winner = best.get((d, causal), (None, ah.DEFAULT_CONFIGS[d]))[1]
-                configs = tuple(dict.fromkeys((ah.DEFAULT_CONFIGS[d], winner)))
+                winner = best.get((d, causal), (None, ah.DEFAULT_CONFIGS[d, causal]))[1]
+                configs = tuple(dict.fromkeys((ah.DEFAULT_CONFIGS[d, causal], winner)))
             for config in configs:
                 run = _build(ah.prepare, q, k, v, causal, config=config)
                 row = measure(
@@ -435,7 +436,8 @@ def plan() -> None:
         print(f"attention {label}: causal and not")
     for d, configs in ah.SWEEP_CANDIDATES.items():
         print(
-            f"attention D{d} default {ah.DEFAULT_CONFIGS[d].label}; candidates: " + ", ".join(c.label for c in configs)
+            f"attention D{d} default {ah.DEFAULT_CONFIGS[d, False].label}"
+            f" (causal {ah.DEFAULT_CONFIGS[d, True].label}); candidates: " + ", ".join(c.label for c in configs)
         )
     print("memory families: " + ", ".join(MEMORY_FAMILIES))
 

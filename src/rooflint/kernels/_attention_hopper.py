@@ -1,5 +1,5 @@
-"""Attention forward for Hopper (sm_90) in Triton: TMA-fed tiles, software pipelining, optional
-warp specialization, and the causal mask paid only on the diagonal blocks.
+"""Attention forward for Hopper (sm_90) in Triton: TMA-fed tiles, software pipelining, warp
+specialization, and the causal mask paid only on the diagonal blocks.
 
 The `triton` variant in attention.py stays the path for sm_75/sm_80: it loads K and V through
 pointers (cp.async on sm_80+). This kernel is the sm_90 path, registered in attention.py as
@@ -7,14 +7,16 @@ pointers (cp.async on sm_80+). This kernel is the sm_90 path, registered in atte
 - Q, K, V and O move through tensor descriptors (TMA: one thread issues a whole tile, no address
   registers, and rows past the tensor's end read as zeros);
 - 128-row query tiles, so each of the two warpgroups issues wgmma m64 x BLOCK_N x 16;
-- the K/V loop is software-pipelined with `tl.range(num_stages=...)`, and can be warp-specialized
-  (`tl.range(warp_specialize=True)`: producer warps issue TMA while consumers run the GEMMs);
+- the K/V loop is software-pipelined with `tl.range(num_stages=...)`; warp-specialized
+  (`tl.range(warp_specialize=True)`), Triton adds a producer warpgroup that issues the TMA loads
+  while two consumer warpgroups of 64 rows each run the GEMMs and the softmax;
 - causal: tiles left of the diagonal block run unmasked, only the diagonal block's tiles pay for
   the mask, tiles right of it are never visited; the grid is reversed so the longest rows go first.
+  (Warp-specialized, the loop must be one loop without a branch: every tile pays for the mask.)
 
-The launch configurations are the table below. Nothing is autotuned at run time: the sweep
-(scripts/device/kernel_sweep.py) times SWEEP_CANDIDATES on the GPU, and its winner per head dim is
-what DEFAULT_CONFIGS should hold (docs/perf-notes/kernels-at-limit.md).
+The launch configurations are the table below. Nothing is autotuned at run time: the device sweep
+(scripts/device/attention_triton_configs.py) times SWEEP_CANDIDATES beside cuDNN, and its winners
+per head dim and mask are DEFAULT_CONFIGS (docs/perf-notes/kernels-at-limit.md).
 """
 
 from __future__ import annotations
@@ -34,39 +36,49 @@ HEAD_DIMS = (64, 128, 256)
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    block_m: int  # query rows per program (128: two warpgroups of wgmma m64 at 8 warps)
+    block_m: int  # query rows per program (128: two warpgroups of wgmma m64)
     block_n: int  # keys per K/V tile
-    warps: int
+    warps: int  # warp-specialized: the consumers' warps; Triton adds a producer warpgroup
     stages: int  # K/V tiles in flight (each stage is 2 x block_n x D x 2 bytes of shared memory)
+    # Warp-specialized configs build their TMA descriptors in the kernel (tl.make_tensor_descriptor):
+    # the form whose 128 rows Triton 3.6's Hopper warp specialization splits between its consumers
+    # (triton-lang/triton#7658). With descriptors built on the host, every such config hung on the
+    # H100 (no result within 75 s, where the others compile and run in 1-2 s).
     warp_specialize: bool = False
 
     @property
     def label(self) -> str:
-        ws = " ws" if self.warp_specialize else ""
-        return f"{self.block_m}x{self.block_n} w{self.warps} s{self.stages}{ws}"
+        return f"{self.block_m}x{self.block_n} w{self.warps} s{self.stages}" + " ws" * self.warp_specialize
 
 
 # ---------------------------------------------------------------------------------------------
 # CONFIG TABLE (edit from the sweep's results; see docs/perf-notes/kernels-at-limit.md).
 # Shared memory per program is Q (block_m x D) + stages x (K + V tiles) + the O staging tile; a
-# block gets at most 227 KB on the H100/H200. Resources below are from compiling each config for
-# sm_90a with the Triton 3.6 wheel ahead of time (registers per thread, shared bytes):
-# - no ws, w8: two warpgroups, both loading and computing; D=128 128x128 s3 187 regs, 230,400 B
-#   (one block per SM); 128x64 s4 138 regs, 164,864 B.
-# - ws (w4 asked): Triton 3.6 adds a TMA producer warpgroup and splits the 128 rows between two
-#   consumer warpgroups: 12 warps, 168 regs; D=128 128x128 s2 180,384 B (s3 would not fit),
-#   128x64 s3 147,744 B; D=256 128x64 s2 229,536 B.
-# The defaults are the safe two-loop kernel until the sweep shows a warp-specialized config wins.
-DEFAULT_CONFIGS: dict[int, AttentionConfig] = {
-    64: AttentionConfig(128, 128, 8, 3),
-    128: AttentionConfig(128, 128, 8, 3),
-    256: AttentionConfig(128, 64, 8, 2),
+# block gets at most 227 KB on the H100/H200. Resources from compiling each config for sm_90a with
+# the Triton 3.6 wheel ahead of time (registers per thread, shared bytes):
+# - two loops, w8: two warpgroups, both loading and computing; D=128 128x128 s3 187 regs,
+#   230,400 B (one block per SM); 128x64 s4 138 regs, 164,864 B.
+# - ws (w4 asked): 12 warps at 168 regs; D=128 128x128 s2 180,512 B, D=64 128x128 s2 98,592 B,
+#   D=256 128x64 s2 229,664 B.
+# Three-stage warp-specialized configs are not listed: on Triton 3.6 every one tried (D=64, 128 and
+# 256, H100 and H200) returned inf at a ragged N, a wrong answer the float64 check caught.
+# Measured against cuDNN (do_bench, H100): ws beats the two loops at D=128 (0.89x against 0.77-0.80
+# non-causal; causal even on the H100, +7% on the H200) and D=256 (0.90x / 0.87x against 0.74x /
+# 0.77x); at D=64 it wins non-causal (0.87x against 0.77x) and loses causal (0.70x against 0.74x),
+# where every tile pays the mask.
+DEFAULT_CONFIGS: dict[tuple[int, bool], AttentionConfig] = {  # (head dim, causal) -> config
+    (64, False): AttentionConfig(128, 128, 4, 2, warp_specialize=True),
+    (64, True): AttentionConfig(128, 128, 8, 3),
+    (128, False): AttentionConfig(128, 128, 4, 2, warp_specialize=True),
+    (128, True): AttentionConfig(128, 128, 4, 2, warp_specialize=True),
+    (256, False): AttentionConfig(128, 64, 4, 2, warp_specialize=True),
+    (256, True): AttentionConfig(128, 64, 4, 2, warp_specialize=True),
 }
 SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
     64: (
         AttentionConfig(128, 128, 8, 3),
-        AttentionConfig(128, 128, 4, 3, warp_specialize=True),
-        AttentionConfig(128, 64, 4, 3, warp_specialize=True),
+        AttentionConfig(128, 128, 4, 2, warp_specialize=True),
+        AttentionConfig(128, 64, 4, 2, warp_specialize=True),
     ),
     128: (
         AttentionConfig(128, 128, 8, 3),
@@ -74,7 +86,6 @@ SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
         AttentionConfig(128, 64, 8, 4),
         AttentionConfig(128, 128, 4, 2, warp_specialize=True),
         AttentionConfig(128, 64, 4, 2, warp_specialize=True),
-        AttentionConfig(128, 64, 4, 3, warp_specialize=True),
     ),
     256: (
         AttentionConfig(128, 64, 8, 2),
@@ -147,7 +158,7 @@ def _kv_loop(
 
 
 @triton.jit
-def _attn_fwd_hopper(
+def _attn_program(
     q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
     D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
@@ -206,10 +217,40 @@ def _attn_fwd_hopper(
         tl.store(o_ptr + rows[:, None] * D + offs_d[None, :], out, mask=offs_m[:, None] < n)
 
 
-def config_for(head_dim: int, config: AttentionConfig | None = None) -> AttentionConfig:
+@triton.jit
+def _attn_fwd_hopper(
+    q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
+    D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+):  # fmt: skip
+    _attn_program(
+        q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
+        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, False,
+    )  # fmt: skip
+
+
+@triton.jit
+def _attn_fwd_hopper_ws(
+    q_ptr, k_ptr, v_ptr, o_ptr, rows, n, qk_scale,
+    D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+):  # fmt: skip
+    # Warp-specialized: the [B*H*N, D] views as descriptors made here (AttentionConfig says why);
+    # each program writes its own into global scratch (triton.set_allocator) for the TMA unit.
+    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+    _attn_program(
+        q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
+        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, True,
+    )  # fmt: skip
+
+
+def config_for(head_dim: int, causal: bool, config: AttentionConfig | None = None) -> AttentionConfig:
     if config is not None:
         return config
-    return INTERPRETER_CONFIG if interpreting() else DEFAULT_CONFIGS[head_dim]
+    return INTERPRETER_CONFIG if interpreting() else DEFAULT_CONFIGS[head_dim, bool(causal)]
 
 
 def prepare(
@@ -220,7 +261,8 @@ def prepare(
     out: torch.Tensor | None = None,
     config: AttentionConfig | None = None,
 ) -> Callable[[], torch.Tensor]:
-    """Build the TMA descriptors once and return the launch: ``prepare(q, k, v, causal)()`` -> O.
+    """Choose the config, build the host TMA descriptors once (a warp-specialized kernel builds its
+    own) and return the launch: ``prepare(q, k, v, causal)()`` -> O.
 
     q, k, v: [B, H, N, D] contiguous, fp16 or bf16, D in HEAD_DIMS.
     """
@@ -233,15 +275,11 @@ def prepare(
         raise VariantSkipped(f"the Hopper attention takes fp16 or bf16, not {q.dtype}")
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         raise VariantSkipped("the Hopper attention needs contiguous q, k and v (TMA row strides)")
-    cfg = config_for(d, config)
+    cfg = config_for(d, causal, config)
     if causal and cfg.block_m % cfg.block_n:
         raise VariantSkipped(f"causal needs block_m a multiple of block_n ({cfg.label})")
     out = torch.empty_like(q) if out is None else out
     rows = b * h * n
-    q_desc = TensorDescriptor.from_tensor(q.view(rows, d), [cfg.block_m, d])
-    k_desc = TensorDescriptor.from_tensor(k.view(rows, d), [cfg.block_n, d])
-    v_desc = TensorDescriptor.from_tensor(v.view(rows, d), [cfg.block_n, d])
-    o_desc = TensorDescriptor.from_tensor(out.view(rows, d), [cfg.block_m, d])
     qk_scale = LOG2E / math.sqrt(d)  # log2(e) folded into the softmax scale: exp2 instead of exp
     grid = (triton.cdiv(n, cfg.block_m), b * h)
     meta = {
@@ -252,14 +290,26 @@ def prepare(
         "BLOCK_M": cfg.block_m,
         "BLOCK_N": cfg.block_n,
         "STAGES": cfg.stages,
-        "WARP_SPECIALIZE": cfg.warp_specialize,
     }
 
-    def run() -> torch.Tensor:
-        _attn_fwd_hopper[grid](
-            q_desc, k_desc, v_desc, o_desc, out, n, qk_scale, **meta, num_warps=cfg.warps, num_stages=cfg.stages
-        )
-        return out
+    launch = {"num_warps": cfg.warps, "num_stages": cfg.stages}
+    if cfg.warp_specialize:
+        # Global memory for the descriptors the kernel builds, a few hundred bytes per launch.
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
+
+        def run() -> torch.Tensor:
+            _attn_fwd_hopper_ws[grid](q, k, v, out, rows, n, qk_scale, **meta, **launch)
+            return out
+
+    else:
+        q_desc = TensorDescriptor.from_tensor(q.view(rows, d), [cfg.block_m, d])
+        k_desc = TensorDescriptor.from_tensor(k.view(rows, d), [cfg.block_n, d])
+        v_desc = TensorDescriptor.from_tensor(v.view(rows, d), [cfg.block_n, d])
+        o_desc = TensorDescriptor.from_tensor(out.view(rows, d), [cfg.block_m, d])
+
+        def run() -> torch.Tensor:
+            _attn_fwd_hopper[grid](q_desc, k_desc, v_desc, o_desc, out, n, qk_scale, **meta, **launch)
+            return out
 
     run.config = cfg
     return run

@@ -33,8 +33,9 @@ import torch
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels._arrival import last_to_arrive, rearm
+from rooflint.kernels._gelu import gelu_tanh_sigmoid
 from rooflint.kernels._pdl import pdl_enabled, pdl_launch, prefetch_l2, wait
-from rooflint.kernels.gelu_linear import GELU_C1, GELU_C3, INTERPRETER_SMS  # the one tanh-GELU, in log2 form
+from rooflint.kernels.gelu_linear import INTERPRETER_SMS
 
 MAX_ROWS = 16  # X rows the kernel takes: the N side of one MMA tile
 MAX_SPLITS = 4
@@ -271,7 +272,7 @@ def _epilogue(
     if HAS_BIAS:
         z += bias[:, None]
     if GELU:
-        z = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False)
+        z = gelu_tanh_sigmoid(z)
     if RESIDUAL:
         z += res
     y = z.to(y_ptr.dtype.element_ty)

@@ -133,9 +133,9 @@ def _gemm_gelu_kernel(
             if BLOCK_N2 > 0:
                 b2 = w2_desc.load([off_n + BLOCK_N, kt * BLOCK_K])  # the same X tile feeds both
                 acc2 = _dot_wt(a, b2, acc2, UPCAST)
-        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, SPLIT_STORE, UPCAST)
+        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, SPLIT_STORE, not UPCAST)
         if BLOCK_N2 > 0:
-            _bias_gelu_store(acc2, off_m, off_n + BLOCK_N, b_ptr, y2_desc, N, BLOCK_M, BLOCK_N2, False, UPCAST)
+            _bias_gelu_store(acc2, off_m, off_n + BLOCK_N, b_ptr, y2_desc, N, BLOCK_M, BLOCK_N2, False, not UPCAST)
 
 
 def prepare(

@@ -5,13 +5,6 @@
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float gelu_tanh(float x) {
-  // 0.5 * (1 + tanh(u)) == 1 / (1 + exp(-2u)): one MUFU exp and an approximate divide replace
-  // tanh's longer libm sequence; exp -> inf for x << 0 gives x / inf = -0, the right limit.
-  const float u = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
-  return __fdividef(x, 1.0f + __expf(-2.0f * u));
-}
-
 // kWidth elements starting at p: one 16-byte transaction on the vector path, one element otherwise.
 template <typename T, int kWidth>
 __device__ __forceinline__ void load_floats(const T* p, float (&out)[kWidth]) {
@@ -63,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) gelu_bias_scale_kernel(const T* __re
       const long long row = first + r * static_cast<long long>(blockDim.y);
       if (row >= rows) break;
 #pragma unroll
-      for (int j = 0; j < kWidth; ++j) v[r][j] = (gelu_tanh(v[r][j]) + b[j]) * scale;
+      for (int j = 0; j < kWidth; ++j) v[r][j] = (gelu_tanh<T>(v[r][j]) + b[j]) * scale;
       store_floats<T, kWidth>(y + row * cols + col, v[r]);
     }
   }

@@ -32,12 +32,6 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 // Element offset of 16-byte chunk `chunk` of tile row `row` after the XOR swizzle.
 __device__ __forceinline__ int swizzle(int row, int chunk) { return row * kBK + ((chunk ^ (row & 7)) << 3); }
 
-__device__ __forceinline__ float gelu_tanh(float z) {
-  // 0.5 z (1 + tanh(u)) == z * sigmoid(2u): one exp and one divide instead of a tanh.
-  const float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
-  return z / (1.0f + __expf(-2.0f * u));
-}
-
 template <typename T> struct MmaOp;
 template <> struct MmaOp<__nv_bfloat16> {
   __device__ __forceinline__ static void run(float* c, const uint32_t* a, const uint32_t* b) {
@@ -125,8 +119,8 @@ __device__ __forceinline__ void store_tile(const float (&acc)[MT][NT][4], const 
       for (int half = 0; half < 2; ++half) {
         const int row = row0 + i * 16 + (lane >> 2) + half * 8;
         if (row >= M) continue;
-        const float v0 = gelu_tanh(acc[i][j][half * 2] + b0);
-        const float v1 = gelu_tanh(acc[i][j][half * 2 + 1] + b1);
+        const float v0 = gelu_tanh<T>(acc[i][j][half * 2] + b0);
+        const float v1 = gelu_tanh<T>(acc[i][j][half * 2 + 1] + b1);
         T* out = y + static_cast<long long>(row) * N + col;
         if (pairs && col + 1 < N) {
           store_pair(out, v0, v1);

@@ -19,6 +19,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Fam
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype, sm_count
+from rooflint.kernels._gelu import gelu_tanh
 
 # CUDA-core FLOPs of one tanh-GELU: x^2, x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5.
 GELU_FLOPS = 9
@@ -157,27 +158,6 @@ def _configs():
     ]
 
 
-# log2(e) folded into the GELU constants: sigmoid(2u) = 1 / (1 + 2^(-2 u log2 e)), and ex2 is one
-# MUFU instruction where exp is ex2 plus a multiply.
-GELU_C1 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)
-GELU_C3 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634 * 0.044715)
-GELU_K0 = tl.constexpr(0.7978845608028654)  # sqrt(2/pi)
-GELU_K1 = tl.constexpr(0.7978845608028654 * 0.044715)
-
-
-@triton.jit
-def _gelu_tanh_approx(z):
-    """0.5 z (1 + tanh(u)) with tanh.approx.f32: one MUFU op per element where the sigmoid form
-    takes two (ex2 and rcp). A 128x192 tile's epilogue is 24,576 elements on an SM's 16 MUFU lanes
-    a clock: ~1,500 cycles saved, in a GEMM whose gap to cuBLASLt at GPT-2's shape is ~3,000.
-    tanh.approx's error (2^-10.99 relative) is below bf16's rounding and within fp16's tolerance."""
-    t = tl.inline_asm_elementwise(
-        "tanh.approx.f32 $0, $1;", "=r,r", [z * (GELU_K0 + GELU_K1 * z * z)], dtype=tl.float32, is_pure=True, pack=1
-    )
-    half = 0.5 * z
-    return half + half * t
-
-
 @triton.jit
 def _tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     # Grouped order: consecutive tiles sweep GROUP_M tile rows per W panel, so the panel is
@@ -198,15 +178,14 @@ def _dot_wt(a, b, acc, UPCAST: tl.constexpr):
 
 @triton.jit
 def _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     SPLIT_STORE: tl.constexpr, INTERPRETED: tl.constexpr):  # fmt: skip
+                     SPLIT_STORE: tl.constexpr, MUFU: tl.constexpr):  # fmt: skip
     """Y tile = GELU(acc + b), rounded once, stored by TMA (clipped at M and N)."""
     offs_n = off_n + tl.arange(0, BLOCK_N)
     z = acc + tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    if INTERPRETED:
-        # The CPU interpreter runs no PTX: 0.5 z (1 + tanh(u)) = z * sigmoid(2u), from ex2 and a divide.
-        out = tl.fdiv(z, 1.0 + tl.exp2(z * (GELU_C1 + GELU_C3 * z * z)), ieee_rounding=False).to(y_desc.dtype)
-    else:
-        out = _gelu_tanh_approx(z).to(y_desc.dtype)
+    # One MUFU op an element on the GPU (tanh.approx): a 128x192 tile's epilogue is 24,576 elements
+    # on an SM's 16 MUFU lanes a clock, ~1,500 cycles saved against the two-op form in a GEMM whose
+    # gap to cuBLASLt at GPT-2's shape was ~3,000. The CPU interpreter runs no PTX (_gelu.py).
+    out = gelu_tanh(z, MUFU).to(y_desc.dtype)
     if SPLIT_STORE:
         # Two half-width TMA stores: the staging tile in shared memory halves (32 KB for 128x256
         # bf16), which is what leaves room for another pipeline stage.
@@ -248,7 +227,8 @@ def _gelu_linear_kernel(
             a = x_desc.load([off_m, kt * BLOCK_K])
             b = w_desc.load([off_n, kt * BLOCK_K])
             acc = _dot_wt(a, b, acc, UPCAST)
-        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, True, UPCAST)
+        # 16-bit data only (the family's dtypes): the one-MUFU GELU wherever PTX runs, i.e. not UPCAST.
+        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, True, not UPCAST)
 
 
 # Under the interpreter (CPU tensors) 3 programs still make each stride over several tiles.

@@ -20,17 +20,13 @@ __device__ __forceinline__ float ln_block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
-// tanh GELU as v * sigmoid(2u): identical to 0.5 v (1 + tanh u), with u = sqrt(2/pi) (v + 0.044715 v^3).
-// Written as v / (1 + 2^(v (k1 + k2 v^2))) with the constants folded, it is 3 FMAs, one MUFU ex2
-// and one approximate divide (MUFU rcp + mul): this epilogue runs on every element of a kernel
-// that is only just memory-bound, and an IEEE divide (a dozen instructions and a slow-path branch)
-// measurably slowed it. For v << 0 the exp2 overflows to inf and __fdividef gives v * 0 = -0, the limit.
-template <bool kGelu>
+// The GELU epilogue (layernorm_gelu) runs on every element of a kernel that is only just
+// memory-bound: common.cuh's gelu_tanh<T>, one MUFU op an element for 16-bit data. An IEEE divide
+// there (a dozen instructions and a slow-path branch) had measurably slowed it.
+template <typename T, bool kGelu>
 __device__ __forceinline__ float epilogue(float v) {
   if constexpr (kGelu) {
-    constexpr float k1 = -2.0f * 1.4426950408889634f * 0.7978845608028654f;  // -2 log2(e) sqrt(2/pi)
-    constexpr float k2 = k1 * 0.044715f;
-    return __fdividef(v, 1.f + exp2f(v * fmaf(k2, v * v, k1)));
+    return gelu_tanh<T>(v);
   } else {
     return v;
   }
@@ -85,7 +81,7 @@ __global__ void __launch_bounds__(kMaxThreads) layernorm_fast_kernel(const T* __
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float n = (to_float(in[k].v[j]) - mean) * rstd;
-        out.v[j] = from_float<T>(epilogue<kGelu>(n * to_float(vw.v[j]) + to_float(vb.v[j])));
+        out.v[j] = from_float<T>(epilogue<T, kGelu>(n * to_float(vw.v[j]) + to_float(vb.v[j])));
       }
       store_vec(y + base + v * kVec, out);
     }
@@ -155,7 +151,7 @@ __global__ void layernorm_general_kernel(const T* __restrict__ x, const T* __res
   // Second read of the row: from L2 when the rows in flight fit in its 50 MB, else from HBM.
   T* out = y + blockIdx.x * hidden;
   for (long long i = threadIdx.x; i < hidden; i += blockDim.x)
-    out[i] = from_float<T>(epilogue<kGelu>((to_float(row[i]) - mu) * rstd * to_float(w[i]) + to_float(b[i])));
+    out[i] = from_float<T>(epilogue<T, kGelu>((to_float(row[i]) - mu) * rstd * to_float(w[i]) + to_float(b[i])));
 }
 
 template <typename T, int kVecs, bool kGelu, bool kStats>

@@ -12,6 +12,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Fam
 from rooflint.core.triton_compat import tl, triton
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
+from rooflint.kernels._gelu import gelu_tanh, mufu_form
 
 EPS = 1e-5
 # Widest row the Triton kernel keeps in registers as one tile (fp32: 64 KiB over 16 warps, 32
@@ -150,22 +151,10 @@ def compiled_builtin(case):
     return lambda: fn(x, w, b)
 
 
-GELU_K1 = tl.constexpr(-2.0 * 1.4426950408889634 * 0.7978845608028654)  # -2 log2(e) sqrt(2/pi)
-GELU_K2 = tl.constexpr(-2.0 * 1.4426950408889634 * 0.7978845608028654 * 0.044715)
-
-
-@triton.jit
-def gelu_tanh(v):
-    # 0.5 v (1 + tanh u) rewritten as v * sigmoid(2u) = v / (1 + 2^(v (k1 + k2 v^2))), constants
-    # folded: one exp2 and a divide instead of a tanh, and no cancellation in 1 + tanh(u) for
-    # v << 0. exp2 overflowing to inf there gives v / inf = -0, the true limit.
-    return v / (1.0 + tl.exp2(v * (GELU_K1 + GELU_K2 * v * v)))
-
-
 @triton.jit
 def _ln_row_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, hidden, eps,
-    BLOCK: tl.constexpr, GELU: tl.constexpr, STATS: tl.constexpr, EVEN: tl.constexpr,
+    BLOCK: tl.constexpr, GELU: tl.constexpr, MUFU: tl.constexpr, STATS: tl.constexpr, EVEN: tl.constexpr,
 ):  # fmt: skip
     # One program per row, the whole row in registers: x is read from HBM once and the variance
     # is an exact two-pass one (mean, then squared deviations) at no extra traffic.
@@ -192,7 +181,7 @@ def _ln_row_kernel(
         b = tl.load(b_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     y = centered * rstd * w + b
     if GELU:
-        y = gelu_tanh(y)
+        y = gelu_tanh(y, MUFU)  # one MUFU op an element for 16-bit y (_gelu.py)
     if EVEN:
         tl.store(y_ptr + row * hidden + offs, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
     else:
@@ -205,7 +194,7 @@ def _ln_row_kernel(
 @triton.jit
 def _ln_looped_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, hidden, eps,
-    BLOCK: tl.constexpr, GELU: tl.constexpr, STATS: tl.constexpr,
+    BLOCK: tl.constexpr, GELU: tl.constexpr, MUFU: tl.constexpr, STATS: tl.constexpr,
 ):  # fmt: skip
     # Rows wider than a register tile: tile by tile, each tile's exact mean and squared deviations
     # are merged into the running ones with Chan's parallel formula (stable for any |mean|/std),
@@ -237,7 +226,7 @@ def _ln_looped_kernel(
         b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         y = (x - mean) * rstd * w + b
         if GELU:
-            y = gelu_tanh(y)
+            y = gelu_tanh(y, MUFU)  # one MUFU op an element for 16-bit y (_gelu.py)
         tl.store(y_ptr + row * hidden + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
     if STATS:
         tl.store(mean_ptr + row, mean)
@@ -245,14 +234,17 @@ def _ln_looped_kernel(
 
 
 def triton_layernorm(
-    x, weight, bias, y, mean=None, rstd=None, *, gelu=False, num_warps=None, max_block=None, eps: float = EPS
-):
+    x, weight, bias, y, mean=None, rstd=None, *, gelu=False, num_warps=None, max_block=None, eps: float = EPS,
+    mufu=None,
+):  # fmt: skip
     """Launch one Triton kernel; mean/rstd None skips writing them. Returns y. ``eps``: the
-    model's own (GPT-2 1e-5; Llama-style models 1e-6), the family's EPS by default."""
+    model's own (GPT-2 1e-5; Llama-style models 1e-6), the family's EPS by default. ``mufu``: the
+    GELU's form (_gelu.py), by default the one-MUFU form for 16-bit y on a GPU."""
     rows, hidden = x.shape
     stats = mean is not None
     block = max(triton.next_power_of_2(hidden), 32)  # at least a warp's width: tiny tiles gain nothing
     limit = max_block or MAX_FUSED_BLOCK
+    mufu = gelu and (mufu_form(y.dtype) if mufu is None else mufu)
     args = (x, weight, bias, y, mean if stats else y, rstd if stats else y, hidden, float(eps))
     if block <= limit:
         # ~16 elements a thread (32 with the GELU epilogue: 2% faster at 4096 with the tl.exp
@@ -261,9 +253,9 @@ def triton_layernorm(
         # row's reduction hides behind another's loads.
         warps = num_warps or min(16, max(1, block // (1024 if gelu else 512)))
         even = block == hidden
-        _ln_row_kernel[(rows,)](*args, BLOCK=block, GELU=gelu, STATS=stats, EVEN=even, num_warps=warps)
+        _ln_row_kernel[(rows,)](*args, BLOCK=block, GELU=gelu, MUFU=mufu, STATS=stats, EVEN=even, num_warps=warps)
     else:
-        _ln_looped_kernel[(rows,)](*args, BLOCK=limit, GELU=gelu, STATS=stats, num_warps=num_warps or 16)
+        _ln_looped_kernel[(rows,)](*args, BLOCK=limit, GELU=gelu, MUFU=mufu, STATS=stats, num_warps=num_warps or 16)
     return y
 
 

@@ -27,10 +27,6 @@ namespace {
 constexpr int kRows = 16;      // W rows per block: the MMA's M
 constexpr int kMaxWarps = 16;  // K / (16 * STEPS) warps per block, at most
 
-// tanh-GELU as z * sigmoid(2u), u = sqrt(2/pi) (z + 0.044715 z^3), in exp2 form (as gelu_linear).
-constexpr float kGeluC1 = -2.0f * 0.7978845608028654f * 1.4426950408889634f;
-constexpr float kGeluC3 = kGeluC1 * 0.044715f;
-
 template <typename T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                                               uint32_t b1);
 template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
@@ -203,7 +199,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     z = rstd * (z - mean * c1) + c2;
   }
   z += bias;
-  if (p.gelu) z = __fdividef(z, 1.0f + exp2f(z * (kGeluC1 + kGeluC3 * z * z)));
+  if (p.gelu) z = gelu_tanh_sigmoid(z);
   if (p.residual != nullptr) z += to_float(static_cast<const T*>(p.residual)[out_m * p.r_row + n]);
   const T out = from_float<T>(z);
   static_cast<T*>(p.y)[out_m * p.y_row + n] = out;

@@ -80,6 +80,37 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// tanh GELU, 0.5 z (1 + tanh(u)) with u = sqrt(2/pi) (z + 0.044715 z^3), in two forms. Both are a
+// few FMAs around the MUFU, the SM's 16-lane special-function unit, which is what a GELU epilogue
+// spends: on the H200 (4.8 TB/s over the H100's 132 SMs) the elementwise GELU kernels kept it ~50%
+// busy (ncu, docs/perf-notes/kernels-at-limit.md).
+// - sigmoid: z * sigmoid(2u) = z / (1 + 2^(z (c1 + c3 z^2))), log2(e) folded into the constants:
+//   MUFU ex2 + MUFU rcp. Exact in real arithmetic; for z << 0 ex2 overflows to inf and the
+//   approximate divide gives -0, the limit. The fp32 form.
+// - mufu: tanh.approx.f32 (sm_75+), ONE MUFU op. Its relative error (2^-10.99) is below bf16's
+//   rounding and inside fp16's tolerance, not fp32's; for z << 0 it returns -1 and GELU 0.
+__device__ __forceinline__ float gelu_tanh_sigmoid(float z) {
+  constexpr float c1 = -2.0f * 0.7978845608028654f * 1.4426950408889634f;  // -2 sqrt(2/pi) log2(e)
+  constexpr float c3 = c1 * 0.044715f;
+  return __fdividef(z, 1.0f + exp2f(z * fmaf(c3, z * z, c1)));
+}
+__device__ __forceinline__ float gelu_tanh_mufu(float z) {
+  constexpr float k0 = 0.7978845608028654f, k1 = 0.7978845608028654f * 0.044715f;
+  float t;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(z * fmaf(k1, z * z, k0)));
+  const float half = 0.5f * z;
+  return fmaf(half, t, half);
+}
+// The form for data of type T: one MUFU op for 16-bit data, the exact-in-real-arithmetic form for fp32.
+template <typename T>
+__device__ __forceinline__ float gelu_tanh(float z) {
+  if constexpr (sizeof(T) == 2) {
+    return gelu_tanh_mufu(z);
+  } else {
+    return gelu_tanh_sigmoid(z);
+  }
+}
+
 // 16-byte async copy (cp.async, sm_80+; nothing below, where callers keep a synchronous path); a false `valid` copies zero bytes and zero-fills, which pads the edge tiles.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
