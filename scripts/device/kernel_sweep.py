@@ -296,11 +296,11 @@ def section_check(sw: Sweep) -> None:
     two_loops = next(c for c in ah.SWEEP_CANDIDATES[128] if not c.warp_specialize)
     ws = next(c for c in ah.SWEEP_CANDIDATES[128] if c.warp_specialize)
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    for dtype, configs in (("bf16", (two_loops, ws)), ("fp16", (two_loops, ws))):
+    for dtype in dtypes:
         q, k, v = (t.to(dtypes[dtype]) for t in _attention_inputs(2, 3, 300, 128))
         for causal in (False, True):
             reference = family.reference({"q": q, "k": k, "v": v}, {"causal": causal})
-            for config in configs:
+            for config in (two_loops, ws):
                 run = _build(ah.prepare, q, k, v, causal, config=config)
                 case = f"check B2 H3 N300 D128 {dtype} {'causal' if causal else 'non-causal'}"
                 measure(sw, run, reference=reference, tolerance=TOLERANCE[dtype], timed=False, need_s=6.0,

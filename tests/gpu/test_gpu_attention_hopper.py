@@ -14,6 +14,7 @@ import torch
 
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
+from rooflint.kernels import _attention_hopper as hopper
 
 pytestmark = pytest.mark.gpu
 
@@ -59,22 +60,13 @@ def test_wgmma_attention_is_deterministic_and_leaves_no_state():
 # ------------------------------------------------------------- the Triton kernel (triton_hopper)
 
 
-def _triton_configs():
-    from rooflint.kernels import _attention_hopper as hopper
-
-    configs = {(d, c): cfg for (d, c), cfg in hopper.DEFAULT_CONFIGS.items()}
-    return sorted(configs.items())
-
-
 @pytest.mark.parametrize("n", [1, 130, 777, 1024])
-@pytest.mark.parametrize("key", [key for key, _ in _triton_configs()], ids=lambda k: f"D{k[0]}-{'c' if k[1] else 'nc'}")
+@pytest.mark.parametrize("key", sorted(hopper.DEFAULT_CONFIGS), ids=lambda k: f"D{k[0]}-{'c' if k[1] else 'nc'}")
 def test_triton_hopper_defaults_match_float64(key, n):
     # Every default config (warp-specialized ones build their TMA descriptors in the kernel, a path
     # the CPU interpreter runs without the producer/consumer split) on ragged and whole-tile N, both
     # dtypes. A three-stage warp-specialized config once returned inf here: never a default.
     _hopper_or_skip()
-    from rooflint.kernels import _attention_hopper as hopper
-
     d, causal = key
     family = get_family("attention")
     for dtype in ("bf16", "fp16"):
@@ -91,8 +83,6 @@ def test_triton_hopper_defaults_match_float64(key, n):
 def test_triton_hopper_warp_specialized_is_repeatable():
     # 20 calls give identical bits: the producer warpgroup never refills a stage a consumer still reads.
     _hopper_or_skip()
-    from rooflint.kernels import _attention_hopper as hopper
-
     family = get_family("attention")
     params = {"B": 4, "H": 8, "N": 2048, "D": 128, "causal": False}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=11)
