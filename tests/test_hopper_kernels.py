@@ -44,9 +44,18 @@ def test_hopper_attention_variant_matches_reference(n, d, causal, dtype):
 # The two kernel structures at the tile shapes that exercise them: the two-loop kernel with a
 # diagonal block of two key tiles (32 x 16), and the warp-specialized single loop (its code runs in
 # the interpreter; only the GPU splits it into producer and consumer warps), on a ragged N (40) and
-# on an N that is a whole number of tiles (64: the non-causal single loop then has no mask at all).
+# on an N that is a whole number of tiles (64: the non-causal single loop then has no mask at all);
+# and the two loops with the next tile's Q K^T issued ahead of the softmax (its last one reads past the head).
 @pytest.mark.parametrize(
-    "config", [Config(32, 16, 4, 2), Config(16, 16, 4, 1, True), Config(32, 16, 4, 2, True)], ids=lambda c: c.label
+    "config",
+    [
+        Config(32, 16, 4, 2),
+        Config(16, 16, 4, 1, True),
+        Config(32, 16, 4, 2, True),
+        Config(32, 16, 4, 2, qk_ahead=True),
+        Config(16, 16, 4, 1, qk_ahead=True),
+    ],
+    ids=lambda c: c.label,
 )
 @pytest.mark.parametrize("n", [40, 64])
 @pytest.mark.parametrize("causal", [False, True])
@@ -67,6 +76,12 @@ def test_hopper_attention_head_dim_256():
     out = hopper.hopper_attention(q, k, v, True)
     expected = family.reference({"q": q, "k": k, "v": v}, {"causal": True})
     assert check(family, "fp16", out, expected).passed
+
+
+def test_hopper_attention_refuses_qk_ahead_with_warp_specialization():
+    q = torch.randn(1, 1, 16, 64).to(torch.float16)
+    with pytest.raises(VariantSkipped, match="warp-specialized"):
+        hopper.prepare(q, q, q, False, config=Config(16, 16, 4, 1, True, qk_ahead=True))
 
 
 def test_hopper_attention_refuses_what_it_cannot_run():
@@ -119,6 +134,8 @@ def test_config_tables_are_causal_safe():
             assert config.block_m % config.block_n == 0, (d, config)
             # Three-stage warp-specialized configs returned inf on Triton 3.6 (H100 and H200).
             assert not (config.warp_specialize and config.stages > 2), (d, config)
+            # Nor does Triton 3.6 compile Q K^T ahead in a warp-specialized loop.
+            assert not (config.warp_specialize and config.qk_ahead), (d, config)
         assert len(hopper.SWEEP_CANDIDATES[d]) <= 6
 
 
@@ -137,21 +154,25 @@ def test_wavefit_variant_matches_reference(m, k, n, dtype):
 @pytest.mark.parametrize(
     "tile",
     # A 128-wide tile (its output leaves in two half-width TMA stores), 2 programs over 8 tiles, and
-    # tiles of two blocks side by side (32 + 16 and 128 + 64 columns; N = 136 ends inside the side block).
+    # tiles of two blocks side by side (32 + 16 and 128 + 64 columns; N = 136 ends inside the side block),
+    # and warp-specialized tiles, whose descriptors the kernel builds itself.
     [
         gemm.GemmTile(16, 128, 32, 1, 4, 2, 1),
         gemm.GemmTile(16, 32, 16, 1, 4, 1, 2),
         gemm.GemmTile(16, 48, 16, 1, 4, 2, 1),
         gemm.GemmTile(16, 192, 32, 1, 4, 1, 1),
+        gemm.GemmTile(16, 128, 32, 1, 4, 2, 1, warp_specialize=True),
+        gemm.GemmTile(16, 48, 16, 1, 4, 2, 1, warp_specialize=True),
     ],
     ids=lambda t: t.label,
 )
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_gemm_tiles_match_reference(tile, dtype):
+@pytest.mark.parametrize("early_bias", [True, False], ids=["bias-before-k-loop", "bias-after"])
+def test_gemm_tiles_match_reference(tile, dtype, early_bias):
     family = get_family("gelu_linear")
     params = {"m": 37, "k": 72, "n": 136}
     case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    out = gemm.prepare(case["x"], case["w"], case["b"], tile=tile)()
+    out = gemm.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
     verdict = check(family, dtype, out, family.reference(case.inputs, params))
     assert verdict.passed, f"{tile.label}: {verdict.message}"
 

@@ -16,7 +16,7 @@ import torch
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
 from rooflint.engine.correctness import check
-from rooflint.kernels import gelu_linear
+from rooflint.kernels import _gemm_small, gelu_linear
 
 pytestmark = pytest.mark.gpu
 
@@ -82,3 +82,28 @@ def test_triton_tma_gemms_match_float64_on_the_gpu(variant, m, k, n):
         verdict = check(family, dtype, out, family.reference(case.inputs, params))
         print(f"gelu_linear {variant} {m}x{k}->{n} {dtype}: relative error {verdict.error:.3g}")
         assert verdict.passed, f"{variant} {m}x{k}->{n} {dtype}: {verdict.message}"
+
+
+@pytest.mark.parametrize(
+    "tile",
+    [
+        _gemm_small.GemmTile(128, 192, 64, 4, 8, 8, 1, warp_specialize=True),
+        _gemm_small.GemmTile(128, 256, 64, 4, 8, 16, 1, warp_specialize=True),
+        _gemm_small.GemmTile(128, 256, 64, 4, 8, 16, 1),
+    ],
+    ids=lambda t: t.label,
+)
+@pytest.mark.parametrize("early_bias", [True, False], ids=["bias-before-k-loop", "bias-after"])
+def test_wavefit_tiles_match_float64_on_the_gpu(tile, early_bias):
+    """Tiles the rule does not pick at these shapes: warp-specialized ones (descriptors built on the
+    device) and both bias placements, at ragged M, N and K."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the wave-fitted GEMM's tiles are sized for sm_90")
+    family = get_family("gelu_linear")
+    for dtype in ("bf16", "fp16"):
+        params = {"m": 1000, "k": 776, "n": 3000}
+        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=3)
+        out = _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
+        torch.cuda.synchronize()
+        verdict = check(family, dtype, out, family.reference(case.inputs, params))
+        assert verdict.passed, f"{tile.label} {dtype}: {verdict.message}"

@@ -66,3 +66,18 @@ def interpreting() -> bool:
 
 
 __all__ = ["HAS_TRITON", "gdc_launch_dependents", "gdc_wait", "interpreting", "tl", "triton"]
+
+
+def _device_scratch(size: int, alignment: int, stream: int | None):
+    import torch
+
+    # The current device when the launch asks, not one captured earlier: a process that prepares
+    # kernels on several GPUs gets each kernel's scratch on its own.
+    return torch.empty(size, dtype=torch.int8, device=torch.device("cuda", torch.cuda.current_device()))
+
+
+def use_device_scratch() -> None:
+    """Give kernels that build TMA descriptors on the device (tl.make_tensor_descriptor) global memory
+    for them: a few hundred bytes a launch, from torch's caching allocator. Idempotent."""
+    if HAS_TRITON:
+        triton.set_allocator(_device_scratch)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128, 256)
@@ -45,10 +45,18 @@ class AttentionConfig:
     # (triton-lang/triton#7658). With descriptors built on the host, every such config hung on the
     # H100 (no result within 75 s, where the others compile and run in 1-2 s).
     warp_specialize: bool = False
+    # The next key tile's Q K^T issued before this tile's softmax (_kv_loop says how); in the
+    # two-loop form only the unmasked loop does it. Two loops only: with warp specialization Triton
+    # 3.6's pass fails to compile it ("PassManager::run failed", D=64, 128 and 256 on the H100).
+    qk_ahead: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.block_m}x{self.block_n} w{self.warps} s{self.stages}" + " ws" * self.warp_specialize
+        return (
+            f"{self.block_m}x{self.block_n} w{self.warps} s{self.stages}"
+            + " ws" * self.warp_specialize
+            + " qk-ahead" * self.qk_ahead
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,6 +85,7 @@ DEFAULT_CONFIGS: dict[tuple[int, bool], AttentionConfig] = {  # (head dim, causa
 SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
     64: (
         AttentionConfig(128, 128, 8, 3),
+        AttentionConfig(128, 128, 8, 3, qk_ahead=True),
         AttentionConfig(128, 128, 4, 2, warp_specialize=True),
         AttentionConfig(128, 64, 4, 2, warp_specialize=True),
     ),
@@ -84,6 +93,7 @@ SWEEP_CANDIDATES: dict[int, tuple[AttentionConfig, ...]] = {
         AttentionConfig(128, 128, 8, 3),
         AttentionConfig(128, 128, 8, 2),
         AttentionConfig(128, 64, 8, 4),
+        AttentionConfig(128, 64, 8, 4, qk_ahead=True),
         AttentionConfig(128, 128, 4, 2, warp_specialize=True),
         AttentionConfig(128, 64, 4, 2, warp_specialize=True),
     ),
@@ -112,38 +122,56 @@ def unsupported_reason(device: torch.device) -> str | None:
 
 
 @triton.jit
+def _scores(q, k_desc, row, UPCAST: tl.constexpr):
+    """S = Q K^T for the key tile starting at ``row`` (wgmma, fp32 accumulate)."""
+    k = k_desc.load([row, 0])
+    if UPCAST:
+        k = k.to(tl.float32)
+    return tl.dot(q, k.T)
+
+
+@triton.jit
+def _softmax_tile(s, m_i, start_n, offs_m, offs_n, n, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """One key tile's step of the online softmax: (P, the rescale of what came before, the new max)."""
+    if MASKED:
+        cols = start_n + offs_n
+        keep = cols[None, :] < n
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])  # top-left aligned, as SDPA's is_causal
+        s = s * qk_scale + tl.where(keep, 0.0, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        s = s - m_new[:, None]
+    else:
+        # Unmasked: the scale folds into one FMA per score (scale * s - max).
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        s = s * qk_scale - m_new[:, None]
+    # Base-2 online softmax in fp32: exp2 is the MUFU's native op. The first tile each row sees
+    # always holds a key it may attend to (key 0, or an earlier unmasked tile), so m_new is finite.
+    return tl.math.exp2(s), tl.math.exp2(m_i - m_new), m_new
+
+
+@triton.jit
 def _kv_loop(
     acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, lo, hi, qk_scale,
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-    STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, QK_AHEAD: tl.constexpr,
 ):  # fmt: skip
     """Online softmax over the key tiles [lo, hi). MASKED: keys past N, and when causal keys past
-    the query row itself, get probability 0."""
+    the query row itself, get probability 0. QK_AHEAD: the next tile's Q K^T is issued before this
+    tile's softmax (FlashAttention-3's overlap within a warpgroup: the asynchronous wgmma runs on the
+    tensor cores while the softmax runs on the FMA and MUFU pipes); the last one computed is unused."""
     offs_n = tl.arange(0, BLOCK_N)
+    if QK_AHEAD:
+        s = _scores(q, k_desc, row0 + lo, UPCAST)
     for start_n in tl.range(lo, hi, BLOCK_N, num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         # K rows past this head's N belong to the next head (or read as zeros past the tensor):
         # only masked tiles ever reach them, and those give them probability 0.
-        k = k_desc.load([row0 + start_n, 0])
-        if UPCAST:
-            k = k.to(tl.float32)
-        s = tl.dot(q, k.T)  # wgmma, fp32 accumulate
-        if MASKED:
-            cols = start_n + offs_n
-            keep = cols[None, :] < n
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None])  # top-left aligned, as SDPA's is_causal
-            s = s * qk_scale + tl.where(keep, 0.0, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            s = s - m_new[:, None]
+        if QK_AHEAD:
+            s_next = _scores(q, k_desc, row0 + start_n + BLOCK_N, UPCAST)
         else:
-            # Unmasked: the scale folds into one FMA per score (scale * s - max).
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            s = s * qk_scale - m_new[:, None]
-        # Base-2 online softmax in fp32: exp2 is the MUFU's native op. The first tile each row sees
-        # always holds a key it may attend to (key 0, or an earlier unmasked tile), so m_new is finite.
-        p = tl.math.exp2(s)
-        alpha = tl.math.exp2(m_i - m_new)
+            s = _scores(q, k_desc, row0 + start_n, UPCAST)
+        p, alpha, m_new = _softmax_tile(s, m_i, start_n, offs_m, offs_n, n, qk_scale, MASKED, CAUSAL)
         l_ij = tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = v_desc.load([row0 + start_n, 0])
@@ -154,6 +182,8 @@ def _kv_loop(
         # The running sum last: its live range then does not span the two GEMMs (registers).
         l_i = l_i * alpha + l_ij
         m_i = m_new
+        if QK_AHEAD:
+            s = s_next
     return acc, m_i, l_i
 
 
@@ -162,6 +192,7 @@ def _attn_program(
     q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
     D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    QK_AHEAD: tl.constexpr,
 ):  # fmt: skip
     # Grid: (query blocks, batch x head), query blocks fastest, so the programs resident at once
     # share a few heads' K and V in L2 instead of streaming 132 heads' worth from HBM.
@@ -192,18 +223,18 @@ def _attn_program(
         # where any tile needs it (causal, or N not a multiple of the tiles).
         acc, m_i, l_i = _kv_loop(
             acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, 0, hi, qk_scale,
-            BLOCK_N, CAUSAL or not EVEN_N, CAUSAL, UPCAST, STAGES, True,
+            BLOCK_N, CAUSAL or not EVEN_N, CAUSAL, UPCAST, STAGES, True, QK_AHEAD,
         )  # fmt: skip
     else:
         # Tiles left of the diagonal block (or all whole tiles) unmasked; the diagonal block's tiles
         # (or the ragged tail) masked; tiles right of the diagonal never visited.
         acc, m_i, l_i = _kv_loop(
             acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, 0, mid, qk_scale,
-            BLOCK_N, False, CAUSAL, UPCAST, STAGES, False,
+            BLOCK_N, False, CAUSAL, UPCAST, STAGES, False, QK_AHEAD,
         )  # fmt: skip
         acc, m_i, l_i = _kv_loop(
             acc, m_i, l_i, q, k_desc, v_desc, row0, offs_m, n, mid, hi, qk_scale,
-            BLOCK_N, True, CAUSAL, UPCAST, STAGES, False,
+            BLOCK_N, True, CAUSAL, UPCAST, STAGES, False, False,
         )  # fmt: skip
     out = (acc / l_i[:, None]).to(o_desc.dtype)
     # Warp-specialized, the compiler splits the 128 rows between two consumer warpgroups, and a
@@ -221,11 +252,11 @@ def _attn_program(
 def _attn_fwd_hopper(
     q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
     D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, QK_AHEAD: tl.constexpr,
 ):  # fmt: skip
     _attn_program(
         q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
-        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, False,
+        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, False, QK_AHEAD,
     )  # fmt: skip
 
 
@@ -233,7 +264,7 @@ def _attn_fwd_hopper(
 def _attn_fwd_hopper_ws(
     q_ptr, k_ptr, v_ptr, o_ptr, rows, n, qk_scale,
     D: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, QK_AHEAD: tl.constexpr,
 ):  # fmt: skip
     # Warp-specialized: the [B*H*N, D] views as descriptors made here (AttentionConfig says why);
     # each program writes its own into global scratch (triton.set_allocator) for the TMA unit.
@@ -243,7 +274,7 @@ def _attn_fwd_hopper_ws(
     o_desc = tl.make_tensor_descriptor(o_ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_M, D])
     _attn_program(
         q_desc, k_desc, v_desc, o_desc, o_ptr, n, qk_scale,
-        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, True,
+        D, CAUSAL, EVEN_N, UPCAST, BLOCK_M, BLOCK_N, STAGES, True, QK_AHEAD,
     )  # fmt: skip
 
 
@@ -276,6 +307,8 @@ def prepare(
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         raise VariantSkipped("the Hopper attention needs contiguous q, k and v (TMA row strides)")
     cfg = config_for(d, causal, config)
+    if cfg.qk_ahead and cfg.warp_specialize:
+        raise VariantSkipped(f"{cfg.label}: Triton 3.6 does not compile Q K^T ahead in a warp-specialized loop")
     if causal and cfg.block_m % cfg.block_n:
         raise VariantSkipped(f"causal needs block_m a multiple of block_n ({cfg.label})")
     out = torch.empty_like(q) if out is None else out
@@ -290,12 +323,12 @@ def prepare(
         "BLOCK_M": cfg.block_m,
         "BLOCK_N": cfg.block_n,
         "STAGES": cfg.stages,
+        "QK_AHEAD": cfg.qk_ahead,
     }
 
     launch = {"num_warps": cfg.warps, "num_stages": cfg.stages}
     if cfg.warp_specialize:
-        # Global memory for the descriptors the kernel builds, a few hundred bytes per launch.
-        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=q.device))
+        use_device_scratch()  # global memory for the descriptors the kernel builds
 
         def run() -> torch.Tensor:
             _attn_fwd_hopper_ws[grid](q, k, v, out, rows, n, qk_scale, **meta, **launch)

@@ -14,6 +14,15 @@ to at least MIN_WAVE_FILL. On 132 SMs GPT-2 takes 128x192 tiles: 8 x 16 = 128 ti
 A 192-wide tile is not a power of two, which Triton's blocks must be: it is a 128-wide and a
 64-wide block side by side, two accumulators fed by the same X tile each K step.
 
+With one tile per program (GPT-2's single wave), the bias is loaded before the K loop: loaded in the
+epilogue, its L2 round trip was exposed twice (once per block), 16.2 against 15.7 us on an H100
+(scripts/device/gemm_triton_configs.py). Under ncu the kernel then takes 13.34 us, the same as
+cuBLASLt's nvjet kernel. Where the tile loop is flattened into the K loop (8192^3) the early load
+cost 25%: it is taken only where the loops stay nested.
+
+Not taken either: warp specialization (Triton's producer warp; 18.5 us at GPT-2, and no change at
+8192^3), 32-wide K steps in six or eight stages (17.8 and 18.7 us), a 128-wide K step (19.7 us).
+
 Not taken: split-K of the tail wave (the 60 tiles past 132, each cut in two along K, with a
 last-arrival fix-up): measured 19.5 us against 17.9 unsplit on an H100, since the fp32 partials'
 round trip and the serial fix-up cost more than the K-slices rebalance (docs/perf-notes/
@@ -31,9 +40,9 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
 from rooflint.kernels import sm_count
-from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _bias_gelu_store, _dot_wt, _tile_origin
+from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 
 @dataclass(frozen=True)
@@ -45,12 +54,15 @@ class GemmTile:
     warps: int
     group_m: int  # tile rows swept per W panel (L2 reuse of the panel)
     blocks_per_sm: int  # resident blocks an SM holds (from registers and shared memory): sets the grid
+    # Warp-specialized K loop: Triton gives the TMA loads a producer warp of their own. The kernel then
+    # builds its descriptors itself, as the warp-specialized attention must (_attention_hopper.py).
+    warp_specialize: bool = False
 
     @property
     def label(self) -> str:
         return (
             f"{self.block_m}x{self.block_n}x{self.block_k} s{self.stages} w{self.warps} "
-            f"g{self.group_m} {self.blocks_per_sm}/SM"
+            f"g{self.group_m} {self.blocks_per_sm}/SM" + " ws" * self.warp_specialize
         )
 
     def tiles(self, m: int, n: int) -> int:
@@ -109,10 +121,11 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
 
 
 @triton.jit
-def _gemm_gelu_kernel(
+def _gemm_program(
     x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
     # Each program strides over the tiles (FLATTEN: the tile loop flattened into the K loop, so the
     # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs). A tile is
@@ -122,10 +135,16 @@ def _gemm_gelu_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=FLATTEN):
         off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N + BLOCK_N2, GROUP_M)
+        if EARLY_BIAS:
+            # The bias is loaded before the K loop, so its L2 round trip hides under the MMAs: with
+            # one tile per SM (GPT-2's one wave) nothing else covers the epilogue's latency.
+            bias = _load_bias(b_ptr, off_n, N, BLOCK_N)
+            if BLOCK_N2 > 0:
+                bias2 = _load_bias(b_ptr, off_n + BLOCK_N, N, BLOCK_N2)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if BLOCK_N2 > 0:
             acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
-        for kt in range(k_tiles):
+        for kt in tl.range(k_tiles, warp_specialize=WARP_SPECIALIZE):
             # TMA zero-fills reads past M, N or K: edge tiles need no masks.
             a = x_desc.load([off_m, kt * BLOCK_K])
             b = w_desc.load([off_n, kt * BLOCK_K])
@@ -133,9 +152,51 @@ def _gemm_gelu_kernel(
             if BLOCK_N2 > 0:
                 b2 = w2_desc.load([off_n + BLOCK_N, kt * BLOCK_K])  # the same X tile feeds both
                 acc2 = _dot_wt(a, b2, acc2, UPCAST)
-        _bias_gelu_store(acc, off_m, off_n, b_ptr, y_desc, N, BLOCK_M, BLOCK_N, SPLIT_STORE, not UPCAST)
+        if not EARLY_BIAS:
+            bias = _load_bias(b_ptr, off_n, N, BLOCK_N)
+            if BLOCK_N2 > 0:
+                bias2 = _load_bias(b_ptr, off_n + BLOCK_N, N, BLOCK_N2)
+        _gelu_store(acc, bias, off_m, off_n, y_desc, BLOCK_M, BLOCK_N, SPLIT_STORE, not UPCAST)
         if BLOCK_N2 > 0:
-            _bias_gelu_store(acc2, off_m, off_n + BLOCK_N, b_ptr, y2_desc, N, BLOCK_M, BLOCK_N2, False, not UPCAST)
+            _gelu_store(acc2, bias2, off_m, off_n + BLOCK_N, y2_desc, BLOCK_M, BLOCK_N2, False, not UPCAST)
+
+
+@triton.jit
+def _gemm_gelu_kernel(
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
+    EARLY_BIAS: tl.constexpr,
+):  # fmt: skip
+    _gemm_program(
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False,
+    )  # fmt: skip
+
+
+@triton.jit
+def _gemm_gelu_kernel_ws(
+    x_ptr, w_ptr, y_ptr, b_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
+    EARLY_BIAS: tl.constexpr,
+):  # fmt: skip
+    # Warp-specialized: the descriptors are made here, in global scratch (triton.set_allocator).
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+    if SPLIT_STORE:
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N // 2])
+    else:
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    if BLOCK_N2 > 0:
+        w2_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N2, BLOCK_K])
+        y2_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N2])
+    else:
+        w2_desc, y2_desc = w_desc, y_desc
+    _gemm_program(
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True,
+    )  # fmt: skip
 
 
 def prepare(
@@ -144,11 +205,15 @@ def prepare(
     b: torch.Tensor,
     out: torch.Tensor | None = None,
     tile: GemmTile | None = None,
+    early_bias: bool | None = None,
 ) -> Callable[[], torch.Tensor]:
-    """Build the descriptors once and return the launch: ``prepare(x, w, b)()`` -> Y [M, N].
+    """Build the descriptors once (a warp-specialized tile builds its own) and return the launch:
+    ``prepare(x, w, b)()`` -> Y [M, N].
 
     x [M, K], w [N, K], b [N], fp16 or bf16, contiguous; K and N multiples of 8 (16-byte TMA rows).
     ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
+    ``early_bias``: load each tile's bias before its K loop (None: where that loop is not flattened
+    into the tile loop; in a flattened one it cost 25% at 8192^3, its loads no longer pipelined).
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -165,12 +230,7 @@ def prepare(
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     head, tail = tile.n_blocks
     split = head >= 128
-    x_desc = TensorDescriptor.from_tensor(x, [tile.block_m, tile.block_k])
-    w_desc = TensorDescriptor.from_tensor(w, [head, tile.block_k])
-    y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, head // 2 if split else head])
-    # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
-    w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
-    y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
+    flatten = tail == 0 and not tile.warp_specialize
     # As many programs as blocks fit at once (never more than tiles): all resident, each striding.
     grid = (min(tile.tiles(m, n), sms * tile.blocks_per_sm),)
     meta = {
@@ -181,17 +241,33 @@ def prepare(
         "GROUP_M": tile.group_m,
         # Flattening the tile loop into the K loop lets the next tile's loads overlap this one's
         # epilogue; with two accumulators ptxas then serializes the wgmmas (C7515: the next tile's
-        # zeroing lands inside their pipeline stage), so a two-block tile keeps the loops nested.
-        "FLATTEN": tail == 0,
+        # zeroing lands inside their pipeline stage), so a two-block tile keeps the loops nested, as
+        # a warp-specialized K loop does.
+        "FLATTEN": flatten,
         "SPLIT_STORE": split,
         "UPCAST": interpreting(),
+        "EARLY_BIAS": not flatten if early_bias is None else early_bias,
+        "num_warps": tile.warps,
+        "num_stages": tile.stages,
     }
+    if tile.warp_specialize:
+        use_device_scratch()
 
-    def run() -> torch.Tensor:
-        _gemm_gelu_kernel[grid](
-            x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta, num_warps=tile.warps, num_stages=tile.stages
-        )
-        return out
+        def run() -> torch.Tensor:
+            _gemm_gelu_kernel_ws[grid](x, w, out, b, m, n, k, **meta)
+            return out
+
+    else:
+        x_desc = TensorDescriptor.from_tensor(x, [tile.block_m, tile.block_k])
+        w_desc = TensorDescriptor.from_tensor(w, [head, tile.block_k])
+        y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, head // 2 if split else head])
+        # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
+        w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
+        y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
+
+        def run() -> torch.Tensor:
+            _gemm_gelu_kernel[grid](x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta)
+            return out
 
     run.tile = tile  # the chosen tile, for notes and the sweep
     return run
