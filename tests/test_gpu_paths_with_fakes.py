@@ -220,3 +220,40 @@ def _write(rows, out_dir):
         writer.append(item)
     writer.close()
     return writer.csv_path
+
+
+# ------------------------------------------------------------------ decode plans in the model sets
+
+
+class FakeDecodeLibrary:
+    """The CUDA decode library's occupancy query: blocks per SM for (head dim, group, dtype)."""
+
+    def __init__(self, blocks_per_sm):
+        self.blocks_per_sm, self.asked = blocks_per_sm, []
+
+    def query(self, function, *args):
+        self.asked.append((function, *args))
+        return self.blocks_per_sm
+
+
+def test_the_models_cuda_set_decodes_with_the_benchs_cuda_plan():
+    # The bench's `cuda` decode variant splits the cache by waves of the blocks an SM holds
+    # (cuda_plan); the CUDA kernel set of `rooflint model` must run the same plan, not the Triton
+    # kernels' default (split_plan), or the model would time a launch shape the bench never measured.
+    from rooflint.kernels import decode_attention
+    from rooflint.models.kernel_sets import CudaKernels, TritonKernels
+
+    b, h, h_kv, length, d = 4, 32, 8, 8192, 128  # 12 splits of 704 tokens by waves, 16 of 512 by default
+    q = torch.zeros(b, h, 1, d, dtype=torch.bfloat16)
+    cuda_set = object.__new__(CudaKernels)  # its __init__ builds with nvcc and needs a GPU
+    cuda_set._workspaces, cuda_set._libraries = {}, {"decode_attention": FakeDecodeLibrary(3)}
+    ws = cuda_set._workspace(q, h_kv, length)
+    assert (ws.splits, ws.chunk) == decode_attention.wave_plan(b, h_kv, length, 3 * 132)
+    assert cuda_set._libraries["decode_attention"].asked == [("rooflint_decode_blocks_per_sm", d, h // h_kv, 2)]
+    assert cuda_set._workspace(q, h_kv, length) is ws  # one workspace per length, planned once
+
+    triton_set = object.__new__(TritonKernels)
+    triton_set._workspaces = {}
+    ws = triton_set._workspace(q, h_kv, length)
+    assert (ws.splits, ws.chunk) == decode_attention.split_plan(b, h_kv, length, 132)
+    assert decode_attention.split_plan(b, h_kv, length, 132) != decode_attention.wave_plan(b, h_kv, length, 3 * 132)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,6 +72,8 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    from side_by_side import run_child, write_rows
+
     from rooflint.kernels import _attention_hopper as ah
 
     out_dir = Path(os.environ.get("OUT", "/tmp/attention-configs"))
@@ -83,26 +84,8 @@ def main() -> None:
             if args.match not in cfg.label:
                 continue
             command = [sys.executable, __file__, "--child", str(d), str(index)]
-            started = time.time()
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=args.limit_s)
-                found = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
-                if done.returncode != 0:
-                    tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
-                    found.append({"d": d, "config": cfg.label, "status": f"exit {done.returncode}: {tail}"})
-            except subprocess.TimeoutExpired as expired:
-                text = expired.stdout or ""
-                text = text.decode() if isinstance(text, bytes) else text  # bytes even with text=True
-                found = [json.loads(x[4:]) for x in text.splitlines() if x.startswith("ROW ")]
-                found.append({"d": d, "config": cfg.label, "status": f"no result within {args.limit_s:.0f} s"})
-            for row in found:
-                row["wall_s"] = round(time.time() - started, 1)
-                print(row, flush=True)
-            rows += found
-    columns = sorted({key for row in rows for key in row})
-    from side_by_side import write_csv
-
-    write_csv(out_dir / "configs.csv", [{key: row.get(key, "") for key in columns} for row in rows])
+            rows += run_child(command, args.limit_s, {"d": d, "config": cfg.label})
+    write_rows(out_dir / "configs.csv", rows)
 
 
 if __name__ == "__main__":

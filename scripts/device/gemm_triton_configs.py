@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +48,14 @@ def entries(name: str) -> list:
             ("gpt2", GemmTile(128, 192, 64, 4, 8, 4, 1), True),
             ("gpt2", GemmTile(128, 192, 64, 4, 8, 1, 1), True),
             ("gpt2", GemmTile(128, 192, 64, 3, 8, 8, 1), True),
+        ],
+        # The third: a fifth stage (40 KB more shared memory), with each raster.
+        "gpt2-s5": [
+            ("gpt2", gpt2, True),
+            ("gpt2", GemmTile(128, 192, 64, 5, 8, 8, 1), True),
+            ("gpt2", GemmTile(128, 192, 64, 5, 8, 1, 1), True),
+            ("gpt2", GemmTile(128, 192, 64, 4, 8, 1, 1), True),
+            ("gpt2", gpt2, True),
         ],
     }
     return sets[name]
@@ -108,6 +115,8 @@ def main() -> None:
     if args.child is not None:
         child(args.set, args.child)
         return
+    from side_by_side import run_child, write_rows
+
     out_dir = Path(os.environ.get("OUT", "/tmp/gemm-configs"))
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -115,24 +124,9 @@ def main() -> None:
         name = label(tile, early)
         if args.match not in name or args.shape not in ("", shape):
             continue
-        started = time.time()
-        try:
-            command = [sys.executable, __file__, "--set", args.set, "--child", str(index)]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=args.limit_s)
-            found = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
-            if done.returncode != 0:
-                tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
-                found.append({"shape": shape, "config": name, "status": f"exit {done.returncode}: {tail}"})
-        except subprocess.TimeoutExpired:
-            found = [{"shape": shape, "config": name, "status": f"no result within {args.limit_s:.0f} s"}]
-        for row in found:
-            row["wall_s"] = round(time.time() - started, 1)
-            print(row, flush=True)
-        rows += found
-    columns = sorted({key for row in rows for key in row})
-    from side_by_side import write_csv
-
-    write_csv(out_dir / "configs.csv", [{key: row.get(key, "") for key in columns} for row in rows])
+        command = [sys.executable, __file__, "--set", args.set, "--child", str(index)]
+        rows += run_child(command, args.limit_s, {"shape": shape, "config": name})
+    write_rows(out_dir / "configs.csv", rows)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,3 +42,31 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def run_child(command: list[str], limit_s: float, identity: dict) -> list[dict]:
+    """Run one config's child process under a time limit: the JSON rows it printed (lines starting
+    "ROW "), plus a row saying how it failed or ran out of time, each tagged with the wall time. A
+    child that hangs (a warp-specialized Triton kernel can) or crashes costs only its own rows."""
+    started = time.time()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s)
+        found = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            found.append({**identity, "status": f"exit {done.returncode}: {tail}"})
+    except subprocess.TimeoutExpired as expired:
+        text = expired.stdout or ""
+        text = text.decode() if isinstance(text, bytes) else text  # bytes even with text=True
+        found = [json.loads(line[4:]) for line in text.splitlines() if line.startswith("ROW ")]
+        found.append({**identity, "status": f"no result within {limit_s:.0f} s"})
+    for row in found:
+        row["wall_s"] = round(time.time() - started, 1)
+        print(row, flush=True)
+    return found
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """Rows whose keys differ (ok rows and failure rows) as one CSV over the union of their keys."""
+    columns = sorted({key for row in rows for key in row})
+    write_csv(path, [{key: row.get(key, "") for key in columns} for row in rows])

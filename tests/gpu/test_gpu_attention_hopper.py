@@ -26,21 +26,26 @@ def _hopper_or_skip():
         pytest.skip(f"the wgmma attention runs on sm_90 only, this is {torch.cuda.get_device_name()}")
 
 
+def _check_both_dtypes(label: str, d: int, n: int, causal: bool, attend) -> None:
+    """attend(case) -> O for B=2, H=3 at this N, D and mask, in bf16 and fp16, against float64."""
+    family = get_family("attention")
+    for dtype in ("bf16", "fp16"):
+        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
+        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
+        output = attend(case)
+        torch.cuda.synchronize()
+        verdict = check(family, dtype, output, family.reference(case.inputs, params))
+        print(f"{label} D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
+        assert verdict.passed, f"{label} D={d} N={n} causal={causal} {dtype}: {verdict.message}"
+
+
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n", [1, 128, 256, 130, 777, 1536])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_attention_matches_float64(d, n, causal):
     _hopper_or_skip()
-    family = get_family("attention")
-    variant = family.variants["cuda_hopper"]
-    for dtype in ("bf16", "fp16"):
-        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
-        output = variant.build(case)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, output, family.reference(case.inputs, params))
-        print(f"cuda_hopper D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"D={d} N={n} causal={causal} {dtype}: {verdict.message}"
+    variant = get_family("attention").variants["cuda_hopper"]
+    _check_both_dtypes("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
 def test_wgmma_attention_is_deterministic_and_leaves_no_state():
@@ -68,16 +73,25 @@ def test_triton_hopper_defaults_match_float64(key, n):
     # dtypes. A three-stage warp-specialized config once returned inf here: never a default.
     _hopper_or_skip()
     d, causal = key
-    family = get_family("attention")
-    for dtype in ("bf16", "fp16"):
-        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
-        output = hopper.prepare(case["q"], case["k"], case["v"], causal)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, output, family.reference(case.inputs, params))
-        label = hopper.DEFAULT_CONFIGS[key].label
-        print(f"triton_hopper {label} D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{label} D={d} N={n} causal={causal} {dtype}: {verdict.message}"
+    label = f"triton_hopper {hopper.DEFAULT_CONFIGS[key].label}"
+    _check_both_dtypes(label, d, n, causal, lambda case: hopper.prepare(case["q"], case["k"], case["v"], causal)())
+
+
+@pytest.mark.parametrize("n", [130, 777])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "d,config",
+    [(d, c) for d, configs in hopper.SWEEP_CANDIDATES.items() for c in configs if c.qk_ahead],
+    ids=lambda x: x.label if isinstance(x, hopper.AttentionConfig) else f"D{x}",
+)
+def test_triton_hopper_qk_ahead_matches_float64(d, config, n, causal):
+    # Q K^T of the next tile issued ahead of this tile's softmax: its last one reads past the head.
+    _hopper_or_skip()
+
+    def attend(case):
+        return hopper.prepare(case["q"], case["k"], case["v"], causal, config=config)()
+
+    _check_both_dtypes(f"triton_hopper {config.label}", d, n, causal, attend)
 
 
 def test_triton_hopper_warp_specialized_is_repeatable():

@@ -375,18 +375,12 @@ int launch(const void* q, const void* k, const void* v, void* o, long long heads
 extern "C" int rooflint_attention_hopper(const void* q, const void* k, const void* v, void* o, long long heads,
                                          long long n, long long head_dim, long long causal, long long dtype,
                                          float scale, cudaStream_t stream) {
-  int device = 0, major = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (status != cudaSuccess) return static_cast<int>(status);
-  if (major != 9) return static_cast<int>(cudaErrorNotSupported);
-  if (n < 1 || n > (1 << 30) || heads < 1 || heads > 65535) return static_cast<int>(cudaErrorInvalidValue);
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
-    return static_cast<int>(cudaErrorMisalignedAddress);
+  // sm_90 only: wgmma, TMA and setmaxnreg are Hopper's.
+  if (const int refused = attention_launch_check(9, 9, q, k, v, o, heads, n)) return refused;
   const bool is_causal = causal != 0;
-  if (dtype == kBFloat16 && head_dim == 128) return launch<__nv_bfloat16, 128>(q, k, v, o, heads, n, is_causal, scale, stream);
-  if (dtype == kBFloat16 && head_dim == 64) return launch<__nv_bfloat16, 64>(q, k, v, o, heads, n, is_causal, scale, stream);
-  if (dtype == kFloat16 && head_dim == 128) return launch<__half, 128>(q, k, v, o, heads, n, is_causal, scale, stream);
-  if (dtype == kFloat16 && head_dim == 64) return launch<__half, 64>(q, k, v, o, heads, n, is_causal, scale, stream);
-  return static_cast<int>(cudaErrorInvalidValue);
+  return with_half_dtype(dtype, [&](auto t) {
+    return with_choice<64, 128>(head_dim, [&](auto d) {
+      return launch<decltype(t), decltype(d)::value>(q, k, v, o, heads, n, is_causal, scale, stream);
+    });
+  });
 }

@@ -282,31 +282,15 @@ int launch(const void* q, const void* k, const void* v, float* part_acc, float* 
   return static_cast<int>(cudaGetLastError());
 }
 
-template <typename T, int D>
-int dispatch_group(int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml, void* out,
-                   int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale, const Layout& layout,
-                   cudaStream_t stream) {
-  switch (G) {
-    case 1: return launch<T, D, 1>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
-    case 2: return launch<T, D, 2>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
-    case 4: return launch<T, D, 4>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
-    case 8: return launch<T, D, 8>(q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
-}
-
-template <typename T>
-int dispatch_dim(int D, int G, const void* q, const void* k, const void* v, float* part_acc, float* part_ml,
-                 void* out, int B, int H, int H_kv, int C, int chunk, int splits, float qk_scale,
-                 const Layout& layout, cudaStream_t stream) {
-  switch (D) {
-    case 64:
-      return dispatch_group<T, 64>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale, layout, stream);
-    case 128:
-      return dispatch_group<T, 128>(G, q, k, v, part_acc, part_ml, out, B, H, H_kv, C, chunk, splits, qk_scale,
-                                    layout, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+// The kernel instantiated for this dtype, head dim and query-head group, as f(T{}, D, G) with D and G
+// std::integral_constants: the launcher and the occupancy query share this one table of cases.
+template <typename F>
+int with_kernel_config(long long dtype, long long d, long long g, F&& f) {
+  return with_half_dtype(dtype, [&](auto t) {
+    return with_choice<64, 128>(d, [&](auto dim) {
+      return with_choice<1, 2, 4, 8>(g, [&](auto group) { return f(t, dim, group); });
+    });
+  });
 }
 
 }  // namespace decode_detail
@@ -327,19 +311,15 @@ extern "C" int rooflint_decode_attention(const void* q, const void* k, const voi
   // 16-byte loads of q rows and cache rows need the strides to keep 8-element alignment too.
   if (kv_rows < c || q_batch_stride < h * d || q_batch_stride % 8 != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (!aligned16(q) || !aligned16(k) || !aligned16(v)) return static_cast<int>(cudaErrorMisalignedAddress);
-  const int G = static_cast<int>(h / h_kv);
   float* acc = static_cast<float*>(part_acc);
   float* ml = static_cast<float*>(part_ml);
   const int B = static_cast<int>(b), H = static_cast<int>(h), Hkv = static_cast<int>(h_kv);
-  const int C = static_cast<int>(c), D = static_cast<int>(d), Ch = static_cast<int>(chunk), S = static_cast<int>(splits);
+  const int C = static_cast<int>(c), Ch = static_cast<int>(chunk), S = static_cast<int>(splits);
   const Layout layout{kv_rows, q_batch_stride};
-  switch (dtype) {
-    case kFloat16:
-      return dispatch_dim<__half>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, layout, stream);
-    case kBFloat16:
-      return dispatch_dim<__nv_bfloat16>(D, G, q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S, qk_scale, layout, stream);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return with_kernel_config(dtype, d, h / h_kv, [&](auto t, auto dim, auto group) {
+    return launch<decltype(t), decltype(dim)::value, decltype(group)::value>(q, k, v, acc, ml, out, B, H, Hkv, C, Ch, S,
+                                                                               qk_scale, layout, stream);
+  });
 }
 
 // Split-kernel blocks one SM holds at once for this head dim, group and dtype (registers, the ring
@@ -347,22 +327,13 @@ extern "C" int rooflint_decode_attention(const void* q, const void* k, const voi
 // whole waves of it: a last wave a quarter full streams at a fraction of the bandwidth.
 extern "C" int rooflint_decode_blocks_per_sm(long long d, long long g, long long dtype) {
   int blocks = 0;
-  cudaError_t status = cudaErrorInvalidValue;
-  auto occupancy = [&](auto kernel, cudaError_t opted) {
-    status = opted != cudaSuccess ? opted
-                                  : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, kRingBytes);
-  };
-#define ROOFLINT_DECODE_OCCUPANCY(T, D, G) \
-  if (d == D && g == G) occupancy(decode_split_kernel<T, D, G>, opt_in<T, D, G>());
-#define ROOFLINT_DECODE_GROUPS(T, D) \
-  ROOFLINT_DECODE_OCCUPANCY(T, D, 1) ROOFLINT_DECODE_OCCUPANCY(T, D, 2) ROOFLINT_DECODE_OCCUPANCY(T, D, 4) \
-  ROOFLINT_DECODE_OCCUPANCY(T, D, 8)
-  if (dtype == kFloat16) {
-    ROOFLINT_DECODE_GROUPS(__half, 64) ROOFLINT_DECODE_GROUPS(__half, 128)
-  } else if (dtype == kBFloat16) {
-    ROOFLINT_DECODE_GROUPS(__nv_bfloat16, 64) ROOFLINT_DECODE_GROUPS(__nv_bfloat16, 128)
-  }
-#undef ROOFLINT_DECODE_GROUPS
-#undef ROOFLINT_DECODE_OCCUPANCY
-  return status == cudaSuccess ? blocks : -static_cast<int>(status);
+  const int status = with_kernel_config(dtype, d, g, [&](auto t, auto dim, auto group) {
+    using T = decltype(t);
+    constexpr int D = decltype(dim)::value, G = decltype(group)::value;
+    cudaError_t opted = opt_in<T, D, G>();
+    if (opted == cudaSuccess)
+      opted = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_split_kernel<T, D, G>, kThreads, kRingBytes);
+    return static_cast<int>(opted);
+  });
+  return status == 0 ? blocks : -status;
 }

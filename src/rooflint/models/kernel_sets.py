@@ -373,8 +373,12 @@ class TritonKernels(EagerKernels):
 
         key = (tuple(q.shape), kv_heads, length)
         if key not in self._workspaces:  # allocated on the first (uncaptured) call of each length
-            self._workspaces[key] = DecodeWorkspace(q, kv_heads, length)
+            self._workspaces[key] = DecodeWorkspace(q, kv_heads, length, plan=self._decode_plan(q, kv_heads, length))
         return self._workspaces[key]
+
+    def _decode_plan(self, q, kv_heads: int, length: int) -> tuple[int, int] | None:
+        """The decode kernel's (splits, chunk) for this shape; None: DecodeWorkspace's default plan."""
+        return None
 
 
 class CudaKernels(TritonKernels):
@@ -451,6 +455,12 @@ class CudaKernels(TritonKernels):
 
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel takes no strides: two copies
         return cuda_attention(self._libraries["prefill_attention"], q, k, v, True, torch.empty_like(q))
+
+    def _decode_plan(self, q, kv_heads: int, length: int) -> tuple[int, int]:
+        # The plan the bench's `cuda` decode variant runs: waves of the blocks this GPU holds per SM.
+        from rooflint.kernels.decode_attention import cuda_plan
+
+        return cuda_plan(self._libraries["decode_attention"], q, kv_heads, length)
 
     def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "cuda":

@@ -60,6 +60,27 @@ __device__ __forceinline__ float warp_max(float v) {
     default: return static_cast<int>(cudaErrorInvalidValue); \
   }
 
+// Compile-time choices from runtime codes, for launchers whose kernels are templates over a 16-bit
+// dtype and a few integer parameters: with_half_dtype(code, f) calls f(__half{}) or
+// f(__nv_bfloat16{}); with_choice<64, 128>(value, f) calls f(std::integral_constant<int, 64>{}) etc.
+// Anything else is cudaErrorInvalidValue. One table per launcher, where each entry point used to
+// repeat its own if/switch ladder (a launcher and its occupancy query must agree on the cases).
+template <typename F>
+int with_half_dtype(long long code, F&& f) {
+  if (code == kFloat16) return f(__half{});
+  if (code == kBFloat16) return f(__nv_bfloat16{});
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+template <int First, int... Rest, typename F>
+int with_choice(long long value, F&& f) {
+  if (value == First) return f(std::integral_constant<int, First>{});
+  if constexpr (sizeof...(Rest) > 0) {
+    return with_choice<Rest...>(value, static_cast<F&&>(f));
+  } else {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
 // Two fp32 -> one register of two 16-bit values, the lower column in the low half: the order of an
 // mma.sync / wgmma fragment register. T is __half or __nv_bfloat16.
 template <typename T>
@@ -137,4 +158,19 @@ static inline unsigned int blocks_for(long long work, int per_block, int max_blo
   if (blocks < 1) blocks = 1;
   if (blocks > max_blocks) blocks = max_blocks;
   return static_cast<unsigned int>(blocks);
+}
+
+// What both attention entry points check before a launch: the GPU generation the kernel was built
+// for (major in [min_major, max_major]), the grid's limits and 16-byte alignment. 0 when it may go.
+inline int attention_launch_check(int min_major, int max_major, const void* q, const void* k, const void* v,
+                                  const void* o, long long heads, long long n) {
+  int device = 0, major = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (status != cudaSuccess) return static_cast<int>(status);
+  if (major < min_major || major > max_major) return static_cast<int>(cudaErrorNotSupported);
+  if (n < 1 || n > (1 << 30) || heads < 1 || heads > 65535) return static_cast<int>(cudaErrorInvalidValue);
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
+    return static_cast<int>(cudaErrorMisalignedAddress);
+  return 0;
 }
