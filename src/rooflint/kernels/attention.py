@@ -432,3 +432,13 @@ def triton_hopper_variant(case):
     from rooflint.kernels import _attention_hopper
 
     return _attention_hopper.build_variant(case)
+
+
+# Gluon (Triton's lower-level language), sm_90: a TMA producer warp, two unsynchronized consumer
+# warpgroups, the next tile's Q K^T under this tile's softmax (kernels/_attention_gluon.py, issue 14).
+@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_gluon_variant(case):
+    """sm_90 only: Gluon FlashAttention-3 schedule (producer warp, two consumer warpgroups, S ahead of P V)"""
+    from rooflint.kernels import _attention_gluon
+
+    return _attention_gluon.build_variant(case)

@@ -1,0 +1,269 @@
+"""Attention forward for Hopper in Gluon (`triton.experimental.gluon`): the `triton_gluon` variant.
+
+Why Gluon. Triton 3.6's compiler admits one loop shape for its warp specialization and does not
+compile FlashAttention-3's overlap within a warpgroup (docs/perf-notes/kernels-at-limit.md), so
+`triton_hopper` stops near 0.85-0.9x cuDNN. Gluon is Triton's lower-level language: the kernel
+states its own layouts, shared-memory buffers, barriers and schedule, and Triton compiles it.
+
+The schedule (FlashAttention-3's, as our CUDA `cuda_hopper` also follows):
+- a producer warp issues TMA copies of K and V into a STAGES-deep ring, each stage with a "full"
+  mbarrier (bytes landed) and an "empty" one (count 2: one arrive per consumer);
+- two consumer warpgroups, 64 query rows each, run the online softmax unsynchronized with each
+  other, so one's softmax can run under the other's GEMMs (in a first version both met at a CTA
+  barrier every tile to refill the ring: 0.82x cuDNN against 1.00x for this one, H100, D=128);
+- within a warpgroup, the next tile's S = Q K^T (asynchronous wgmma) is issued before this tile's
+  P V, and the wait leaves P V in flight while the next softmax runs;
+- K's stage is released as soon as S is done, V's after P V: the producer refills each early;
+- the mask only on the tiles that need it (the ragged last tile, the causal diagonal), and causal
+  query blocks longest first.
+
+Gluon has no CPU interpreter: tests/test_gluon_attention.py compiles the kernel for sm_90a on the
+CPU (no GPU needed to compile), and the GPU tier (tests/gpu/test_gpu_attention_gluon.py) checks it
+against float64 on ragged N, both masks, fp16 and bf16, and for identical bits over repeated calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    # The TMA load's name: async_copy_global_to_shared in Triton 3.6 (the GPU image), async_load
+    # from 3.7 on, where the old name raises (the CPU CI's Triton compiles this kernel too).
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    HAS_GLUON = True
+except ImportError:  # no triton, or one without Gluon's Hopper ops: the variant is skipped with the reason
+    HAS_GLUON = False
+
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (128,)  # measured at D=128; other head dims are skipped until they are
+BLOCK_M, BLOCK_N, STAGES = 128, 128, 2  # 2 x 64-row consumers; Q 32 KB + K/V ring 128 KB of shared memory
+
+
+if HAS_GLUON:
+
+    @gluon.jit
+    def _softmax_tile(s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N: gl.constexpr, MASK: gl.constexpr,
+                      CAUSAL: gl.constexpr, col_layout: gl.constexpr):  # fmt: skip
+        """One key tile of the online softmax (base 2): P, the new max and sum, and the rescale alpha."""
+        if MASK:
+            cols = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_layout)
+            if CAUSAL:  # top-left aligned, as SDPA's is_causal
+                keep = gl.expand_dims(cols < n, 0) & (gl.expand_dims(cols, 0) <= gl.expand_dims(offs_m, 1))
+            else:
+                keep = gl.expand_dims(cols < n, 0)
+            s = gl.where(keep, s, gl.full(s.shape, float("-inf"), gl.float32, s.type.layout))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+        alpha = gl.exp2(m_i - m_new)
+        return p, m_new, l_i * alpha + gl.sum(p, axis=1), alpha
+
+    @gluon.jit
+    def _ws_load(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles):
+        # Constants come from types here: a worker partition's tuple arguments lose their constexpr-ness.
+        BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+        STAGES: gl.constexpr = k_smem.type.shape[0]
+        for tile in range(n_tiles):
+            stage = tile % STAGES
+            # A fresh barrier's "previous" phase (parity 1) counts as complete: the first round passes.
+            free = ((tile // STAGES) & 1) ^ 1
+            mbarrier.wait(k_empty.index(stage), free)
+            mbarrier.expect(k_full.index(stage), k_desc.block_type.nbytes)
+            _tma_load(k_desc, [row0 + tile * BLOCK_N, 0], k_full.index(stage), k_smem.index(stage))
+            mbarrier.wait(v_empty.index(stage), free)
+            mbarrier.expect(v_full.index(stage), v_desc.block_type.nbytes)
+            _tma_load(v_desc, [row0 + tile * BLOCK_N, 0], v_full.index(stage), v_smem.index(stage))
+
+    @gluon.jit
+    def _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
+                    n_tiles, mask_from, qk_scale, CAUSAL: gl.constexpr):  # fmt: skip
+        """One warpgroup's 64 query rows over every key tile (the loop of _attn_fwd, released by mbarriers)."""
+        STAGES: gl.constexpr = k_smem.type.shape[0]
+        BLOCK_M: gl.constexpr = q_smem.type.shape[0]
+        D: gl.constexpr = q_smem.type.shape[1]
+        BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+        dtype: gl.constexpr = q_smem.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+        col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+        offs_m = first_row + gl.arange(0, BLOCK_M, layout=row_layout)
+        m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_layout)
+        l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_layout)
+        acc = gl.zeros([BLOCK_M, D], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(k_full.index(0), 0)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s_tok,))
+        mbarrier.arrive(k_empty.index(0), count=1)
+        if mask_from == 0:
+            p, m_i, l_i, alpha = _softmax_tile(s, m_i, l_i, 0, offs_m, n, qk_scale, BLOCK_N, True, CAUSAL, col_layout)
+        else:
+            p, m_i, l_i, alpha = _softmax_tile(s, m_i, l_i, 0, offs_m, n, qk_scale, BLOCK_N, False, CAUSAL, col_layout)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        for tile in range(1, n_tiles):
+            stage = tile % STAGES
+            prev = (tile - 1) % STAGES
+            mbarrier.wait(k_full.index(stage), (tile // STAGES) & 1)
+            s_tok = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            mbarrier.wait(v_full.index(prev), ((tile - 1) // STAGES) & 1)
+            acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
+            mbarrier.arrive(k_empty.index(stage), count=1)
+            if tile >= mask_from:
+                p, m_new, l_i, alpha = _softmax_tile(
+                    s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, True, CAUSAL, col_layout
+                )
+            else:
+                p, m_new, l_i, alpha = _softmax_tile(
+                    s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, False, CAUSAL, col_layout
+                )
+            m_i = m_new
+            acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+        last = (n_tiles - 1) % STAGES
+        mbarrier.wait(v_full.index(last), ((n_tiles - 1) // STAGES) & 1)
+        acc_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+
+        out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+        store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+        out = gl.convert_layout(out.to(dtype), store_layout)
+        rows = first_row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+        dims = gl.arange(0, D, layout=gl.SliceLayout(0, store_layout))
+        offsets = gl.expand_dims((row0 + rows).to(gl.int64) * D, 1) + gl.expand_dims(dims, 0)
+        gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < n, 1))
+
+    @gluon.jit
+    def _ws_consume_causal(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
+                           n_tiles, mask_from, qk_scale):  # fmt: skip
+        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
+                    n_tiles, mask_from, qk_scale, True)  # fmt: skip
+
+    @gluon.jit
+    def _ws_consume_full(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
+                         n_tiles, mask_from, qk_scale):  # fmt: skip
+        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
+                    n_tiles, mask_from, qk_scale, False)  # fmt: skip
+
+    @gluon.jit
+    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_ptr, n, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                     num_warps: gl.constexpr):  # fmt: skip
+        HALF: gl.constexpr = q_desc.block_type.shape[0]  # 64 rows a consumer
+        BLOCK_M: gl.constexpr = 2 * HALF
+        D: gl.constexpr = q_desc.block_type.shape[1]
+        BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+        dtype: gl.constexpr = q_desc.dtype
+        num_m = gl.cdiv(n, BLOCK_M)
+        if CAUSAL:
+            start_m = num_m - 1 - gl.program_id(0)
+            hi = gl.minimum((start_m + 1) * BLOCK_M, n)
+            mask_from = gl.minimum(start_m * BLOCK_M, n) // BLOCK_N
+        else:
+            start_m = gl.program_id(0)
+            hi = n
+            mask_from = n // BLOCK_N
+        n_tiles = gl.cdiv(hi, BLOCK_N)
+        row0 = gl.program_id(1) * n
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, D], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for s in gl.static_range(STAGES):
+            mbarrier.init(k_full.index(s), count=1)
+            mbarrier.init(v_full.index(s), count=1)
+            mbarrier.init(k_empty.index(s), count=2)  # one arrive per consumer warpgroup
+            mbarrier.init(v_empty.index(s), count=2)
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        for half in gl.static_range(2):
+            _tma_load(q_desc, [row0 + start_m * BLOCK_M + half * HALF, 0], q_bar, q_smem.index(half))
+
+        first = start_m * BLOCK_M
+        consume0 = (q_smem.index(0), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first, n,
+                    n_tiles, mask_from, qk_scale)  # fmt: skip
+        consume1 = (q_smem.index(1), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first + HALF,
+                    n, n_tiles, mask_from, qk_scale)  # fmt: skip
+        load = (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles)
+        if CAUSAL:
+            gl.warp_specialize(
+                [(_ws_consume_causal, consume0), (_ws_consume_causal, consume1), (_ws_load, load)], [4, 1], [232, 40]
+            )
+        else:
+            gl.warp_specialize(
+                [(_ws_consume_full, consume0), (_ws_consume_full, consume1), (_ws_load, load)], [4, 1], [232, 40]
+            )
+
+
+def unsupported_reason(device: torch.device, head_dim: int, dtype: torch.dtype) -> str | None:
+    """Why the Gluon attention cannot run here (None: it can)."""
+    if not HAS_GLUON:
+        return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
+    if device.type != "cuda":
+        return "Gluon has no CPU interpreter: it runs on an sm_90 GPU only"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        return f"the Gluon attention is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
+    if head_dim not in HEAD_DIMS:
+        return f"the Gluon attention is measured at head_dim {HEAD_DIMS}, not {head_dim}"
+    if dtype not in (torch.float16, torch.bfloat16):
+        return f"the Gluon attention takes fp16 or bf16, not {dtype}"
+    return None
+
+
+def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable[[], torch.Tensor]:
+    """The launch over contiguous [B, H, N, D] q, k, v: ``prepare(q, k, v, causal)()`` -> O."""
+    b, h, n, d = q.shape
+    rows = b * h * n
+    dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+    # Q in two 64-row boxes, one per consumer; K and V in 128-row boxes. Rows past a head's N are the
+    # next head's (or zeros past the tensor): masked to probability 0, never stored.
+    q_box, kv_box = [BLOCK_M // 2, d], [BLOCK_N, d]
+    q_desc = TensorDescriptor(
+        q.view(rows, d), [rows, d], [d, 1], q_box, gl.NVMMASharedLayout.get_default_for(q_box, dtype)
+    )
+    kv_layout = gl.NVMMASharedLayout.get_default_for(kv_box, dtype)
+    k_desc, v_desc = (TensorDescriptor(t.view(rows, d), [rows, d], [d, 1], kv_box, kv_layout) for t in (k, v))
+    out = torch.empty_like(q)
+    grid = (math.ceil(n / BLOCK_M), b * h)
+    scale = LOG2E / math.sqrt(d)
+
+    def run() -> torch.Tensor:
+        _attn_fwd_ws[grid](q_desc, k_desc, v_desc, out, n, scale, bool(causal), STAGES, num_warps=4)
+        return out
+
+    return run
+
+
+def build_variant(case) -> Callable[[], torch.Tensor]:
+    """The `triton_gluon` variant: skipped with the reason wherever it cannot run."""
+    q, k, v = case["q"], case["k"], case["v"]
+    reason = unsupported_reason(case.device, q.shape[-1], q.dtype)
+    if reason:
+        raise VariantSkipped(reason)
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        raise VariantSkipped("the Gluon attention takes contiguous q, k and v (TMA row strides)")
+    return prepare(q, k, v, case.params["causal"])
