@@ -1,4 +1,5 @@
-"""Shared correctness check for family tests: run one variant on CPU and compare with float64."""
+"""Shared correctness checks for family tests: one variant on the CPU against float64, and the GPU
+tier's attention checks (both 16-bit dtypes against float64; identical bits over repeated calls)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,24 @@ def assert_variant_matches_reference(family_name: str, variant: str, params: dic
     verdict = check(family, dtype, output, expected)
     assert verdict.passed, f"{family_name}/{variant} {dtype} {params}: {verdict.message}"
     return output
+
+
+def assert_attention_matches_float64(label: str, d: int, n: int, causal: bool, attend) -> None:
+    """attend(case) -> O for B=2, H=3 at this N, D and mask on the GPU, in bf16 and fp16, against float64."""
+    family = get_family("attention")
+    for dtype in ("bf16", "fp16"):
+        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
+        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
+        output = attend(case)
+        torch.cuda.synchronize()
+        verdict = check(family, dtype, output, family.reference(case.inputs, params))
+        print(f"{label} D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
+        assert verdict.passed, f"{label} D={d} N={n} causal={causal} {dtype}: {verdict.message}"
+
+
+def assert_repeatable(run, calls: int = 20) -> None:
+    """``calls`` more calls of ``run`` give the first call's bits: no consumer of a producer's ring
+    reads a stage that is being refilled (a race would change some call's result)."""
+    first = run().clone()
+    for _ in range(calls):
+        assert torch.equal(run(), first)

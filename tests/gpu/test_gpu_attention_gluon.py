@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_checks import assert_attention_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.engine.correctness import check
 from rooflint.kernels import _attention_gluon as gluon_attention
 
 pytestmark = pytest.mark.gpu
@@ -29,15 +29,8 @@ def _sm90_or_skip():
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_attention_matches_float64(n, causal):
     _sm90_or_skip()
-    family = get_family("attention")
-    for dtype in ("bf16", "fp16"):
-        params = {"B": 2, "H": 3, "N": n, "D": 128, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n)
-        output = family.variants["triton_gluon"].build(case)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, output, family.reference(case.inputs, params))
-        print(f"triton_gluon N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"N={n} causal={causal} {dtype}: {verdict.message}"
+    variant = get_family("attention").variants["triton_gluon"]
+    assert_attention_matches_float64("triton_gluon", 128, n, causal, lambda case: variant.build(case)())
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -46,7 +39,4 @@ def test_gluon_attention_is_repeatable(causal):
     family = get_family("attention")
     params = {"B": 4, "H": 8, "N": 2048, "D": 128, "causal": causal}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=9)
-    run = family.variants["triton_gluon"].build(case)
-    first = run().clone()
-    for _ in range(20):
-        assert torch.equal(run(), first)
+    assert_repeatable(family.variants["triton_gluon"].build(case))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_checks import assert_attention_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.engine.correctness import check
 from rooflint.kernels import _attention_hopper as hopper
 
 pytestmark = pytest.mark.gpu
@@ -26,26 +26,13 @@ def _hopper_or_skip():
         pytest.skip(f"the wgmma attention runs on sm_90 only, this is {torch.cuda.get_device_name()}")
 
 
-def _check_both_dtypes(label: str, d: int, n: int, causal: bool, attend) -> None:
-    """attend(case) -> O for B=2, H=3 at this N, D and mask, in bf16 and fp16, against float64."""
-    family = get_family("attention")
-    for dtype in ("bf16", "fp16"):
-        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
-        output = attend(case)
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, output, family.reference(case.inputs, params))
-        print(f"{label} D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{label} D={d} N={n} causal={causal} {dtype}: {verdict.message}"
-
-
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n", [1, 128, 256, 130, 777, 1536])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_attention_matches_float64(d, n, causal):
     _hopper_or_skip()
     variant = get_family("attention").variants["cuda_hopper"]
-    _check_both_dtypes("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
+    assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
 def test_wgmma_attention_is_deterministic_and_leaves_no_state():
@@ -74,7 +61,11 @@ def test_triton_hopper_defaults_match_float64(key, n):
     _hopper_or_skip()
     d, causal = key
     label = f"triton_hopper {hopper.DEFAULT_CONFIGS[key].label}"
-    _check_both_dtypes(label, d, n, causal, lambda case: hopper.prepare(case["q"], case["k"], case["v"], causal)())
+
+    def attend(case):
+        return hopper.prepare(case["q"], case["k"], case["v"], causal)()
+
+    assert_attention_matches_float64(label, d, n, causal, attend)
 
 
 @pytest.mark.parametrize("n", [130, 777])
@@ -91,7 +82,7 @@ def test_triton_hopper_qk_ahead_matches_float64(d, config, n, causal):
     def attend(case):
         return hopper.prepare(case["q"], case["k"], case["v"], causal, config=config)()
 
-    _check_both_dtypes(f"triton_hopper {config.label}", d, n, causal, attend)
+    assert_attention_matches_float64(f"triton_hopper {config.label}", d, n, causal, attend)
 
 
 def test_triton_hopper_warp_specialized_is_repeatable():
@@ -102,6 +93,4 @@ def test_triton_hopper_warp_specialized_is_repeatable():
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=11)
     run = hopper.prepare(case["q"], case["k"], case["v"], False)
     assert run.config.warp_specialize, run.config.label
-    first = run().clone()
-    for _ in range(20):
-        assert torch.equal(run(), first)
+    assert_repeatable(run)
