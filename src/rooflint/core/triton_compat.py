@@ -65,7 +65,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-__all__ = ["HAS_TRITON", "gdc_launch_dependents", "gdc_wait", "interpreting", "tl", "triton"]
+__all__ = ["HAS_TRITON", "gdc_launch_dependents", "gdc_wait", "interpreting", "tl", "triton", "use_device_scratch"]
 
 
 def _device_scratch(size: int, alignment: int, stream: int | None):

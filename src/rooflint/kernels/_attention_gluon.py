@@ -152,6 +152,8 @@ if HAS_GLUON:
         offsets = gl.expand_dims((row0 + rows).to(gl.int64) * D, 1) + gl.expand_dims(dims, 0)
         gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < n, 1))
 
+    # One wrapper per mask: a constexpr handed to a warp_specialize partition arrives as a runtime
+    # value (Triton 3.6), and a constexpr-selected function is refused, so the mask is fixed here.
     @gluon.jit
     def _ws_consume_causal(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
                            n_tiles, mask_from, qk_scale):  # fmt: skip
