@@ -6,7 +6,8 @@
 #   bash scripts/device/round.sh h100 'reference=bash scripts/device/reference.sh h100' \
 #        'gpu-tests=bash scripts/device/gpu_tests.sh'
 # Each step runs from the checkout root with OUT=/tmp/rooflint-round-NAME/<step>; its output is
-# in <step>.log. A step that fails does not stop the ones after it.
+# in <step>.log. A step that fails does not stop the ones after it; STEP_S (seconds) stops a step that
+# runs longer (exit 124 in progress.txt).
 set -u
 name=${1:?usage: round.sh NAME 'step=command'...}
 shift
@@ -22,7 +23,8 @@ if [ ! -f "$state/started" ]; then
       mkdir -p "$state/$label"
       echo "$(date -u +%T) start $label: $command" >>"$state/progress.txt"
       t0=$SECONDS
-      OUT="$state/$label" WAIT_S=100000 bash -c "$command" >"$state/$label/$label.log" 2>&1
+      # STEP_S bounds each step, so a hung kernel costs one step, not the round (and its device time).
+      OUT="$state/$label" WAIT_S=100000 timeout "${STEP_S:-100000}" bash -c "$command" >"$state/$label/$label.log" 2>&1
       echo "$(date -u +%T) done $label: exit $? after $((SECONDS - t0)) s" >>"$state/progress.txt"
       touch "$state/$label/.done"
     done
