@@ -1,7 +1,14 @@
-"""Shared correctness checks for family tests: one variant on the CPU against float64, and the GPU
-tier's attention checks (both 16-bit dtypes against float64; identical bits over repeated calls)."""
+"""Shared correctness checks for family tests: one variant on the CPU against float64, the GPU
+tier's attention checks (both 16-bit dtypes against float64; identical bits over repeated calls), and
+the CPU's compile of the Gluon kernels for sm_90a (tests/fixtures/compile_gluon.py)."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
@@ -38,3 +45,13 @@ def assert_repeatable(run, calls: int = 20) -> None:
     first = run().clone()
     for _ in range(calls):
         assert torch.equal(run(), first)
+
+
+def compile_gluon_for_sm90(kernel: str, cache_dir: Path) -> list[dict]:
+    """What tests/fixtures/compile_gluon.py reports for `kernel` ("attention" or "gemm"), one dict per
+    compiled case; it runs in a subprocess, as it replaces Triton's driver, with a fresh cache."""
+    script = Path(__file__).parent / "fixtures" / "compile_gluon.py"
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(cache_dir)}  # a real compile each run
+    done = subprocess.run([sys.executable, str(script), kernel], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

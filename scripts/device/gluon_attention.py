@@ -1,6 +1,8 @@
 """The Gluon attention (`triton_gluon`, rooflint.kernels._attention_gluon) beside cuDNN and
-`triton_hopper` at the D=128 shapes of `bench attention --size large`, after float64 checks at
-ragged N (both masks, fp16 and bf16) and a repeatability check (20 calls, identical bits).
+`triton_hopper` at the shapes of `bench attention --size large` (D = 64, 128, 256; N = 4096, and
+16384 causal), after float64 checks at ragged N (both masks, fp16 and bf16) and a repeatability
+check (20 calls, identical bits). Each head dim is timed with its TILES entry and with the other
+key tiles and ring depths that fit in shared memory (CANDIDATES), so the choice in TILES is measured.
 
 Gluon has no CPU interpreter: these checks and the GPU tier are its numerical tests. Round 12's two
 lockstep versions (both consumer warpgroups meeting at a CTA barrier every tile; 0.78-0.88x cuDNN),
@@ -19,6 +21,24 @@ from pathlib import Path
 import torch
 
 from rooflint.kernels import _attention_gluon
+
+# Other key tiles and ring depths that fit in shared memory (tests/fixtures' compile reports them).
+T = _attention_gluon.Tiles
+CANDIDATES = {
+    # Three 64-row consumers (192 query rows), as FA3 at D=64: with 128-key tiles a consumer needs
+    # ~168 registers and 3 x 128 x 168 overflows the 64K register file (ptxas spills); with 64-key
+    # tiles 160 suffice.
+    64: (T(128, 3), T(64, 3, consumers=3, consumer_regs=160, producer_regs=24),
+         T(64, 4, consumers=3, consumer_regs=160, producer_regs=24),
+         T(128, 2, consumers=3, consumer_regs=168, producer_regs=24)),
+    128: (T(64, 2, consumers=3, consumer_regs=160, producer_regs=24),
+          T(64, 3, consumers=3, consumer_regs=160, producer_regs=24)),
+}  # fmt: skip
+CHECKS = ((777, False, "bf16"), (777, True, "bf16"), (1024, True, "fp16"), (130, False, "fp16"), (64, True, "bf16"))
+SHAPES = (  # (B, H, N, D, causal): bench attention --size large
+    (4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 64, 4096, 64, False), (4, 64, 4096, 64, True),
+    (4, 16, 4096, 256, False), (4, 16, 4096, 256, True), (1, 32, 16384, 128, True),
+)  # fmt: skip
 
 
 def main() -> None:
@@ -39,43 +59,48 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     family = get_family("attention")
     rows = []
-    for n, causal, dtype in ((777, False, "bf16"), (777, True, "bf16"), (1024, True, "fp16"), (130, False, "fp16")):
-        params = {"B": 2, "H": 3, "N": n, "D": 128, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n)
-        out = _attention_gluon.prepare(case["q"], case["k"], case["v"], causal)()
-        verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        status = "ok" if verdict.passed else verdict.message
-        name = f"check N={n} causal={causal} {dtype}"
-        rows.append({"shape": name, "status": status, "rel_err": verdict.error})
+    tiles_by_dim = {d: [tiles, *CANDIDATES.get(d, ())] for d, tiles in _attention_gluon.TILES.items()}
+    for d, candidates in tiles_by_dim.items():
+        for tiles in candidates:
+            for n, causal, dtype in CHECKS:
+                params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
+                case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n)
+                out = _attention_gluon.prepare(case["q"], case["k"], case["v"], causal, tiles)()
+                verdict = check(family, dtype, out, family.reference(case.inputs, params))
+                name = f"check D={d} {tiles} N={n} causal={causal} {dtype}"
+                status = "ok" if verdict.passed else verdict.message
+                rows.append({"shape": name, "status": status, "rel_err": verdict.error})
+                print(rows[-1], flush=True)
+                write_rows(out_dir / "gluon.csv", rows)  # each row on disk at once: a hung config keeps the rest
+                if not verdict.passed:
+                    write_rows(out_dir / "gluon.csv", rows)
+                    raise SystemExit(f"gluon attention wrong: {name}: {verdict.message}")
+        # 20 calls, identical bits: no consumer reads a stage the producer is refilling.
+        params = {"B": 4, "H": 8, "N": 2048, "D": d, "causal": True}
+        case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=5)
+        run = _attention_gluon.prepare(case["q"], case["k"], case["v"], True)
+        first = run().clone()
+        same = all(torch.equal(run(), first) for _ in range(20))
+        rows.append({"shape": f"D={d} repeatable over 20 calls", "status": "ok" if same else "differs"})
         print(rows[-1], flush=True)
-        if not verdict.passed:
-            write_rows(out_dir / "gluon.csv", rows)
-            raise SystemExit(f"gluon attention wrong: {name}: {verdict.message}")
-    # 20 calls, identical bits: no consumer reads a stage the producer is refilling.
-    params = {"B": 4, "H": 8, "N": 2048, "D": 128, "causal": False}
-    case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=5)
-    run = _attention_gluon.prepare(case["q"], case["k"], case["v"], False)
-    first = run().clone()
-    same = all(torch.equal(run(), first) for _ in range(20))
-    rows.append({"shape": "repeatable over 20 calls", "status": "ok" if same else "differs"})
-    print(rows[-1], flush=True)
-    for b, h, n, causal in ((4, 32, 4096, False), (4, 32, 4096, True), (1, 32, 16384, True)):
-        q, k, v = (torch.randn(b, h, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for b, h, n, d, causal in SHAPES:
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         entries = {
             "cudnn": functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal),
             "triton_hopper": ah.prepare(q, k, v, causal),
-            "gluon": _attention_gluon.prepare(q, k, v, causal),
         }
+        for tiles in tiles_by_dim[d]:
+            entries[f"gluon {tiles}"] = _attention_gluon.prepare(q, k, v, causal, tiles)
         times = time_rounds(entries, 5, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION))
-        flops = 4 * b * h * n * n * 128 / (2 if causal else 1)
+        flops = 4 * b * h * n * n * d / (2 if causal else 1)
         med = {key: statistics.median(value) for key, value in times.items()}
-        row = {"shape": f"B{b} H{h} N{n} D128" + (" causal" if causal else ""), "status": "ok"}
+        row = {"shape": f"B{b} H{h} N{n} D{d}" + (" causal" if causal else ""), "status": "ok"}
         for key, ms in med.items():
             row[f"{key}_tflops"] = flops / ms / 1e9
-        row["gluon_x_cudnn"] = med["cudnn"] / med["gluon"]
-        row["triton_hopper_x_cudnn"] = med["cudnn"] / med["triton_hopper"]
+            row[f"{key}_x_cudnn"] = med["cudnn"] / ms
         rows.append(row)
         print(row, flush=True)
+        write_rows(out_dir / "gluon.csv", rows)
     write_rows(out_dir / "gluon.csv", rows)
 
 

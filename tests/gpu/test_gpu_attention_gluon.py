@@ -1,6 +1,8 @@
 """GPU tier: the Gluon attention (`triton_gluon`, kernels/_attention_gluon.py) against float64 on an
-sm_90 GPU. Gluon has no CPU interpreter, so this is its only numerical check: N=1 (one key, one
-ragged tile), whole tiles (no mask when not causal), ragged multi-tile N (the masked last tile, rows
+sm_90 GPU, at each head dim it is built for (64, 128, and 256 with 64-key tiles). Gluon has no CPU
+interpreter, so this is its only numerical check: N=1 (one key, one ragged tile), N=64 (at D=256 one
+whole key tile, the first warpgroup's rows ending a tile before the second's), whole tiles (no mask
+when not causal), ragged multi-tile N (the masked last tile, rows
 of the next head loaded and given probability 0), enough tiles that the two-stage ring wraps many
 times (mbarrier phases flip), both masks, fp16 and bf16; and identical bits over repeated calls (no
 consumer reads a stage the producer is refilling)."""
@@ -25,18 +27,20 @@ def _sm90_or_skip():
         pytest.skip(reason)
 
 
-@pytest.mark.parametrize("n", [1, 128, 130, 256, 777, 2048])
+@pytest.mark.parametrize("n", [1, 64, 128, 130, 256, 777, 2048])
 @pytest.mark.parametrize("causal", [False, True])
-def test_gluon_attention_matches_float64(n, causal):
+@pytest.mark.parametrize("head_dim", gluon_attention.HEAD_DIMS)
+def test_gluon_attention_matches_float64(head_dim, n, causal):
     _sm90_or_skip()
     variant = get_family("attention").variants["triton_gluon"]
-    assert_attention_matches_float64("triton_gluon", 128, n, causal, lambda case: variant.build(case)())
+    assert_attention_matches_float64("triton_gluon", head_dim, n, causal, lambda case: variant.build(case)())
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_gluon_attention_is_repeatable(causal):
+@pytest.mark.parametrize("head_dim", gluon_attention.HEAD_DIMS)
+def test_gluon_attention_is_repeatable(head_dim, causal):
     _sm90_or_skip()
     family = get_family("attention")
-    params = {"B": 4, "H": 8, "N": 2048, "D": 128, "causal": causal}
+    params = {"B": 4, "H": 8, "N": 2048, "D": head_dim, "causal": causal}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=9)
     assert_repeatable(family.variants["triton_gluon"].build(case))

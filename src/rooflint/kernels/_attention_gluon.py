@@ -17,6 +17,10 @@ The schedule (FlashAttention-3's, as our CUDA `cuda_hopper` also follows):
 - the mask only on the tiles that need it (the ragged last tile, the causal diagonal), and causal
   query blocks longest first.
 
+At D = 64, 128 and 256 (TILES) it runs at 0.93-1.07x cuDNN on an H100 and an H200
+(scripts/device/gluon_attention.py; docs/perf-notes/kernels-at-limit.md). Three 64-row consumers
+(FA3's tile at D=64) are a Tiles option that script measures: slower here at D=64 and D=128.
+
 Gluon has no CPU interpreter: tests/test_gluon_attention.py compiles the kernel for sm_90a on the
 CPU (no GPU needed to compile), and the GPU tier (tests/gpu/test_gpu_attention_gluon.py) checks it
 against float64 on ragged N, both masks, fp16 and bf16, and for identical bits over repeated calls.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -45,8 +50,36 @@ except ImportError:  # no triton, or one without Gluon's Hopper ops: the variant
     HAS_GLUON = False
 
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (128,)  # measured at D=128; other head dims are skipped until they are
-BLOCK_M, BLOCK_N, STAGES = 128, 128, 2  # 2 x 64-row consumers; Q 32 KB + K/V ring 128 KB of shared memory
+HALF_M = 64  # query rows a consumer warpgroup owns (one wgmma's M)
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """A head dim's CTA shape, sized to one CTA per SM (227 KB of shared memory, 64K registers)."""
+
+    block_n: int  # keys a tile
+    stages: int  # K/V ring depth
+    consumers: int = 2  # 64-row consumer warpgroups: BLOCK_M = 64 x consumers query rows a CTA
+    consumer_regs: int = 232  # registers a consumer thread (setmaxnreg)
+    producer_regs: int = 40  # registers a producer thread: addresses, the loop and the barriers' phases
+
+    @property
+    def block_m(self) -> int:
+        return HALF_M * self.consumers
+
+    def __str__(self) -> str:
+        return f"{self.block_m}x{self.block_n} s{self.stages} r{self.consumer_regs}/{self.producer_regs}"
+
+
+# Shared memory is Q (BLOCK_M x D) plus the ring, stages x 2 x (block_n x D), 2 bytes an element:
+#   D=64:  Q 16 KB + 2 x 32 KB;  D=128: Q 32 KB + 2 x 64 KB;
+#   D=256: Q 64 KB + 2 x 64 KB with 64-key tiles (128-key tiles would need 256 KB), as FA3 shrinks
+#   its key tile at D=256. The O accumulator (64 x D fp32 a warpgroup) is 128 registers a thread
+#   at D=256, inside the 232 the consumers are given.
+#   Measured against the others that fit (scripts/device/gluon_attention.py's CANDIDATES): a third
+#   ring stage, 64-key tiles and three consumers were each slower (H100 and H200, round 13).
+TILES = {64: Tiles(block_n=128, stages=2), 128: Tiles(block_n=128, stages=2), 256: Tiles(block_n=64, stages=2)}
+HEAD_DIMS = tuple(TILES)
 
 
 if HAS_GLUON:
@@ -66,6 +99,18 @@ if HAS_GLUON:
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
         alpha = gl.exp2(m_i - m_new)
         return p, m_new, l_i * alpha + gl.sum(p, axis=1), alpha
+
+    @gluon.jit
+    def _softmax_step(s, m_i, l_i, tile, mask_from, offs_m, n, qk_scale, BLOCK_N: gl.constexpr,
+                      CAUSAL: gl.constexpr, col_layout: gl.constexpr):  # fmt: skip
+        """_softmax_tile with the mask only from tile `mask_from` on (the ragged last tile, the diagonal)."""
+        if tile >= mask_from:
+            p, m_new, l_new, alpha = _softmax_tile(s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, True, CAUSAL,
+                                                   col_layout)  # fmt: skip
+        else:
+            p, m_new, l_new, alpha = _softmax_tile(s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, False, CAUSAL,
+                                                   col_layout)  # fmt: skip
+        return p, m_new, l_new, alpha
 
     @gluon.jit
     def _ws_load(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles):
@@ -112,10 +157,7 @@ if HAS_GLUON:
         s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0), count=1)
-        if mask_from == 0:
-            p, m_i, l_i, alpha = _softmax_tile(s, m_i, l_i, 0, offs_m, n, qk_scale, BLOCK_N, True, CAUSAL, col_layout)
-        else:
-            p, m_i, l_i, alpha = _softmax_tile(s, m_i, l_i, 0, offs_m, n, qk_scale, BLOCK_N, False, CAUSAL, col_layout)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL, col_layout)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         for tile in range(1, n_tiles):
             stage = tile % STAGES
@@ -126,15 +168,9 @@ if HAS_GLUON:
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=(s_tok,))
             mbarrier.arrive(k_empty.index(stage), count=1)
-            if tile >= mask_from:
-                p, m_new, l_i, alpha = _softmax_tile(
-                    s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, True, CAUSAL, col_layout
-                )
-            else:
-                p, m_new, l_i, alpha = _softmax_tile(
-                    s, m_i, l_i, tile, offs_m, n, qk_scale, BLOCK_N, False, CAUSAL, col_layout
-                )
-            m_i = m_new
+            p, m_i, l_i, alpha = _softmax_step(
+                s, m_i, l_i, tile, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL, col_layout
+            )
             acc = warpgroup_mma_wait(0, deps=(acc_tok,))
             mbarrier.arrive(v_empty.index(prev), count=1)
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -143,6 +179,9 @@ if HAS_GLUON:
         mbarrier.wait(v_full.index(last), ((n_tiles - 1) // STAGES) & 1)
         acc_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+        # Released too: under the causal mask this may not be the CTA's last tile (_consumer_tiles), and
+        # the producer refills its stage for a later one (without this, 192x64 tiles at D=128 hung).
+        mbarrier.arrive(v_empty.index(last), count=1)
 
         out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
@@ -167,10 +206,21 @@ if HAS_GLUON:
                     n_tiles, mask_from, qk_scale, False)  # fmt: skip
 
     @gluon.jit
+    def _consumer_tiles(n_tiles, first, n, BLOCK_N: gl.constexpr, HALF: gl.constexpr, CAUSAL: gl.constexpr):
+        """The key tiles a consumer whose rows start at `first` needs: under the causal mask its rows
+        may end tiles before the CTA's last (64-row consumers against 64-key tiles at D=256). The
+        tiles it skips are the ring's last, so no refill waits on a release that does not come
+        (prepare checks that they are at most STAGES)."""
+        if CAUSAL:
+            n_tiles = gl.cdiv(gl.minimum(first + HALF, n), BLOCK_N)
+        return n_tiles
+
+    @gluon.jit
     def _attn_fwd_ws(q_desc, k_desc, v_desc, o_ptr, n, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                     CONSUMERS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                      num_warps: gl.constexpr):  # fmt: skip
         HALF: gl.constexpr = q_desc.block_type.shape[0]  # 64 rows a consumer
-        BLOCK_M: gl.constexpr = 2 * HALF
+        BLOCK_M: gl.constexpr = CONSUMERS * HALF
         D: gl.constexpr = q_desc.block_type.shape[1]
         BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
         dtype: gl.constexpr = q_desc.dtype
@@ -186,7 +236,7 @@ if HAS_GLUON:
         n_tiles = gl.cdiv(hi, BLOCK_N)
         row0 = gl.program_id(1) * n
 
-        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, D], q_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, HALF, D], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], v_desc.layout)
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -198,26 +248,45 @@ if HAS_GLUON:
         for s in gl.static_range(STAGES):
             mbarrier.init(k_full.index(s), count=1)
             mbarrier.init(v_full.index(s), count=1)
-            mbarrier.init(k_empty.index(s), count=2)  # one arrive per consumer warpgroup
-            mbarrier.init(v_empty.index(s), count=2)
-        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-        for half in gl.static_range(2):
-            _tma_load(q_desc, [row0 + start_m * BLOCK_M + half * HALF, 0], q_bar, q_smem.index(half))
+            mbarrier.init(k_empty.index(s), count=CONSUMERS)  # one arrive per consumer warpgroup
+            mbarrier.init(v_empty.index(s), count=CONSUMERS)
+        mbarrier.expect(q_bar, CONSUMERS * q_desc.block_type.nbytes)
+        for c in gl.static_range(CONSUMERS):
+            _tma_load(q_desc, [row0 + start_m * BLOCK_M + c * HALF, 0], q_bar, q_smem.index(c))
 
         first = start_m * BLOCK_M
+        tiles0 = _consumer_tiles(n_tiles, first, n, BLOCK_N, HALF, CAUSAL)
+        tiles1 = _consumer_tiles(n_tiles, first + HALF, n, BLOCK_N, HALF, CAUSAL)
         consume0 = (q_smem.index(0), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first, n,
-                    n_tiles, mask_from, qk_scale)  # fmt: skip
+                    tiles0, mask_from, qk_scale)  # fmt: skip
         consume1 = (q_smem.index(1), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first + HALF,
-                    n, n_tiles, mask_from, qk_scale)  # fmt: skip
+                    n, tiles1, mask_from, qk_scale)  # fmt: skip
         load = (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles)
-        if CAUSAL:
-            gl.warp_specialize(
-                [(_ws_consume_causal, consume0), (_ws_consume_causal, consume1), (_ws_load, load)], [4, 1], [232, 40]
-            )
+        if CONSUMERS == 3:
+            tiles2 = _consumer_tiles(n_tiles, first + 2 * HALF, n, BLOCK_N, HALF, CAUSAL)
+            consume2 = (q_smem.index(2), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0,
+                        first + 2 * HALF, n, tiles2, mask_from, qk_scale)  # fmt: skip
+            if CAUSAL:
+                gl.warp_specialize(
+                    [(_ws_consume_causal, consume0), (_ws_consume_causal, consume1), (_ws_consume_causal, consume2),
+                     (_ws_load, load)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
+                )  # fmt: skip
+            else:
+                gl.warp_specialize(
+                    [(_ws_consume_full, consume0), (_ws_consume_full, consume1), (_ws_consume_full, consume2),
+                     (_ws_load, load)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
+                )  # fmt: skip
         else:
-            gl.warp_specialize(
-                [(_ws_consume_full, consume0), (_ws_consume_full, consume1), (_ws_load, load)], [4, 1], [232, 40]
-            )
+            if CAUSAL:
+                gl.warp_specialize(
+                    [(_ws_consume_causal, consume0), (_ws_consume_causal, consume1), (_ws_load, load)], [4, 1],
+                    [CONSUMER_REGS, PRODUCER_REGS],
+                )  # fmt: skip
+            else:
+                gl.warp_specialize(
+                    [(_ws_consume_full, consume0), (_ws_consume_full, consume1), (_ws_load, load)], [4, 1],
+                    [CONSUMER_REGS, PRODUCER_REGS],
+                )  # fmt: skip
 
 
 def unsupported_reason(device: torch.device, head_dim: int, dtype: torch.dtype) -> str | None:
@@ -230,31 +299,41 @@ def unsupported_reason(device: torch.device, head_dim: int, dtype: torch.dtype) 
     if (major, minor) != (9, 0):
         return f"the Gluon attention is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
     if head_dim not in HEAD_DIMS:
-        return f"the Gluon attention is measured at head_dim {HEAD_DIMS}, not {head_dim}"
+        return f"the Gluon attention is built for head_dim {' or '.join(map(str, HEAD_DIMS))}, not {head_dim}"
     if dtype not in (torch.float16, torch.bfloat16):
         return f"the Gluon attention takes fp16 or bf16, not {dtype}"
     return None
 
 
-def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable[[], torch.Tensor]:
-    """The launch over contiguous [B, H, N, D] q, k, v: ``prepare(q, k, v, causal)()`` -> O."""
+def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+            tiles: Tiles | None = None) -> Callable[[], torch.Tensor]:  # fmt: skip
+    """The launch over contiguous [B, H, N, D] q, k, v: ``prepare(q, k, v, causal)()`` -> O.
+    `tiles` overrides the head dim's TILES entry (scripts/device/gluon_attention.py measures others)."""
     b, h, n, d = q.shape
+    tiles = tiles or TILES[d]
+    # Under the causal mask a consumer may skip the CTA's last key tiles (_consumer_tiles): never more
+    # than the ring holds, or the producer would wait on a stage whose tile no consumer of them reads.
+    if math.ceil((tiles.block_m - HALF_M) / tiles.block_n) > tiles.stages:
+        raise ValueError(f"{tiles}: a consumer could skip more key tiles than the ring's {tiles.stages} stages")
     rows = b * h * n
     dtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-    # Q in two 64-row boxes, one per consumer; K and V in 128-row boxes. Rows past a head's N are the
+    # Q in 64-row boxes, one per consumer; K and V in block_n-row boxes. Rows past a head's N are the
     # next head's (or zeros past the tensor): masked to probability 0, never stored.
-    q_box, kv_box = [BLOCK_M // 2, d], [BLOCK_N, d]
+    q_box, kv_box = [HALF_M, d], [tiles.block_n, d]
     q_desc = TensorDescriptor(
         q.view(rows, d), [rows, d], [d, 1], q_box, gl.NVMMASharedLayout.get_default_for(q_box, dtype)
     )
     kv_layout = gl.NVMMASharedLayout.get_default_for(kv_box, dtype)
     k_desc, v_desc = (TensorDescriptor(t.view(rows, d), [rows, d], [d, 1], kv_box, kv_layout) for t in (k, v))
     out = torch.empty_like(q)
-    grid = (math.ceil(n / BLOCK_M), b * h)
+    grid = (math.ceil(n / tiles.block_m), b * h)
     scale = LOG2E / math.sqrt(d)
 
     def run() -> torch.Tensor:
-        _attn_fwd_ws[grid](q_desc, k_desc, v_desc, out, n, scale, bool(causal), STAGES, num_warps=4)
+        _attn_fwd_ws[grid](
+            q_desc, k_desc, v_desc, out, n, scale, bool(causal), tiles.stages, tiles.consumers, tiles.consumer_regs,
+            tiles.producer_regs, num_warps=4,
+        )  # fmt: skip
         return out
 
     return run

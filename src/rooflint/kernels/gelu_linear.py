@@ -330,3 +330,13 @@ def triton_wavefit_variant(case):
     from rooflint.kernels import _gemm_small
 
     return _gemm_small.build_variant(case)
+
+
+# sm_90, Gluon: a producer warp and two consumer warpgroups that never wait for each other, in place of
+# the Triton pipeliner's CTA barrier each K step (kernels/_gemm_gluon.py, issue 14).
+@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_gluon_variant(case):
+    """sm_90: Gluon GEMM, TMA producer warp + 2 consumer warpgroups on mbarriers, bias + GELU epilogue"""
+    from rooflint.kernels import _gemm_gluon
+
+    return _gemm_gluon.build_variant(case)

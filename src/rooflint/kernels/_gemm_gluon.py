@@ -1,0 +1,245 @@
+"""Y = GELU_tanh(X W^T + b) on sm_90 as a warp-specialized Gluon GEMM: gelu_linear's `triton_gluon`.
+
+Why. At GPT-2's MLP shape (1024x768 -> 3072) the wave-fitted Triton GEMM (_gemm_small.py) runs one
+128x192 tile per SM, 12 K steps each, and under ncu its body already takes cuBLASLt's 13.3 us; what
+is left is its warps' stalls at the software pipeliner's CTA barrier (1.29 per issued instruction):
+each K step, both warpgroups meet before a stage is refilled. Triton 3.6's own warp specialization
+did not help there (18.5 us). In Gluon the schedule is stated, as cuBLAS's and FlashAttention-3's:
+- a producer warp issues the TMA loads of X and W into a STAGES-deep ring, each stage with a "full"
+  mbarrier (bytes landed) and an "empty" one (count 2: one arrive per consumer);
+- two consumer warpgroups, 64 rows of the tile each, never wait for each other: a consumer waits only
+  for its stage's bytes, keeps one K step's wgmmas in flight and releases the stage before;
+- each consumer loads its bias before the K loop (its L2 round trip under the MMAs) and stores its
+  64 x 192 GELU through shared memory with TMA stores, clipped at M and N by the descriptor.
+
+The tile is a 128-wide and a 64-wide wgmma side by side (192 columns: 8 x 16 = 128 tiles on 132 SMs
+at GPT-2's shape, _gemm_small's reasoning); a CTA takes one tile (the grid is the tile count).
+
+Gluon has no CPU interpreter: tests/test_gluon_gemm.py compiles it for sm_90a on the CPU, and the GPU
+tier (tests/gpu/test_gpu_gemm_gluon.py) checks it against float64 on ragged shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    # TMA's names: Triton 3.6 (the GPU image) async_copy_*; 3.7 on async_load / async_store.
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    HAS_GLUON = True
+except ImportError:  # no triton, or one without Gluon's Hopper ops: the variant is skipped with the reason
+    HAS_GLUON = False
+
+HALF_M = 64  # rows a consumer warpgroup owns (one wgmma's M)
+BLOCK_N, BLOCK_N2 = 128, 64  # the tile's two wgmma widths: 192 columns
+BLOCK_K = 64  # 128 bytes of bf16: one 128-byte swizzle row
+# Shared memory: STAGES x (X 128x64 + W 192x64) x 2 bytes = 40 KB a stage, plus the two consumers'
+# 64x192 output tiles (48 KB): 4 stages take 208 KB of the SM's 227.
+STAGES = 4
+# Each consumer stores its 64-wide part by TMA before computing its 128-wide part's GELU (_ws_mma).
+OVERLAP_STORE = True
+
+
+if HAS_GLUON:
+
+    @gluon.jit
+    def _gelu_tanh(z):
+        # tanh.approx: one MUFU op an element (kernels/_gelu.py's one-MUFU form, 16-bit outputs only).
+        u = z * (0.7978845608028654 + 0.7978845608028654 * 0.044715 * z * z)
+        t = gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [u], dtype=gl.float32, is_pure=True, pack=1)
+        half = 0.5 * z
+        return half + half * t
+
+    @gluon.jit
+    def _ws_load(x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles):
+        # Constants come from types here: a worker partition's arguments lose their constexpr-ness.
+        HALF: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[0]
+        STAGES: gl.constexpr = w_smem.type.shape[0]
+        for kt in range(k_tiles):
+            stage = kt % STAGES
+            # A fresh barrier's "previous" phase (parity 1) counts as complete: the first round passes.
+            mbarrier.wait(empty.index(stage), ((kt // STAGES) & 1) ^ 1)
+            # TMA counts a whole box's bytes even where it zero-fills past M, N or K.
+            mbarrier.expect(
+                full.index(stage), 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + w2_desc.block_type.nbytes
+            )
+            k = kt * BK
+            _tma_load(x_desc, [off_m, k], full.index(stage), x_smem.index(2 * stage))
+            _tma_load(x_desc, [off_m + HALF, k], full.index(stage), x_smem.index(2 * stage + 1))
+            _tma_load(w_desc, [off_n, k], full.index(stage), w_smem.index(stage))
+            _tma_load(w2_desc, [off_n + BN, k], full.index(stage), w2_smem.index(stage))
+
+    @gluon.jit
+    def _ws_mma(x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem, y2_smem, b_ptr, N, off_m, off_n,
+                k_tiles, half, overlap_store):  # fmt: skip
+        """One warpgroup's 64 rows of the tile: the K loop, then bias + GELU stored by TMA."""
+        HALF: gl.constexpr = x_smem.type.shape[1]
+        BN: gl.constexpr = w_smem.type.shape[1]
+        BN2: gl.constexpr = w2_smem.type.shape[1]
+        STAGES: gl.constexpr = w_smem.type.shape[0]
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+        layout2: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN2, 16]
+        )
+        cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+        cols2 = off_n + BN + gl.arange(0, BN2, layout=gl.SliceLayout(0, layout2))
+        bias = gl.load(b_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+        bias2 = gl.load(b_ptr + cols2, mask=cols2 < N, other=0.0).to(gl.float32)
+        acc = gl.zeros([HALF, BN], gl.float32, layout=layout)
+        acc2 = gl.zeros([HALF, BN2], gl.float32, layout=layout2)
+        for kt in range(k_tiles):
+            stage = kt % STAGES
+            mbarrier.wait(full.index(stage), (kt // STAGES) & 1)
+            a = x_smem.index(2 * stage + half)
+            acc = warpgroup_mma(a, w_smem.index(stage).permute((1, 0)), acc, is_async=True)
+            acc2 = warpgroup_mma(a, w2_smem.index(stage).permute((1, 0)), acc2, is_async=True)
+            # At most this step's two wgmmas in flight: the step before is done with its stage.
+            acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
+            if kt > 0:
+                mbarrier.arrive(empty.index((kt - 1) % STAGES), count=1)
+        acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
+        # (The last stage is never released: no load follows it.)
+        row = off_m + half * HALF
+        if overlap_store:
+            # The 64-wide part first: its TMA store runs while the 128-wide part's GELU (two thirds of
+            # the epilogue's MUFU work, ~1,000 cycles an SM) is computed, instead of after it.
+            y2_smem.store(_gelu_tanh(acc2 + gl.expand_dims(bias2, 0)).to(y2_smem.dtype))
+            fence_async_shared()
+            _tma_store(y2_desc, [row, off_n + BN], y2_smem)
+            y_smem.store(_gelu_tanh(acc + gl.expand_dims(bias, 0)).to(y_smem.dtype))
+            fence_async_shared()
+            _tma_store(y_desc, [row, off_n], y_smem)
+        else:
+            y_smem.store(_gelu_tanh(acc + gl.expand_dims(bias, 0)).to(y_smem.dtype))
+            y2_smem.store(_gelu_tanh(acc2 + gl.expand_dims(bias2, 0)).to(y2_smem.dtype))
+            fence_async_shared()
+            _tma_store(y_desc, [row, off_n], y_smem)
+            _tma_store(y2_desc, [row, off_n + BN], y2_smem)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def _gemm_gelu_ws(x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, STAGES: gl.constexpr,
+                      OVERLAP_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+        HALF: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[0]
+        BN2: gl.constexpr = w2_desc.block_type.shape[0]
+        dtype: gl.constexpr = x_desc.dtype
+        # Grouped raster: consecutive CTAs walk down GROUP_M tile rows, then step a panel of W right,
+        # so the CTAs resident at once share X and W panels in L2 (at GPT-2's 8 tile rows, a column
+        # of 8 CTAs reads one W panel from DRAM; at 8192^3 a wave spans 8 X and ~17 W panels).
+        GROUP_M: gl.constexpr = 8
+        tiles_m = gl.cdiv(M, 2 * HALF)
+        tiles_n = gl.cdiv(N, BN + BN2)
+        pid = gl.program_id(0)
+        group = pid // (GROUP_M * tiles_n)
+        first_m = group * GROUP_M
+        rows_in_group = gl.minimum(tiles_m - first_m, GROUP_M)
+        in_group = pid % (GROUP_M * tiles_n)
+        off_m = (first_m + in_group % rows_in_group) * 2 * HALF
+        off_n = (in_group // rows_in_group) * (BN + BN2)
+        k_tiles = gl.cdiv(K, BK)
+
+        x_smem = gl.allocate_shared_memory(dtype, [2 * STAGES, HALF, BK], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], w_desc.layout)
+        w2_smem = gl.allocate_shared_memory(dtype, [STAGES, BN2, BK], w2_desc.layout)
+        y_smem = gl.allocate_shared_memory(dtype, [2, HALF, BN], y_desc.layout)
+        y2_smem = gl.allocate_shared_memory(dtype, [2, HALF, BN2], y2_desc.layout)
+        full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(full.index(s), count=1)
+            mbarrier.init(empty.index(s), count=2)  # one arrive per consumer warpgroup
+
+        mma0 = (x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem.index(0), y2_smem.index(0), b_ptr, N,
+                off_m, off_n, k_tiles, 0, OVERLAP_STORE)  # fmt: skip
+        mma1 = (x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem.index(1), y2_smem.index(1), b_ptr, N,
+                off_m, off_n, k_tiles, 1, OVERLAP_STORE)  # fmt: skip
+        load = (x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles)
+        gl.warp_specialize([(_ws_mma, mma0), (_ws_mma, mma1), (_ws_load, load)], [4, 1], [232, 40])
+
+
+def unsupported_reason(device: torch.device, dtype: torch.dtype, k: int, n: int) -> str | None:
+    """Why the Gluon GEMM cannot run here (None: it can)."""
+    if not HAS_GLUON:
+        return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
+    if device.type != "cuda":
+        return "Gluon has no CPU interpreter: it runs on an sm_90 GPU only"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        return f"the Gluon GEMM is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
+    if dtype not in (torch.float16, torch.bfloat16):
+        return f"the Gluon GEMM takes fp16 or bf16, not {dtype}"
+    if k % 8 or n % 8:
+        return "TMA needs 16-byte row strides: K and N multiples of 8"
+    return None
+
+
+def descriptors(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, block_k: int = BLOCK_K) -> tuple:
+    """Host TMA descriptors: X in two 64-row boxes (one per consumer), W in a 128- and a 64-row box,
+    Y in 64 x 128 and 64 x 64 boxes. Reads past M, N or K are zero-filled, stores past them dropped."""
+    gdtype = gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16
+
+    def describe(t: torch.Tensor, box: list[int]):
+        return TensorDescriptor(
+            t, list(t.shape), [t.shape[1], 1], box, gl.NVMMASharedLayout.get_default_for(box, gdtype)
+        )
+
+    return (
+        describe(x, [HALF_M, block_k]),
+        describe(w, [BLOCK_N, block_k]),
+        describe(w, [BLOCK_N2, block_k]),
+        describe(out, [HALF_M, BLOCK_N]),
+        describe(out, [HALF_M, BLOCK_N2]),
+    )
+
+
+def prepare(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor,
+    stages: int = STAGES,
+    block_k: int = BLOCK_K,
+    overlap_store: bool = OVERLAP_STORE,
+) -> Callable[[], torch.Tensor]:
+    """The launch over contiguous x [M, K], w [N, K], b [N]: ``prepare(x, w, b)()`` -> Y [M, N].
+    Arguments other than the defaults are for scripts/device/gluon_gemm.py's sweep."""
+    m, k = x.shape
+    n = w.shape[0]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    descs = descriptors(x, w, out, block_k)
+    grid = (math.ceil(m / (2 * HALF_M)) * math.ceil(n / (BLOCK_N + BLOCK_N2)),)
+
+    def run() -> torch.Tensor:
+        _gemm_gelu_ws[grid](*descs, b, m, n, k, stages, overlap_store, num_warps=4)
+        return out
+
+    return run
+
+
+def build_variant(case) -> Callable[[], torch.Tensor]:
+    """gelu_linear's `triton_gluon` variant: skipped with the reason wherever it cannot run."""
+    x, w, b = case["x"], case["w"], case["b"]
+    reason = unsupported_reason(case.device, x.dtype, x.shape[1], w.shape[0])
+    if reason:
+        raise VariantSkipped(reason)
+    return prepare(x.contiguous(), w.contiguous(), b.contiguous())
