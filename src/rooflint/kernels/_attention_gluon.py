@@ -17,7 +17,7 @@ The schedule (FlashAttention-3's, as our CUDA `cuda_hopper` also follows):
 - the mask only on the tiles that need it (the ragged last tile, the causal diagonal), and causal
   query blocks longest first.
 
-At D = 64, 128 and 256 (TILES) it runs at 0.93-1.07x cuDNN on an H100 and an H200
+At D = 64, 128 and 256 (TILES) it runs at 0.88-1.10x cuDNN on an H100 and an H200
 (scripts/device/gluon_attention.py; docs/perf-notes/kernels-at-limit.md). Three 64-row consumers
 (FA3's tile at D=64) are a Tiles option that script measures: slower here at D=64 and D=128.
 

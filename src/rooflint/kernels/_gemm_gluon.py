@@ -15,6 +15,11 @@ did not help there (18.5 us). In Gluon the schedule is stated, as cuBLAS's and F
 The tile is a 128-wide and a 64-wide wgmma side by side (192 columns: 8 x 16 = 128 tiles on 132 SMs
 at GPT-2's shape, _gemm_small's reasoning); a CTA takes one tile (the grid is the tile count).
 
+Measured (docs/perf-notes/kernels-at-limit.md, round 13): its body takes cuBLASLt's 13.3 us under
+ncu, as `triton_wavefit`'s does, so the CTA barrier was not the limiter; with the bench's timer it
+runs at 0.99-1.01x cuBLASLt at GPT-2's shape (H100, H200), ahead of `triton_wavefit`, and at 0.95x
+at 8192^3, where one tile per CTA leaves each epilogue exposed.
+
 Gluon has no CPU interpreter: tests/test_gluon_gemm.py compiles it for sm_90a on the CPU, and the GPU
 tier (tests/gpu/test_gpu_gemm_gluon.py) checks it against float64 on ragged shapes.
 """
