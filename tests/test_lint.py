@@ -434,3 +434,39 @@ def test_a_model_op_row_is_judged_by_the_working_set_of_one_call():
     # a bench row never divides: its message is free text
     bench = {**op, "timing_mode": "cuda_events"}
     assert "above_roof" in rules(lint_row(good_row(**bench), H100))
+
+
+def test_clock_mismatch_rule(tmp_path):
+    # gelu's baseline is `eager`. A speedup near 1.0x across clocks 7% apart is flagged; one across
+    # clocks 1% apart, one far from 1.0x, and rows without their baseline in the file are not.
+    def timed(variant, clock, speedup, **changes):
+        return good_row(variant=variant, sm_clock_mhz=clock, speedup_vs_eager=speedup, **changes)
+
+    rows = [
+        timed("eager", 1980.0, 1.0),
+        timed("triton", 1845.0, 0.979),  # 7% apart, within twice that of 1.0x: flagged
+        timed("cuda", 1960.0, 0.98),  # 1% apart: the clocks cannot explain much
+        timed("eager_unfused", 1845.0, 0.5),  # 7% apart, but 0.5x is the kernels
+        timed("triton", 1700.0, 1.01, shape="rows=8192,cols=8192"),  # no baseline row at this shape
+        timed("triton", 1700.0, 1.0, family="not_a_family"),  # no registered family: no baseline known
+    ]
+    flagged = [(row.variant, row.shape, row.family) for row, findings in lint_file(write_rows(tmp_path, rows))
+               if "clock_mismatch" in rules(findings)]  # fmt: skip
+    assert flagged == [("triton", "rows=16384,cols=16384", "gelu")]
+    finding = next(f for _, fs in lint_file(write_rows(tmp_path, rows)) for f in fs if f.rule == "clock_mismatch")
+    assert finding.severity == Severity.WARNING
+    assert "1845 MHz" in finding.message and "eager at 1980 MHz" in finding.message and "0.979x" in finding.message
+
+
+def test_clock_mismatch_through_the_console_script(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = [good_row(variant="eager", sm_clock_mhz=1980.0, speedup_vs_eager=1.0),
+            good_row(variant="triton", sm_clock_mhz=1800.0, speedup_vs_eager=1.02)]  # fmt: skip
+    path = write_rows(tmp_path, rows)
+    script = Path(sys.executable).parent / "rooflint"
+    done = subprocess.run([str(script), "lint", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr  # a warning, not an error
+    assert "clock_mismatch" in done.stdout

@@ -2,7 +2,9 @@
 
 Each rule looks at one result row against one GPU spec and returns findings (severity, rule, a
 one-line explanation). bench stores them in the CSV's `lint` column (format_findings); `rooflint
-lint` checks a results file, rooflint's own or a plain CSV described in docs/lint.md.
+lint` checks a results file, rooflint's own or a plain CSV described in docs/lint.md, and adds the
+one rule that reads two rows: clock_mismatch, a speedup against the family's baseline row timed at
+another SM clock.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ DEVICE_TIME_MODES = ("cuda_events", "cuda_graph")
 # A clock under 90% of the boost clock makes every SM-bound time 10%+ slower than the GPU's own
 # speed: more than the noise compare forgives. The same share as bench's throttle check.
 THROTTLED_CLOCK = 0.90
+# Two rows whose SM clocks are 5% apart: a compute-bound time moves about as much with the clock
+# alone, so a speedup between them near 1.0x says as much about the clocks as about the kernels. In
+# the burst regime each row runs at the clock its power allows: at the power cap the first row of a
+# shape can hold 1,980 MHz and a later one 1,845 (reports/h200 at 8112a9e).
+CLOCKS_APART = 0.05
 
 
 @dataclass(frozen=True)
@@ -445,6 +452,56 @@ def _launch_bound(row: ResultRow) -> str:
     return ""
 
 
+def baseline_variant(family: str) -> str | None:
+    """The variant a registered family's speedup_vs_eager divides by (None: no such family here)."""
+    from rooflint.core.errors import UserError
+    from rooflint.core.registry import get_family
+
+    try:
+        baseline = get_family(family).baseline
+    except (UserError, KeyError):
+        return None
+    return baseline.name if baseline is not None else None
+
+
+def clock_mismatch(row: ResultRow, baseline: ResultRow) -> Finding | None:
+    """A warning where ``row``'s speedup_vs_eager spans SM clocks CLOCKS_APART or more apart and is
+    near enough 1.0x that the clocks alone could account for it."""
+    if row is baseline or not finite(row.speedup_vs_eager):
+        return None
+    clock, base = row.sm_clock_mhz, baseline.sm_clock_mhz
+    if not (finite(clock) and finite(base) and min(clock, base) > 0):
+        return None
+    apart = max(clock, base) / min(clock, base) - 1
+    # Only a speedup the clocks could explain (within twice their gap of 1.0x): 0.05x is the kernels.
+    if apart < CLOCKS_APART or abs(row.speedup_vs_eager - 1) > 2 * apart:
+        return None
+    return Finding(
+        Severity.WARNING,
+        "clock_mismatch",
+        f"timed at {clock:.0f} MHz, its baseline {baseline.variant} at {base:.0f} MHz ({100 * apart:.0f}% "
+        f"apart): its {row.speedup_vs_eager:.3f}x says as much about the clocks as about the kernels; hold it "
+        "against a row timed at the same clock, or run --regime sustained, where every row runs at the power cap",
+        row_label(row),
+    )
+
+
+def _clock_findings(rows: list[ResultRow]) -> dict[int, Finding]:
+    """clock_mismatch for each row of a file whose family's baseline row is in the same file, by index."""
+    baselines: dict[tuple, ResultRow] = {}
+    names = {family: baseline_variant(family) for family in {row.family for row in rows}}
+    for row in rows:
+        if row.status == OK and row.variant == names[row.family]:
+            baselines[(row.family, row.dtype, row.shape, row.gpu)] = row
+    found = {}
+    for i, row in enumerate(rows):
+        baseline = baselines.get((row.family, row.dtype, row.shape, row.gpu))
+        finding = clock_mismatch(row, baseline) if row.status == OK and baseline is not None else None
+        if finding:
+            found[i] = finding
+    return found
+
+
 def lint_file(
     path,
     *,
@@ -476,8 +533,9 @@ def lint_file(
                 measured[i] = found
     specs = all_specs(spec_file)
     cache: dict[str, GpuSpec | None] = {}
+    clocks = _clock_findings(data.rows)  # the one rule that reads two rows: a speedup and its baseline
     out = []
-    for row, dram in zip(data.rows, measured):
+    for i, (row, dram) in enumerate(zip(data.rows, measured)):
         spec = fixed
         if spec is None:
             if not row.gpu:
@@ -497,5 +555,6 @@ def lint_file(
                 raise UserError(
                     f"{path}: unknown GPU {row.gpu!r}; valid: {', '.join(specs)}, or describe it with --spec-file"
                 )
-        out.append((row, lint_row(row, spec, measured_dram_bytes=dram, spec_by_key=specs)))
+        findings = lint_row(row, spec, measured_dram_bytes=dram, spec_by_key=specs)
+        out.append((row, findings + [clocks[i]] if i in clocks else findings))
     return out
