@@ -42,3 +42,30 @@ def test_a_hang_is_cut_off_at_the_limit():
 def test_rows_of_different_keys_share_one_csv(tmp_path):
     side_by_side.write_rows(tmp_path / "rows.csv", [{"config": "a", "ms": 1.0}, {"config": "b", "status": "exit 1"}])
     assert (tmp_path / "rows.csv").read_text().splitlines() == ["config,ms,status", "a,1.0,", "b,,exit 1"]
+
+
+def test_check_row_writes_each_row_at_once_and_stops_on_a_wrong_result(tmp_path):
+    import csv
+
+    import torch
+
+    from rooflint.core.registry import get_family
+
+    family, path, rows = get_family("vector_add"), tmp_path / "sweep.csv", []
+    params = {"n": 1000}
+    side_by_side.check_row(family, params, "fp32", lambda case: case["a"] + case["b"], "right", rows, path,
+                           device="cpu")  # fmt: skip
+    assert [r["shape"] for r in csv.DictReader(open(path))] == ["right"] and rows[0]["status"] == "ok"
+    with pytest.raises(SystemExit, match="wrong"):
+        side_by_side.check_row(family, params, "fp32", lambda case: case["a"] - case["b"], "wrong", rows, path,
+                               device="cpu")  # fmt: skip
+    on_disk = list(csv.DictReader(open(path)))
+    assert [r["shape"] for r in on_disk] == ["right", "wrong"] and on_disk[1]["status"] != "ok"
+    # Identical bits over repeated calls, or not.
+    side_by_side.repeat_row(lambda: torch.ones(3), 5, rows, path)
+    counter = iter(range(100))
+    side_by_side.repeat_row(lambda: torch.full((3,), float(next(counter))), 5, rows, path, "racy ")
+    assert [(r["shape"], r["status"]) for r in list(csv.DictReader(open(path)))[2:]] == [
+        ("repeatable over 5 calls", "ok"),
+        ("racy repeatable over 5 calls", "differs"),
+    ]

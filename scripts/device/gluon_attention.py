@@ -49,40 +49,31 @@ def main() -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import time_rounds, write_rows
+    from side_by_side import check_row, repeat_row, time_rounds, write_rows
 
     from rooflint.core.registry import get_family
-    from rooflint.engine.correctness import check
     from rooflint.kernels import _attention_hopper as ah
 
     out_dir = Path(os.environ.get("OUT", "/tmp/gluon-attention"))
     out_dir.mkdir(parents=True, exist_ok=True)
     family = get_family("attention")
-    rows = []
+    rows, csv_path = [], out_dir / "gluon.csv"
     tiles_by_dim = {d: [tiles, *CANDIDATES.get(d, ())] for d, tiles in _attention_gluon.TILES.items()}
     for d, candidates in tiles_by_dim.items():
         for tiles in candidates:
             for n, causal, dtype in CHECKS:
                 params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
-                case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n)
-                out = _attention_gluon.prepare(case["q"], case["k"], case["v"], causal, tiles)()
-                verdict = check(family, dtype, out, family.reference(case.inputs, params))
+
+                def attend(case, causal=causal, tiles=tiles):
+                    return _attention_gluon.prepare(case["q"], case["k"], case["v"], causal, tiles)()
+
                 name = f"check D={d} {tiles} N={n} causal={causal} {dtype}"
-                status = "ok" if verdict.passed else verdict.message
-                rows.append({"shape": name, "status": status, "rel_err": verdict.error})
-                print(rows[-1], flush=True)
-                write_rows(out_dir / "gluon.csv", rows)  # each row on disk at once: a hung config keeps the rest
-                if not verdict.passed:
-                    write_rows(out_dir / "gluon.csv", rows)
-                    raise SystemExit(f"gluon attention wrong: {name}: {verdict.message}")
+                check_row(family, params, dtype, attend, name, rows, csv_path, seed=n)
         # 20 calls, identical bits: no consumer reads a stage the producer is refilling.
         params = {"B": 4, "H": 8, "N": 2048, "D": d, "causal": True}
         case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=5)
         run = _attention_gluon.prepare(case["q"], case["k"], case["v"], True)
-        first = run().clone()
-        same = all(torch.equal(run(), first) for _ in range(20))
-        rows.append({"shape": f"D={d} repeatable over 20 calls", "status": "ok" if same else "differs"})
-        print(rows[-1], flush=True)
+        repeat_row(run, 20, rows, csv_path, f"D={d} ")
     for b, h, n, d, causal in SHAPES:
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         entries = {
@@ -100,8 +91,7 @@ def main() -> None:
             row[f"{key}_x_cudnn"] = med["cudnn"] / ms
         rows.append(row)
         print(row, flush=True)
-        write_rows(out_dir / "gluon.csv", rows)
-    write_rows(out_dir / "gluon.csv", rows)
+        write_rows(csv_path, rows)
 
 
 if __name__ == "__main__":

@@ -41,38 +41,27 @@ def bench_timer_rounds(entries: dict, rounds: int) -> dict[str, list[float]]:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import write_rows
+    from side_by_side import check_row, repeat_row, write_rows
 
     from rooflint.core.registry import get_family
     from rooflint.engine import cuda_build
-    from rooflint.engine.correctness import check
     from rooflint.kernels import _gemm_small, gelu_linear
 
     out_dir = Path(os.environ.get("OUT", "/tmp/gluon-gemm"))
     out_dir.mkdir(parents=True, exist_ok=True)
     family = get_family("gelu_linear")
-    rows = []
+    rows, csv_path = [], out_dir / "gluon-gemm.csv"
     for block_k, stages, overlap in CONFIGS:
         for m, k, n in CHECKS:
             for dtype in ("bf16", "fp16"):
-                params = {"m": m, "k": k, "n": n}
-                case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + n)
-                out = _gemm_gluon.prepare(case["x"], case["w"], case["b"], stages, block_k, overlap)()
-                verdict = check(family, dtype, out, family.reference(case.inputs, params))
+
+                def gemm(case, block_k=block_k, stages=stages, overlap=overlap):
+                    return _gemm_gluon.prepare(case["x"], case["w"], case["b"], stages, block_k, overlap)()
+
                 name = f"check k{block_k} s{stages} o{overlap:d} {m}x{k}->{n} {dtype}"
-                rows.append(
-                    {"shape": name, "status": "ok" if verdict.passed else verdict.message, "rel_err": verdict.error}
-                )
-                print(rows[-1], flush=True)
-                if not verdict.passed:
-                    write_rows(out_dir / "gluon-gemm.csv", rows)
-                    raise SystemExit(f"gluon GEMM wrong: {name}: {verdict.message}")
+                check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
     case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
-    run = _gemm_gluon.prepare(case["x"], case["w"], case["b"])
-    first = run().clone()
-    same = all(torch.equal(run(), first) for _ in range(30))
-    rows.append({"shape": "repeatable over 30 calls", "status": "ok" if same else "differs"})
-    print(rows[-1], flush=True)
+    repeat_row(_gemm_gluon.prepare(case["x"], case["w"], case["b"]), 30, rows, csv_path)
 
     library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
     for label, ((m, k, n), rounds) in SHAPES.items():
@@ -96,7 +85,7 @@ def main() -> None:
             row[f"{key}_rounds_us"] = " ".join(f"{t * 1e3:.2f}" for t in times[key])
         rows.append(row)
         print(row, flush=True)
-    write_rows(out_dir / "gluon-gemm.csv", rows)
+    write_rows(csv_path, rows)
 
 
 if __name__ == "__main__":

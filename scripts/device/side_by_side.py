@@ -27,6 +27,33 @@ def check_entries(family, dtype: str, entries: dict[str, Callable], reference, w
     return checks
 
 
+def check_row(family, params: dict, dtype: str, attend: Callable, name: str, rows: list[dict], path: Path,
+              seed: int = 0, device: str = "cuda") -> None:  # fmt: skip
+    """One float64 check of ``attend(case)`` as a row of ``rows``, written to ``path`` at once (a later
+    config that hangs keeps it); a wrong result stops the sweep with its name."""
+    import torch
+
+    case = family.build_case("custom", params, dtype, torch.device(device), seed=seed)
+    verdict = check(family, dtype, attend(case), family.reference(case.inputs, params))
+    rows.append({"shape": name, "status": "ok" if verdict.passed else verdict.message, "rel_err": verdict.error})
+    print(rows[-1], flush=True)
+    write_rows(path, rows)
+    if not verdict.passed:
+        raise SystemExit(f"{name}: {verdict.message}")
+
+
+def repeat_row(run: Callable, calls: int, rows: list[dict], path: Path, label: str = "") -> None:
+    """Whether ``calls`` more calls of ``run`` give the first call's bits, as a row (a producer/consumer
+    race shows as calls that differ)."""
+    import torch
+
+    first = run().clone()
+    same = all(torch.equal(run(), first) for _ in range(calls))
+    rows.append({"shape": f"{label}repeatable over {calls} calls", "status": "ok" if same else "differs"})
+    print(rows[-1], flush=True)
+    write_rows(path, rows)
+
+
 def time_rounds(entries: dict[str, Callable], rounds: int, context=contextlib.nullcontext) -> dict[str, list[float]]:
     """Milliseconds per call of each entry, one do_bench median per round, the entries alternating."""
     times = {label: [] for label in entries}

@@ -35,19 +35,17 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    # The TMA load's name: async_copy_global_to_shared in Triton 3.6 (the GPU image), async_load
-    # from 3.7 on, where the old name raises (the CPU CI's Triton compiles this kernel too).
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    HAS_GLUON = True
-except ImportError:  # no triton, or one without Gluon's Hopper ops: the variant is skipped with the reason
-    HAS_GLUON = False
+from rooflint.kernels._gluon import (  # Gluon's Hopper ops where this Triton has them
+    HAS_GLUON,
+    TensorDescriptor,
+    gl,
+    gluon,
+    mbarrier,
+    sm90_reason,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from rooflint.kernels._gluon import tma_load as _tma_load
 
 LOG2E = 1.4426950408889634
 HALF_M = 64  # query rows a consumer warpgroup owns (one wgmma's M)
@@ -291,17 +289,11 @@ if HAS_GLUON:
 
 def unsupported_reason(device: torch.device, head_dim: int, dtype: torch.dtype) -> str | None:
     """Why the Gluon attention cannot run here (None: it can)."""
-    if not HAS_GLUON:
-        return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
-    if device.type != "cuda":
-        return "Gluon has no CPU interpreter: it runs on an sm_90 GPU only"
-    major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) != (9, 0):
-        return f"the Gluon attention is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
+    reason = sm90_reason(device, "attention", dtype)
+    if reason:
+        return reason
     if head_dim not in HEAD_DIMS:
         return f"the Gluon attention is built for head_dim {' or '.join(map(str, HEAD_DIMS))}, not {head_dim}"
-    if dtype not in (torch.float16, torch.bfloat16):
-        return f"the Gluon attention takes fp16 or bf16, not {dtype}"
     return None
 
 

@@ -32,25 +32,20 @@ from collections.abc import Callable
 import torch
 
 from rooflint.core.errors import VariantSkipped
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    # TMA's names: Triton 3.6 (the GPU image) async_copy_*; 3.7 on async_load / async_store.
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-    HAS_GLUON = True
-except ImportError:  # no triton, or one without Gluon's Hopper ops: the variant is skipped with the reason
-    HAS_GLUON = False
+from rooflint.kernels._gluon import (  # Gluon's Hopper ops where this Triton has them
+    HAS_GLUON,
+    TensorDescriptor,
+    fence_async_shared,
+    gl,
+    gluon,
+    mbarrier,
+    sm90_reason,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from rooflint.kernels._gluon import tma_load as _tma_load
+from rooflint.kernels._gluon import tma_store as _tma_store
 
 HALF_M = 64  # rows a consumer warpgroup owns (one wgmma's M)
 BLOCK_N, BLOCK_N2 = 128, 64  # the tile's two wgmma widths: 192 columns
@@ -185,15 +180,9 @@ if HAS_GLUON:
 
 def unsupported_reason(device: torch.device, dtype: torch.dtype, k: int, n: int) -> str | None:
     """Why the Gluon GEMM cannot run here (None: it can)."""
-    if not HAS_GLUON:
-        return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
-    if device.type != "cuda":
-        return "Gluon has no CPU interpreter: it runs on an sm_90 GPU only"
-    major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) != (9, 0):
-        return f"the Gluon GEMM is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
-    if dtype not in (torch.float16, torch.bfloat16):
-        return f"the Gluon GEMM takes fp16 or bf16, not {dtype}"
+    reason = sm90_reason(device, "GEMM", dtype)
+    if reason:
+        return reason
     if k % 8 or n % 8:
         return "TMA needs 16-byte row strides: K and N multiples of 8"
     return None
