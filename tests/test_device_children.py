@@ -69,3 +69,9 @@ def test_check_row_writes_each_row_at_once_and_stops_on_a_wrong_result(tmp_path)
         ("repeatable over 5 calls", "ok"),
         ("racy repeatable over 5 calls", "differs"),
     ]
+
+
+def test_output_csv_lands_under_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    path = side_by_side.output_csv("sweep.csv")
+    assert path == tmp_path / "out" / "sweep.csv" and path.parent.is_dir()

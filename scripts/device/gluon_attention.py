@@ -14,7 +14,6 @@ measured with this script beside the warp-specialized kernel, are in its history
 
 from __future__ import annotations
 
-import os
 import statistics
 from pathlib import Path
 
@@ -49,15 +48,13 @@ def main() -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import check_row, repeat_row, time_rounds, write_rows
+    from side_by_side import check_row, output_csv, repeat_row, time_rounds, write_rows
 
     from rooflint.core.registry import get_family
     from rooflint.kernels import _attention_hopper as ah
 
-    out_dir = Path(os.environ.get("OUT", "/tmp/gluon-attention"))
-    out_dir.mkdir(parents=True, exist_ok=True)
     family = get_family("attention")
-    rows, csv_path = [], out_dir / "gluon.csv"
+    rows, csv_path = [], output_csv("gluon.csv")
     tiles_by_dim = {d: [tiles, *CANDIDATES.get(d, ())] for d, tiles in _attention_gluon.TILES.items()}
     for d, candidates in tiles_by_dim.items():
         for tiles in candidates:

@@ -10,7 +10,6 @@ Each (K step, stage count, store order) of CONFIGS is timed with the bench's own
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -41,16 +40,14 @@ def bench_timer_rounds(entries: dict, rounds: int) -> dict[str, list[float]]:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import check_row, repeat_row, write_rows
+    from side_by_side import check_row, output_csv, repeat_row, write_rows
 
     from rooflint.core.registry import get_family
     from rooflint.engine import cuda_build
     from rooflint.kernels import _gemm_small, gelu_linear
 
-    out_dir = Path(os.environ.get("OUT", "/tmp/gluon-gemm"))
-    out_dir.mkdir(parents=True, exist_ok=True)
     family = get_family("gelu_linear")
-    rows, csv_path = [], out_dir / "gluon-gemm.csv"
+    rows, csv_path = [], output_csv("gluon-gemm.csv")
     for block_k, stages, overlap in CONFIGS:
         for m, k, n in CHECKS:
             for dtype in ("bf16", "fp16"):

@@ -27,6 +27,16 @@ def check_entries(family, dtype: str, entries: dict[str, Callable], reference, w
     return checks
 
 
+def output_csv(name: str) -> Path:
+    """Where a sweep writes its CSV: $OUT/<name> on the device (the folder that comes back), else
+    /tmp/rooflint-sweeps/<name>; the folder is made."""
+    import os
+
+    folder = Path(os.environ.get("OUT", "/tmp/rooflint-sweeps"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
 def check_row(family, params: dict, dtype: str, attend: Callable, name: str, rows: list[dict], path: Path,
               seed: int = 0, device: str = "cuda") -> None:  # fmt: skip
     """One float64 check of ``attend(case)`` as a row of ``rows``, written to ``path`` at once (a later
