@@ -304,7 +304,7 @@ def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     b, h, n, d = q.shape
     tiles = tiles or TILES[d]
     # Under the causal mask a consumer may skip the CTA's last key tiles (_consumer_tiles): never more
-    # than the ring holds, or the producer would wait on a stage whose tile no consumer of them reads.
+    # than the ring holds, or the producer would wait for that consumer to release a tile it skipped.
     if math.ceil((tiles.block_m - HALF_M) / tiles.block_n) > tiles.stages:
         raise ValueError(f"{tiles}: a consumer could skip more key tiles than the ring's {tiles.stages} stages")
     rows = b * h * n

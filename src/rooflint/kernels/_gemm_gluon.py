@@ -32,6 +32,7 @@ from collections.abc import Callable
 import torch
 
 from rooflint.core.errors import VariantSkipped
+from rooflint.kernels._gelu import GELU_K0, GELU_K1
 from rooflint.kernels._gluon import (  # Gluon's Hopper ops where this Triton has them
     HAS_GLUON,
     TensorDescriptor,
@@ -61,8 +62,9 @@ if HAS_GLUON:
 
     @gluon.jit
     def _gelu_tanh(z):
-        # tanh.approx: one MUFU op an element (kernels/_gelu.py's one-MUFU form, 16-bit outputs only).
-        u = z * (0.7978845608028654 + 0.7978845608028654 * 0.044715 * z * z)
+        # tanh.approx: one MUFU op an element (kernels/_gelu.py's one-MUFU form and constants; 16-bit
+        # outputs only). A Gluon kernel cannot call that @triton.jit function, so the form is here.
+        u = z * (GELU_K0 + GELU_K1 * z * z)
         t = gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [u], dtype=gl.float32, is_pure=True, pack=1)
         half = 0.5 * z
         return half + half * t
