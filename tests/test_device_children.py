@@ -75,3 +75,10 @@ def test_output_csv_lands_under_out(tmp_path, monkeypatch):
     monkeypatch.setenv("OUT", str(tmp_path / "out"))
     path = side_by_side.output_csv("sweep.csv")
     assert path == tmp_path / "out" / "sweep.csv" and path.parent.is_dir()
+
+
+def test_time_rounds_alternates_the_entries_under_the_given_timer():
+    order = []
+    entries = {"a": lambda: order.append("a") or 1.0, "b": lambda: order.append("b") or 2.0}
+    times = side_by_side.time_rounds(entries, 3, timer=lambda call: call())
+    assert order == ["a", "b"] * 3 and times == {"a": [1.0] * 3, "b": [2.0] * 3}

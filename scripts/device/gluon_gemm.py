@@ -24,23 +24,9 @@ CONFIGS = ((64, 4, True), (64, 4, False), (32, 6, True), (32, 8, True))
 CHECKS = ((130, 72, 200), (257, 776, 384), (1500, 264, 2000), (1024, 768, 3072))
 
 
-def bench_timer_rounds(entries: dict, rounds: int) -> dict[str, list[float]]:
-    """Milliseconds per call with `rooflint bench`'s own timer (a spin before each flushed call, so the
-    host's launch latency is not timed; triton's do_bench times it when Python launches slowly), one
-    median per round, the entries alternating."""
-    from rooflint.engine.timing import time_cuda
-
-    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
-    times = {label: [] for label in entries}
-    for _ in range(rounds):
-        for label, call in entries.items():
-            times[label].append(time_cuda(call, l2_bytes=l2_bytes).median_ms)
-    return times
-
-
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import check_row, output_csv, repeat_row, write_rows
+    from side_by_side import bench_timer_ms, check_row, output_csv, repeat_row, time_rounds, write_rows
 
     from rooflint.core.registry import get_family
     from rooflint.engine import cuda_build
@@ -73,7 +59,7 @@ def main() -> None:
         }
         for block_k, stages, overlap in CONFIGS:
             entries[f"gluon_k{block_k}_s{stages}_o{overlap:d}"] = _gemm_gluon.prepare(x, w, b, stages, block_k, overlap)
-        times = bench_timer_rounds(entries, rounds)
+        times = time_rounds(entries, rounds, timer=bench_timer_ms)
         med = {key: statistics.median(value) for key, value in times.items()}
         row = {"shape": f"{label} {m}x{k}->{n}", "status": "ok"}
         for key, ms in med.items():

@@ -1,6 +1,7 @@
 """What the device sweeps share: check every entry against float64, time them in alternating rounds
-of triton.testing.do_bench (so a drifting clock, a power cap, spreads over all of them) and write
-the rows as CSV. Imported by the scripts beside it, which run as `python3 scripts/device/X.py`."""
+of triton.testing.do_bench or the bench's own timer (so a drifting clock, a power cap, spreads over
+all of them) and write the rows as CSV. Imported by the scripts beside it, which run as
+`python3 scripts/device/X.py`."""
 
 from __future__ import annotations
 
@@ -64,13 +65,33 @@ def repeat_row(run: Callable, calls: int, rows: list[dict], path: Path, label: s
     write_rows(path, rows)
 
 
-def time_rounds(entries: dict[str, Callable], rounds: int, context=contextlib.nullcontext) -> dict[str, list[float]]:
-    """Milliseconds per call of each entry, one do_bench median per round, the entries alternating."""
+def do_bench_ms(call: Callable) -> float:
+    """triton.testing.do_bench's median over 100 ms of calls."""
+    return do_bench(call, rep=100)
+
+
+def bench_timer_ms(call: Callable) -> float:
+    """`rooflint bench`'s own timer: a spin kernel before each flushed call, so the host's launch
+    latency is not timed (do_bench times it where Python launches more slowly than the flush runs)."""
+    import torch
+
+    from rooflint.engine.timing import time_cuda
+
+    return time_cuda(
+        call, l2_bytes=torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    ).median_ms
+
+
+def time_rounds(
+    entries: dict[str, Callable], rounds: int, context=contextlib.nullcontext, timer: Callable = do_bench_ms
+) -> dict[str, list[float]]:
+    """Milliseconds per call of each entry, one timer median per round (do_bench unless told), the
+    entries alternating."""
     times = {label: [] for label in entries}
     for _ in range(rounds):
         for label, call in entries.items():
             with context():
-                times[label].append(do_bench(call, rep=100))
+                times[label].append(timer(call))
     return times
 
 
