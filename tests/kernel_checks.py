@@ -1,5 +1,5 @@
 """Shared correctness checks for family tests: one variant on the CPU against float64, the GPU
-tier's attention checks (both 16-bit dtypes against float64; identical bits over repeated calls), and
+tier's checks (both 16-bit dtypes against float64; identical bits over repeated calls), and
 the CPU's compile of the Gluon kernels for sm_90a (tests/fixtures/compile_gluon.py)."""
 
 from __future__ import annotations
@@ -26,17 +26,24 @@ def assert_variant_matches_reference(family_name: str, variant: str, params: dic
     return output
 
 
+def assert_matches_float64(family_name: str, label: str, params: dict, run_case, seed: int, device: str = "cuda"):
+    """run_case(case) -> the output, for this family at these params, in bf16 and fp16 (the GPU
+    tier's 16-bit paths: tanh.approx, TMA, wgmma), each against float64; prints each error."""
+    family = get_family(family_name)
+    for dtype in ("bf16", "fp16"):
+        case = family.build_case("custom", params, dtype, torch.device(device), seed=seed)
+        output = run_case(case)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        verdict = check(family, dtype, output, family.reference(case.inputs, params))
+        print(f"{family_name} {label} {dtype}: relative error {verdict.error:.3g}")
+        assert verdict.passed, f"{family_name} {label} {dtype}: {verdict.message}"
+
+
 def assert_attention_matches_float64(label: str, d: int, n: int, causal: bool, attend) -> None:
     """attend(case) -> O for B=2, H=3 at this N, D and mask on the GPU, in bf16 and fp16, against float64."""
-    family = get_family("attention")
-    for dtype in ("bf16", "fp16"):
-        params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
-        output = attend(case)
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, output, family.reference(case.inputs, params))
-        print(f"{label} D={d} N={n} causal={causal} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{label} D={d} N={n} causal={causal} {dtype}: {verdict.message}"
+    params = {"B": 2, "H": 3, "N": n, "D": d, "causal": causal}
+    assert_matches_float64("attention", f"{label} D={d} N={n} causal={causal}", params, attend, seed=n + d)
 
 
 def assert_repeatable(run, calls: int = 20) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_checks import assert_matches_float64
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
@@ -27,18 +28,14 @@ pytestmark = pytest.mark.gpu
 def test_warp_specialized_gemm_matches_float64(m, k, n, block_n, cluster):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the warp-specialized wgmma GEMM runs on sm_90 only")
-    family = get_family("gelu_linear")
     library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
-    for dtype in ("bf16", "fp16"):
-        params = {"m": m, "k": k, "n": n}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + n)
+
+    def gemm(case):
         out = torch.empty((m, n), dtype=case["x"].dtype, device="cuda")
-        gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n, cluster)
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        label = f"{m}x{k}->{n} block_n={block_n} cluster={cluster} {dtype}"
-        print(f"gelu_linear cuda_hopper {label}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{label}: {verdict.message}"
+        return gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n, cluster)
+
+    label = f"cuda_hopper {m}x{k}->{n} block_n={block_n} cluster={cluster}"
+    assert_matches_float64("gelu_linear", label, {"m": m, "k": k, "n": n}, gemm, m + n)
 
 
 @pytest.mark.parametrize("cluster", [1, 2])
@@ -73,15 +70,9 @@ def test_triton_tma_gemms_match_float64_on_the_gpu(variant, m, k, n):
     """The TMA Triton GEMMs' GPU epilogue (tanh.approx) is PTX the CPU interpreter never runs."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the TMA Triton GEMMs need sm_90")
-    family = get_family("gelu_linear")
-    for dtype in ("bf16", "fp16"):
-        params = {"m": m, "k": k, "n": n}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + k)
-        out = family.variants[variant].build(case)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        print(f"gelu_linear {variant} {m}x{k}->{n} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{variant} {m}x{k}->{n} {dtype}: {verdict.message}"
+    built = get_family("gelu_linear").variants[variant]
+    params = {"m": m, "k": k, "n": n}
+    assert_matches_float64("gelu_linear", f"{variant} {m}x{k}->{n}", params, lambda case: built.build(case)(), m + k)
 
 
 @pytest.mark.parametrize(
@@ -99,11 +90,9 @@ def test_wavefit_tiles_match_float64_on_the_gpu(tile, early_bias):
     device) and both bias placements, at ragged M, N and K."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the wave-fitted GEMM's tiles are sized for sm_90")
-    family = get_family("gelu_linear")
-    for dtype in ("bf16", "fp16"):
-        params = {"m": 1000, "k": 776, "n": 3000}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=3)
-        out = _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        assert verdict.passed, f"{tile.label} {dtype}: {verdict.message}"
+
+    def gemm(case):
+        return _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
+
+    params = {"m": 1000, "k": 776, "n": 3000}
+    assert_matches_float64("gelu_linear", f"triton_wavefit {tile.label} early_bias={early_bias}", params, gemm, 3)

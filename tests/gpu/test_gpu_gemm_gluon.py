@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_repeatable
+from kernel_checks import assert_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.engine.correctness import check
 from rooflint.kernels import _gemm_gluon
 
 pytestmark = pytest.mark.gpu
@@ -32,15 +31,11 @@ def _sm90_or_skip():
 )
 def test_gluon_gemm_matches_float64(m, k, n):
     _sm90_or_skip()
-    family = get_family("gelu_linear")
-    for dtype in ("bf16", "fp16"):
-        params = {"m": m, "k": k, "n": n}
-        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=m + n)
-        out = family.variants["triton_gluon"].build(case)()
-        torch.cuda.synchronize()
-        verdict = check(family, dtype, out, family.reference(case.inputs, params))
-        print(f"gelu_linear triton_gluon {m}x{k}->{n} {dtype}: relative error {verdict.error:.3g}")
-        assert verdict.passed, f"{m}x{k}->{n} {dtype}: {verdict.message}"
+    variant = get_family("gelu_linear").variants["triton_gluon"]
+    params = {"m": m, "k": k, "n": n}
+    assert_matches_float64(
+        "gelu_linear", f"triton_gluon {m}x{k}->{n}", params, lambda case: variant.build(case)(), m + n
+    )
 
 
 def test_gluon_gemm_is_repeatable():
