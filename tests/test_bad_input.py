@@ -69,6 +69,7 @@ CASES = [
     ("merge_out_under_a_file", ["merge", "RESULTS", "--out", "UNWRITABLE/m.csv"], ["cannot write"]),
     ("lint_roof_bogus", ["lint", "RESULTS", "--roof", "bogus"], ["unknown roof 'bogus'", "valid: datasheet, measured"]),
     ("lint_gpu_unknown", ["lint", "RESULTS", "--gpu", "z80"], ["unknown GPU 'z80'", "valid:", "h100_sxm"]),
+    ("ceilings_gpu_unknown", ["ceilings", "--device", "cpu", "--gpu", "z80"], ["unknown GPU 'z80'", "valid:"]),
     ("lint_negative_time", ["lint", "NEGATIVE"], ["median_ms -0.55", "valid: a time above 0"]),
     ("lint_zero_time", ["lint", "ZERO"], ["median_ms 0", "valid: a time above 0"]),
     ("compare_negative_time", ["compare", "RESULTS", "NEGATIVE"], ["median_ms -0.55", "valid: a time above 0"]),

@@ -209,9 +209,11 @@ def measure_and_store(
     """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
     from rooflint.core.roofs import save_ceilings
-    from rooflint.core.specs import current_gpu_spec
+    from rooflint.core.specs import current_gpu_spec, get_spec
     from rooflint.engine.bench import resolve_device
 
+    if gpu:
+        get_spec(gpu, spec_file)  # an unknown --gpu is refused before a minute of measuring, on a CPU too
     if resolve_device(device) == "cpu":
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}
