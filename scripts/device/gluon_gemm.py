@@ -16,13 +16,12 @@ from pathlib import Path
 
 import torch
 
-from rooflint.kernels import _gemm_gluon, _gemm_gluon_pingpong
+from rooflint.kernels import _gemm_gluon
 
 SHAPES = {"gpt2": ((1024, 768, 3072), 9), "8192": ((8192, 8192, 8192), 3)}  # (m, k, n), timing rounds
 # (block_k, stages, overlap_store) that fit beside the 48 KB of output tiles in 227 KB; the default first.
-CONFIGS = ((64, 4, True), (32, 6, True))
-# The ping-pong schedule (kernels/_gemm_gluon_pingpong.py): (stages, (wide, narrow) tile columns).
-PINGPONG = ((6, (64, 32)), (5, (64, 32)), (5, (64, 64)), (4, (64, 64)))
+# (Round 14 also timed a ping-pong schedule here, at a8e6921: reports/h100/probe-round14.)
+CONFIGS = ((64, 4, True), (64, 4, False), (32, 6, True), (32, 8, True))
 CHECKS = ((130, 72, 200), (257, 776, 384), (1500, 264, 2000), (1024, 768, 3072))
 
 
@@ -45,18 +44,8 @@ def main() -> None:
 
                 name = f"check k{block_k} s{stages} o{overlap:d} {m}x{k}->{n} {dtype}"
                 check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
-    for stages, widths in PINGPONG:
-        for m, k, n in (*CHECKS, (2100, 520, 4000)):
-            for dtype in ("bf16", "fp16"):
-
-                def pingpong(case, stages=stages, widths=widths):
-                    return _gemm_gluon_pingpong.prepare(case["x"], case["w"], case["b"], stages, widths)()
-
-                name = f"check pingpong s{stages} w{widths[0]}+{widths[1]} {m}x{k}->{n} {dtype}"
-                check_row(family, {"m": m, "k": k, "n": n}, dtype, pingpong, name, rows, csv_path, seed=m + n)
     case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
     repeat_row(_gemm_gluon.prepare(case["x"], case["w"], case["b"]), 30, rows, csv_path)
-    repeat_row(_gemm_gluon_pingpong.prepare(case["x"], case["w"], case["b"]), 30, rows, csv_path, "pingpong ")
 
     library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
     for label, ((m, k, n), rounds) in SHAPES.items():
@@ -71,10 +60,6 @@ def main() -> None:
         }
         for block_k, stages, overlap in CONFIGS:
             entries[f"gluon_k{block_k}_s{stages}_o{overlap:d}"] = _gemm_gluon.prepare(x, w, b, stages, block_k, overlap)
-        for stages, widths in PINGPONG:
-            entries[f"pingpong_s{stages}_w{widths[0]}+{widths[1]}"] = _gemm_gluon_pingpong.prepare(
-                x, w, b, stages, widths
-            )
         times = time_rounds(entries, rounds, timer=bench_timer_ms)
         med = {key: statistics.median(value) for key, value in times.items()}
         row = {"shape": f"{label} {m}x{k}->{n}", "status": "ok"}

@@ -43,34 +43,3 @@ def test_gluon_gemm_is_repeatable():
     family = get_family("gelu_linear")
     case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
     assert_repeatable(family.variants["triton_gluon"].build(case), calls=30)
-
-
-# The ping-pong schedule (kernels/_gemm_gluon_pingpong.py) at each configuration the sweep times:
-# beyond the shapes above, a CTA with many tiles, odd in number (the consumers' turns, and the ring's
-# phases as one consumer's first stage lies rounds past the other's).
-PINGPONG_CONFIGS = [(6, (64, 32)), (5, (64, 64))]
-
-
-@pytest.mark.parametrize("stages,widths", PINGPONG_CONFIGS)
-@pytest.mark.parametrize(
-    "m,k,n", [(1, 8, 8), (130, 72, 200), (257, 776, 384), (1024, 768, 3072), (1500, 264, 2000), (2100, 520, 4000)]
-)
-def test_gluon_pingpong_gemm_matches_float64(stages, widths, m, k, n):
-    _sm90_or_skip()
-    from rooflint.kernels import _gemm_gluon_pingpong as pingpong
-
-    def run(case):
-        return pingpong.prepare(case["x"], case["w"], case["b"], stages, widths)()
-
-    assert_matches_float64("gelu_linear", f"pingpong s{stages} {widths} {m}x{k}->{n}", {"m": m, "k": k, "n": n}, run,
-                           m + n)  # fmt: skip
-
-
-@pytest.mark.parametrize("stages,widths", PINGPONG_CONFIGS)
-def test_gluon_pingpong_gemm_is_repeatable(stages, widths):
-    _sm90_or_skip()
-    from rooflint.kernels import _gemm_gluon_pingpong as pingpong
-
-    family = get_family("gelu_linear")
-    case = family.build_case("custom", {"m": 2100, "k": 2048, "n": 4000}, "bf16", torch.device("cuda"), seed=3)
-    assert_repeatable(pingpong.prepare(case["x"], case["w"], case["b"], stages, widths), calls=30)
