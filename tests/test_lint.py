@@ -458,6 +458,24 @@ def test_clock_mismatch_rule(tmp_path):
     assert "1845 MHz" in finding.message and "eager at 1980 MHz" in finding.message and "0.979x" in finding.message
 
 
+def test_clock_mismatch_is_quiet_where_both_rows_ran_sustained(tmp_path):
+    # At the power cap each kernel's clock is its own doing: no warning between two sustained rows,
+    # but a sustained row against a burst baseline (or the reverse) is still flagged.
+    def timed(variant, clock, speedup, regime, **changes):
+        return good_row(variant=variant, sm_clock_mhz=clock, speedup_vs_eager=speedup, regime=regime, **changes)
+
+    shape = "rows=8192,cols=8192"
+    rows = [
+        timed("eager", 1770.0, 1.0, "sustained"),
+        timed("triton", 1620.0, 1.0, "sustained"),  # 9% apart, both at the cap: quiet
+        timed("eager", 1980.0, 1.0, "burst", shape=shape),
+        timed("triton", 1800.0, 1.01, "sustained", shape=shape),  # against a burst baseline: flagged
+    ]
+    flagged = [(row.variant, row.shape) for row, findings in lint_file(write_rows(tmp_path, rows))
+               if "clock_mismatch" in rules(findings)]  # fmt: skip
+    assert flagged == [("triton", shape)]
+
+
 def test_clock_mismatch_through_the_console_script(tmp_path):
     import subprocess
     import sys
