@@ -7,6 +7,7 @@
 # $OUT/NAME.tar.gz (plus results.csv beside it).
 #   bash scripts/device/reference.sh h100            # start (or keep waiting for) the run
 #   EXTRA="--regime sustained" bash scripts/device/reference.sh h100-sustained attention gelu_linear
+#   CUDA_VISIBLE_DEVICES=1 REUSE_INSTALL=1 bash scripts/device/reference.sh ...   # a second GPU, once installed
 set -u
 name=${1:?usage: reference.sh NAME [FAMILY...]}
 shift
@@ -26,7 +27,11 @@ if [ ! -f "$state/started" ]; then
     echo "${ROOFLINT_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}" >"$state/commit.txt"
     # The README install, offline: no build isolation (no registry), no dependency resolution (the
     # image already holds torch, triton, typer, rich, pandas, matplotlib and nvidia-ml-py).
-    python3 -m pip install -q --no-deps --no-build-isolation . >"$state/install.log" 2>&1 || echo "install failed" >>"$state/log"
+    # REUSE_INSTALL=1: a second run on another GPU of the same machine uses the install of the first
+    # (two pip installs of one package at once would replace modules under a running bench).
+    if [ -z "${REUSE_INSTALL:-}" ]; then
+      python3 -m pip install -q --no-deps --no-build-isolation . >"$state/install.log" 2>&1 || echo "install failed" >>"$state/log"
+    fi
     pip list 2>/dev/null | grep -i -E "^(torch|triton|typer|rich|pandas|matplotlib|nvidia-ml-py|rooflint) " >"$state/versions.txt"
     rooflint doctor --json "$state/doctor.json" >"$state/doctor.txt" 2>&1
     echo "doctor exit $?" >>"$state/doctor.txt"
