@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from rooflint.analysis.lint import Finding, Severity, format_findings, lint_file, lint_row, lint_text
+from rooflint.analysis.lint import Finding, Severity, format_findings, lint_file, lint_row, lint_text, recorded_spec
 from rooflint.cli.app import app
 from rooflint.core import roofs
 from rooflint.core.specs import get_spec
@@ -488,3 +488,14 @@ def test_clock_mismatch_through_the_console_script(tmp_path):
     done = subprocess.run([str(script), "lint", str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr  # a warning, not an error
     assert "clock_mismatch" in done.stdout
+
+
+def test_above_roof_on_measured_ceilings_names_a_busy_machine():
+    # A CPU row judged on ceilings measured at its run's start (10 GB/s): 2.7 TB/s is impossible, and
+    # a machine busy while the ceilings were measured is among the causes; a datasheet roof never says so.
+    cpu = good_row(gpu="cpu", device_name="x86_64", ceiling_source="measured", bandwidth_gbps=10.0, peak_tflops=0.1,
+                   cuda_peak_tflops=0.1, timing_mode="cpu_wall", l2_flushed=False)  # fmt: skip
+    finding = next(f for f in lint_row(cpu, recorded_spec(cpu)) if f.rule == "above_roof")
+    assert "measured while the machine was busy" in finding.message
+    datasheet = next(f for f in lint_row(good_row(median_ms=0.06), H100) if f.rule == "above_roof")
+    assert "busy" not in datasheet.message
