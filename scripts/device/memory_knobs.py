@@ -81,28 +81,21 @@ def configs(family_name: str, case, kernels) -> dict:
     return out
 
 
-def copy_rate_gbps(time_rounds) -> float:
-    """A 512 MiB device-to-device copy's rate (read + write bytes), the 1:1 kernels' own limit."""
-    source = torch.empty(2**29, dtype=torch.uint8, device="cuda")
-    target = torch.empty_like(source)
-    ms = statistics.median(time_rounds({"copy": lambda: target.copy_(source)}, 3)["copy"])
-    return 2 * source.numel() / ms / 1e6
-
-
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from side_by_side import output_csv, time_rounds, write_rows
 
     from rooflint.core.registry import get_family
     from rooflint.engine import cuda_build
+    from rooflint.engine.ceilings import dram_copy_gbps
     from rooflint.engine.correctness import check
     from rooflint.kernels import gelu, kv_cache, layernorm, rope, softmax
 
     kernels = {"gelu": gelu, "kv_cache": kv_cache, "layernorm": layernorm, "rope": rope, "softmax": softmax,
                "cuda_build": cuda_build}  # fmt: skip
     rows, csv_path = [], output_csv("memory-knobs.csv")
-    copy_gbps = copy_rate_gbps(time_rounds)
-    rows.append({"family": "copy", "shape": "512 MiB", "config": "torch copy_", "gbps": round(copy_gbps, 1)})
+    copy_gbps = dram_copy_gbps()  # the 1:1 kernels' own limit, as `rooflint ceilings` measures it
+    rows.append({"family": "copy", "shape": "2 GiB", "config": "dram_copy_gbps", "gbps": round(copy_gbps, 1)})
     for family_name in ("softmax", "layernorm", "layernorm_gelu", "gelu", "rope", "kv_cache"):
         family = get_family(family_name)
         for size, params in family.cases("large"):
@@ -137,7 +130,6 @@ def main() -> None:
             write_rows(csv_path, rows)
             del case, entries
             torch.cuda.empty_cache()
-    write_rows(csv_path, rows)
 
 
 if __name__ == "__main__":
