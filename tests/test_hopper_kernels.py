@@ -241,21 +241,3 @@ def test_sweep_script_plans_without_a_gpu():
     assert result.returncode == 0, result.stderr
     assert "gpt2 1024x768x3072: choose_tile on 132 SMs -> 128x192x64" in result.stdout
     assert f"D128 default {hopper.DEFAULT_CONFIGS[128, False].label}" in result.stdout
-
-
-# Stream-K's fix-up under the interpreter (3 programs): 50x200->136 in 16x32 tiles is 4 x 5 = 20
-# tiles, 15 data-parallel and 5 cut along K's 13 steps, so tiles 1 and 3 are summed from two parts.
-@pytest.mark.parametrize("tile", [gemm.GemmTile(16, 32, 16, 1, 4, 1, 1), gemm.GemmTile(16, 128, 32, 1, 4, 2, 1)],
-                         ids=lambda t: t.label)  # fmt: skip
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_stream_k_tail_matches_reference_twice(tile, dtype):
-    family = get_family("gelu_linear")
-    params = {"m": 50, "k": 200, "n": 136}
-    case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    run = gemm.prepare(case["x"], case["w"], case["b"], tile=tile, stream_k=True)
-    assert run.sk_tiles > 0
-    reference = family.reference(case.inputs, params)
-    for _ in range(2):  # the second launch finds the counters the first left at zero
-        verdict = check(family, dtype, run(), reference)
-        assert verdict.passed, verdict.message
-    assert int(run.counts.abs().sum()) == 0

@@ -26,7 +26,9 @@ Not taken either: warp specialization (Triton's producer warp; 18.5 us at GPT-2,
 Not taken: split-K of the tail wave (the 60 tiles past 132, each cut in two along K, with a
 last-arrival fix-up): measured 19.5 us against 17.9 unsplit on an H100, since the fp32 partials'
 round trip and the serial fix-up cost more than the K-slices rebalance (docs/perf-notes/
-kernels-at-limit.md).
+kernels-at-limit.md). Nor stream-K over 8192^3's last waves (the 200 tiles past 14 whole waves
+dealt out along K, 9f0c44b): 3.5% slower on an H100. Its parts run at unaligned K offsets, so the
+SMs stop sharing X and W slabs in L2; ncu counted 1.60 GB read from DRAM against 1.23 GB.
 
 TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsewhere with the reason.
 """
@@ -41,7 +43,7 @@ import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
-from rooflint.kernels import _gemm_streamk, sm_count
+from rooflint.kernels import sm_count
 from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 
@@ -206,7 +208,6 @@ def prepare(
     out: torch.Tensor | None = None,
     tile: GemmTile | None = None,
     early_bias: bool | None = None,
-    stream_k: bool = False,
 ) -> Callable[[], torch.Tensor]:
     """Build the descriptors once (a warp-specialized tile builds its own) and return the launch:
     ``prepare(x, w, b)()`` -> Y [M, N].
@@ -215,8 +216,6 @@ def prepare(
     ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
     ``early_bias``: load each tile's bias before its K loop (None: where that loop is not flattened
     into the tile loop; in a flattened one it cost 25% at 8192^3, its loads no longer pipelined).
-    ``stream_k``: cut the last waves' tiles along K (_gemm_streamk.py; a single-block tile only).
-    Off by default: at 8192^3 it ran 3.5% slower (docs/perf-notes/kernels-at-limit.md, round 15).
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -253,9 +252,6 @@ def prepare(
         "num_warps": tile.warps,
         "num_stages": tile.stages,
     }
-    single_block = flatten and not tile.warp_specialize
-    if stream_k and not single_block:
-        raise ValueError(f"stream-K takes a single-block tile without warp specialization, not {tile.label}")
     if tile.warp_specialize:
         use_device_scratch()
 
@@ -275,12 +271,7 @@ def prepare(
             _gemm_gelu_kernel[grid](x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta)
             return out
 
-        if stream_k:
-            run = _gemm_streamk.StreamKLaunch(x, w, b, out, (x_desc, w_desc, y_desc), tile, grid[0], split,
-                                              interpreting())  # fmt: skip
-
     run.tile = tile  # the chosen tile, for notes and the sweep
-    run.stream_k = bool(stream_k)
     return run
 
 
@@ -301,7 +292,5 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
         raise VariantSkipped(reason)
     x, w, b = case["x"], case["w"], case["b"]
     run = prepare(x, w, b, torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device))
-    run.note = f"tile {run.tile.label} for {sm_count(x.device, INTERPRETER_SMS)} SMs" + (
-        ", stream-K over the last waves" if run.stream_k else ""
-    )
+    run.note = f"tile {run.tile.label} for {sm_count(x.device, INTERPRETER_SMS)} SMs"
     return run
