@@ -32,7 +32,9 @@ if [ ! -f "$state/started" ]; then
     if [ -z "${REUSE_INSTALL:-}" ]; then
       python3 -m pip install -q --no-deps --no-build-isolation . >"$state/install.log" 2>&1 || echo "install failed" >>"$state/log"
     fi
-    pip list 2>/dev/null | grep -i -E "^(torch|triton|typer|rich|pandas|matplotlib|nvidia-ml-py|rooflint) " >"$state/versions.txt"
+    # `python3 -m pip`: the image has no `pip` command on PATH (versions.txt came back empty).
+    python3 -m pip list --format=freeze 2>/dev/null \
+      | grep -i -E "^(torch|triton|typer|rich|pandas|matplotlib|nvidia-ml-py|rooflint)==" >"$state/versions.txt"
     rooflint doctor --json "$state/doctor.json" >"$state/doctor.txt" 2>&1
     echo "doctor exit $?" >>"$state/doctor.txt"
     nvidia-smi >"$state/nvidia-smi.txt" 2>&1
