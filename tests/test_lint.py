@@ -499,3 +499,10 @@ def test_above_roof_on_measured_ceilings_names_a_busy_machine():
     assert "measured while the machine was busy" in finding.message
     datasheet = next(f for f in lint_row(good_row(median_ms=0.06), H100) if f.rule == "above_roof")
     assert "busy" not in datasheet.message
+    # An H100's measured ceilings are judged with its datasheet under them: a busy measurement
+    # cannot lower that roof, so it is not named.
+    gpu = good_row(median_ms=0.06, ceiling_source="measured", bandwidth_gbps=2900.0, peak_tflops=60.0,
+                   cuda_peak_tflops=60.0)  # fmt: skip
+    raised = next(f for f in lint_row(gpu, recorded_spec(gpu)) if f.rule == "above_roof")
+    assert "the higher of its datasheet and measured ceilings" in raised.message
+    assert "busy" not in raised.message
