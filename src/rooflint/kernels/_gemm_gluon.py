@@ -56,6 +56,14 @@ BLOCK_K = 64  # 128 bytes of bf16: one 128-byte swizzle row
 STAGES = 4
 # Each consumer stores its 64-wide part by TMA before computing its 128-wide part's GELU (_ws_mma).
 OVERLAP_STORE = True
+# A traced launch (prepare's `trace`) records TRACE_SLOTS int64 stamps a CTA, for
+# scripts/device/gemm_phases.py: %globaltimer (ns, one clock for the GPU) at consumer 0's start and
+# after its stores; then %clock64 (cycles, one counter an SM, so comparable within a CTA) at consumer
+# 0's start, the producer's start, the producer's last load issued, consumer 0's last wgmma retired,
+# its stores done, and when each of the first TRACE_STEPS K steps' bytes had landed.
+TRACE_FIELDS = ("ns_start", "ns_end", "start", "producer_start", "producer_done", "mma_done", "stores_done")
+TRACE_STEPS = 24
+TRACE_SLOTS = len(TRACE_FIELDS) + TRACE_STEPS
 
 
 if HAS_GLUON:
@@ -69,13 +77,62 @@ if HAS_GLUON:
         half = 0.5 * z
         return half + half * t
 
+    _SLOTS = gl.constexpr(TRACE_SLOTS)  # a kernel reads module constants only as constexpr
+    _STEPS = gl.constexpr(TRACE_STEPS)
+    _FIELDS = gl.constexpr(len(TRACE_FIELDS))
+
     @gluon.jit
-    def _ws_load(x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles):
+    def _clock(dummy):
+        # One read of the SM's %clock64 per element of `dummy` (not pure: never hoisted or merged).
+        return gl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy], dtype=gl.int64, is_pure=False,
+                                         pack=1)  # fmt: skip
+
+    @gluon.jit
+    def _globaltimer(dummy):
+        # The GPU's nanosecond timer, one clock for all SMs.
+        return gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy], dtype=gl.int64,
+                                         is_pure=False, pack=1)  # fmt: skip
+
+    @gluon.constexpr_function
+    def _traced(trace):
+        # Whether the launch traces, from the pointer's type: a partition's arguments are run-time
+        # values, so a flag would compile the stamps into every launch. Untraced launches pass an int8
+        # placeholder that nothing writes.
+        return trace.dtype.element_ty == gl.int64
+
+    @gluon.jit
+    def _record(trace, slot, value, lanes):
+        # Lane 0 writes this CTA's stamp `slot`; the other lanes hold the same value.
+        gl.store(trace + gl.program_id(0) * _SLOTS + slot + lanes * 0, value, mask=lanes == 0)
+
+    @gluon.jit
+    def _prefetch_share(ptr, numel, lanes):
+        # This CTA's 1/grid of a contiguous operand, split over the warp's lanes, into L2 by bulk
+        # prefetches: all CTAs together ask DRAM for each byte once, at the kernel's start, instead of
+        # each K step's bytes being first asked for when that step's stage frees.
+        nprog = gl.num_programs(0)
+        per_lane = gl.cdiv(gl.cdiv(numel, nprog * 32), 8) * 8  # elements; 8 x 2 bytes: 16-byte multiples
+        start = (gl.program_id(0) * 32 + lanes) * per_lane
+        count = gl.maximum(gl.minimum(numel - start, per_lane), 0)
+        gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+            "=r,l,r", [ptr + start, count * 2], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
+
+    @gluon.jit
+    def _ws_load(x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, x_ptr, w_ptr,
+                 x_numel, w_numel, trace, prefetch):  # fmt: skip
         # Constants come from types here: a worker partition's arguments lose their constexpr-ness.
         HALF: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[0]
         STAGES: gl.constexpr = w_smem.type.shape[0]
+        lanes = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
+        traced: gl.constexpr = _traced(trace)
+        if traced:
+            _record(trace, 3, _clock(lanes), lanes)
+        if prefetch:
+            _prefetch_share(x_ptr, x_numel, lanes)
+            _prefetch_share(w_ptr, w_numel, lanes)
         for kt in range(k_tiles):
             stage = kt % STAGES
             # A fresh barrier's "previous" phase (parity 1) counts as complete: the first round passes.
@@ -89,10 +146,12 @@ if HAS_GLUON:
             _tma_load(x_desc, [off_m + HALF, k], full.index(stage), x_smem.index(2 * stage + 1))
             _tma_load(w_desc, [off_n, k], full.index(stage), w_smem.index(stage))
             _tma_load(w2_desc, [off_n + BN, k], full.index(stage), w2_smem.index(stage))
+        if traced:
+            _record(trace, 4, _clock(lanes), lanes)
 
     @gluon.jit
     def _ws_mma(x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem, y2_smem, b_ptr, N, off_m, off_n,
-                k_tiles, half, overlap_store):  # fmt: skip
+                k_tiles, half, overlap_store, trace):  # fmt: skip
         """One warpgroup's 64 rows of the tile: the K loop, then bias + GELU stored by TMA."""
         HALF: gl.constexpr = x_smem.type.shape[1]
         BN: gl.constexpr = w_smem.type.shape[1]
@@ -102,6 +161,12 @@ if HAS_GLUON:
         layout2: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN2, 16]
         )
+        # Consumer 0's thread 0 writes the stamps: consumer 1's lanes are numbered past it.
+        lanes = gl.arange(0, 128, layout=gl.BlockedLayout([1], [32], [4], [0])) + half * 128
+        traced: gl.constexpr = _traced(trace)
+        if traced:
+            _record(trace, 0, _globaltimer(lanes), lanes)
+            _record(trace, 2, _clock(lanes), lanes)
         cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
         cols2 = off_n + BN + gl.arange(0, BN2, layout=gl.SliceLayout(0, layout2))
         bias = gl.load(b_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
@@ -111,6 +176,8 @@ if HAS_GLUON:
         for kt in range(k_tiles):
             stage = kt % STAGES
             mbarrier.wait(full.index(stage), (kt // STAGES) & 1)
+            if traced:  # the first _STEPS steps (later ones renumber the lanes: nobody writes)
+                _record(trace, _FIELDS + kt, _clock(lanes), lanes + (kt >= _STEPS).to(gl.int32))
             a = x_smem.index(2 * stage + half)
             acc = warpgroup_mma(a, w_smem.index(stage).permute((1, 0)), acc, is_async=True)
             acc2 = warpgroup_mma(a, w2_smem.index(stage).permute((1, 0)), acc2, is_async=True)
@@ -119,6 +186,8 @@ if HAS_GLUON:
             if kt > 0:
                 mbarrier.arrive(empty.index((kt - 1) % STAGES), count=1)
         acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
+        if traced:
+            _record(trace, 5, _clock(lanes), lanes)
         # (The last stage is never released: no load follows it.)
         row = off_m + half * HALF
         if overlap_store:
@@ -137,10 +206,14 @@ if HAS_GLUON:
             _tma_store(y_desc, [row, off_n], y_smem)
             _tma_store(y2_desc, [row, off_n + BN], y2_smem)
         tma.store_wait(0)
+        if traced:
+            _record(trace, 6, _clock(lanes), lanes)
+            _record(trace, 1, _globaltimer(lanes), lanes)
 
     @gluon.jit
-    def _gemm_gelu_ws(x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, STAGES: gl.constexpr,
-                      OVERLAP_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+    def _gemm_gelu_ws(x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, x_ptr, w_ptr, trace,
+                      STAGES: gl.constexpr, OVERLAP_STORE: gl.constexpr, PREFETCH: gl.constexpr,
+                      num_warps: gl.constexpr):  # fmt: skip
         HALF: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -173,10 +246,11 @@ if HAS_GLUON:
             mbarrier.init(empty.index(s), count=2)  # one arrive per consumer warpgroup
 
         mma0 = (x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem.index(0), y2_smem.index(0), b_ptr, N,
-                off_m, off_n, k_tiles, 0, OVERLAP_STORE)  # fmt: skip
+                off_m, off_n, k_tiles, 0, OVERLAP_STORE, trace)  # fmt: skip
         mma1 = (x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem.index(1), y2_smem.index(1), b_ptr, N,
-                off_m, off_n, k_tiles, 1, OVERLAP_STORE)  # fmt: skip
-        load = (x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles)
+                off_m, off_n, k_tiles, 1, OVERLAP_STORE, trace)  # fmt: skip
+        load = (x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, x_ptr, w_ptr,
+                M * K, N * K, trace, PREFETCH)  # fmt: skip
         gl.warp_specialize([(_ws_mma, mma0), (_ws_mma, mma1), (_ws_load, load)], [4, 1], [232, 40])
 
 
@@ -216,17 +290,24 @@ def prepare(
     stages: int = STAGES,
     block_k: int = BLOCK_K,
     overlap_store: bool = OVERLAP_STORE,
+    prefetch: bool = False,
+    trace: torch.Tensor | None = None,
 ) -> Callable[[], torch.Tensor]:
     """The launch over contiguous x [M, K], w [N, K], b [N]: ``prepare(x, w, b)()`` -> Y [M, N].
-    Arguments other than the defaults are for scripts/device/gluon_gemm.py's sweep."""
+    Arguments other than the defaults are for the device scripts' sweeps: ``prefetch`` asks L2 for
+    all of X and W at the start; ``trace`` (int64, grid x TRACE_SLOTS) receives each CTA's stamps."""
     m, k = x.shape
     n = w.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     descs = descriptors(x, w, out, block_k)
     grid = (math.ceil(m / (2 * HALF_M)) * math.ceil(n / (BLOCK_N + BLOCK_N2)),)
+    if trace is not None and trace.numel() < grid[0] * TRACE_SLOTS:
+        raise ValueError(f"trace holds {trace.numel()} stamps; {grid[0]} CTAs need {grid[0] * TRACE_SLOTS}")
+
+    stamps = trace if trace is not None else torch.empty(1, dtype=torch.int8, device=x.device)
 
     def run() -> torch.Tensor:
-        _gemm_gelu_ws[grid](*descs, b, m, n, k, stages, overlap_store, num_warps=4)
+        _gemm_gelu_ws[grid](*descs, b, m, n, k, x, w, stamps, stages, overlap_store, prefetch, num_warps=4)
         return out
 
     return run

@@ -1,0 +1,140 @@
+"""Where GPT-2's GEMM spends its 13 us: the Gluon GEMM's phases, stamped inside the kernel, and an L2
+prefetch of X and W at the kernel's start, timed beside cuBLASLt.
+
+Every implementation at GPT-2's 1024x768 -> 3072 (cuBLASLt's, our Gluon, Triton and CUDA GEMMs) runs a
+13.3 us body under ncu, while its tensor work is ~9,200 cycles an SM (5 us) and its DRAM bytes 4 us.
+This script asks the kernel where the rest goes: each CTA of a traced launch (prepare's `trace`,
+after the bench's L2 flush) records %globaltimer and %clock64 stamps at its start, when each K step's
+bytes have landed, when its last wgmma retires and when its stores are done. It also times the
+prefetch option (every CTA asks L2 for its 1/grid share of X and W as it starts, so DRAM streams the
+whole 6.3 MB at once instead of as each stage frees), after float64 checks at ragged shapes.
+
+    python3 scripts/device/gemm_phases.py      # on the GPU; writes gemm-phases*.csv under $OUT
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from rooflint.kernels import _gemm_gluon
+
+SHAPES = {"gpt2": (1024, 768, 3072), "gpt2_m2048": (2048, 768, 3072), "gpt2_k3072": (1024, 3072, 768)}
+ROUNDS = 9
+TRACED_LAUNCHES = 5
+CHECKS = ((130, 72, 200), (257, 776, 384), (1500, 264, 2000), (1024, 768, 3072))
+
+
+def phases(trace: torch.Tensor, ctas: int, k_tiles: int) -> list[dict]:
+    """One row a CTA: its launch skew and finish (ns from the first CTA's start) and its phases in
+    cycles of its SM's clock."""
+    fields = _gemm_gluon.TRACE_FIELDS
+    stamps = trace.view(-1, _gemm_gluon.TRACE_SLOTS)[:ctas].cpu().tolist()
+    first_ns = min(row[fields.index("ns_start")] for row in stamps)
+    steps = min(k_tiles, _gemm_gluon.TRACE_STEPS)
+    rows = []
+    for cta, row in enumerate(stamps):
+        get = dict(zip(fields, row, strict=False))
+        landed = row[len(fields) : len(fields) + steps]
+        span_ns = get["ns_end"] - get["ns_start"]
+        rows.append({
+            "cta": cta,
+            "start_ns": get["ns_start"] - first_ns,
+            "end_ns": get["ns_end"] - first_ns,
+            "ghz": (get["stores_done"] - get["start"]) / span_ns if span_ns > 0 else float("nan"),
+            "producer_start_cyc": get["producer_start"] - get["start"],
+            "first_bytes_cyc": landed[0] - get["start"],
+            "mainloop_cyc": get["mma_done"] - landed[0],
+            "epilogue_cyc": get["stores_done"] - get["mma_done"],
+            "producer_issue_cyc": get["producer_done"] - get["producer_start"],
+            **{f"step{k}_cyc": landed[k] - landed[k - 1] for k in range(1, steps)},
+        })  # fmt: skip
+    return rows
+
+
+def summary(label: str, rows: list[dict]) -> dict:
+    """Medians over CTAs of every phase, and the span from the first start to the last finish."""
+    out = {"launch": label, "ctas": len(rows), "span_ns": max(r["end_ns"] for r in rows)}
+    for key in rows[0]:
+        if key != "cta":
+            out[f"median_{key}"] = statistics.median(r[key] for r in rows)
+    out["max_start_ns"] = max(r["start_ns"] for r in rows)
+    return out
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from side_by_side import bench_timer_ms, check_row, output_csv, repeat_row, time_rounds, write_rows
+
+    from rooflint.core.registry import get_family
+    from rooflint.engine.timing import l2_flush
+    from rooflint.kernels import _gemm_small, gelu_linear
+
+    family = get_family("gelu_linear")
+    rows, csv_path = [], output_csv("gemm-phases-checks.csv")
+    for prefetch, traced in ((True, False), (False, True)):
+        for m, k, n in CHECKS:
+            for dtype in ("bf16", "fp16"):
+
+                def gemm(case, prefetch=prefetch, traced=traced):
+                    x, w = case["x"], case["w"]
+                    grid = -(-x.shape[0] // 128) * -(-w.shape[0] // 192)
+                    stamps = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device=x.device)
+                    trace = stamps if traced else None
+                    return _gemm_gluon.prepare(x, w, case["b"], prefetch=prefetch, trace=trace)()
+
+                name = f"check prefetch={prefetch} trace={traced} {m}x{k}->{n} {dtype}"
+                check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
+    case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
+    repeat_row(_gemm_gluon.prepare(case["x"], case["w"], case["b"], prefetch=True), 30, rows, csv_path, "prefetch ")
+
+    flush = l2_flush(torch.cuda.get_device_properties(0).L2_cache_size)
+    cta_rows, summaries = [], []
+    timing_rows, timing_path = [], output_csv("gemm-phases-timing.csv")
+    for label, (m, k, n) in SHAPES.items():
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) / k**0.5
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        entries = {
+            "cublaslt": lambda x=x, w=w, b=b: gelu_linear.fused_epilogue(x, w, b),
+            "gluon": _gemm_gluon.prepare(x, w, b),
+            "gluon_prefetch": _gemm_gluon.prepare(x, w, b, prefetch=True),
+            "wavefit": _gemm_small.prepare(x, w, b),
+        }
+        times = time_rounds(entries, ROUNDS, timer=bench_timer_ms)
+        med = {key: statistics.median(value) for key, value in times.items()}
+        row = {"shape": f"{label} {m}x{k}->{n}", "gpu": torch.cuda.get_device_name(0)}
+        for key, ms in med.items():
+            row[f"{key}_us"] = round(ms * 1e3, 3)
+            row[f"{key}_x_cublaslt"] = round(med["cublaslt"] / ms, 4)
+            row[f"{key}_rounds_us"] = " ".join(f"{t * 1e3:.2f}" for t in times[key])
+        timing_rows.append(row)
+        print(row, flush=True)
+        write_rows(timing_path, timing_rows)
+
+        grid = -(-m // 128) * -(-n // 192)
+        k_tiles = -(-k // _gemm_gluon.BLOCK_K)
+        for prefetch in (False, True):
+            trace = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
+            run = _gemm_gluon.prepare(x, w, b, prefetch=prefetch, trace=trace)
+            run()  # compiled and warm
+            for launch in range(TRACED_LAUNCHES):
+                flush(launch)
+                trace.zero_()
+                torch.cuda.synchronize()
+                run()
+                torch.cuda.synchronize()
+                name = f"{label} prefetch={prefetch} #{launch}"
+                found = phases(trace, grid, k_tiles)
+                cta_rows += [{"launch": name, **r} for r in found]
+                summaries.append(summary(name, found))
+                print({key: round(v, 1) if isinstance(v, float) else v for key, v in summaries[-1].items()}, flush=True)
+        write_rows(output_csv("gemm-phases-ctas.csv"), cta_rows)
+        write_rows(output_csv("gemm-phases-summary.csv"), summaries)
+
+
+if __name__ == "__main__":
+    main()
