@@ -20,11 +20,10 @@ needs_gluon = pytest.mark.skipif(not gg.HAS_GLUON, reason="this Triton has no Gl
 @needs_gluon
 def test_gluon_gemm_compiles_to_its_schedule_for_sm90a(tmp_path):
     rows = compile_gluon_for_sm90("gemm", tmp_path)
-    assert len(rows) == 6, rows  # bf16 and fp16: the bench's launch, L2 prefetch, traced
+    assert len(rows) == 4, rows  # bf16 and fp16: untraced (the bench) and traced
     for row in rows:
-        # Stamps and prefetches only where asked for: the bench's launch carries neither.
+        # Stamps only where asked for: the bench's launch carries none.
         assert (row["clock_reads"] > 0) == row["trace"], row
-        assert (row["l2_prefetches"] > 0) == row["prefetch"], row
         assert row["cubin_bytes"] > 0, row
         assert 0 < row["shared_bytes"] <= 227 * 1024, row  # one CTA per SM on an H100 / H200
         # Two wgmma widths (128 and 64) over a 64-deep K step, in 16-deep instructions, per consumer.

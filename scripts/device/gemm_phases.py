@@ -1,19 +1,23 @@
-"""Where GPT-2's GEMM spends its 13 us: the Gluon GEMM's phases, stamped inside the kernel, and an L2
-prefetch of X and W at the kernel's start, timed beside cuBLASLt.
+"""Where GPT-2's GEMM spends its 13 us: the Gluon GEMM's phases, stamped inside the kernel, and the
+kernel timed beside cuBLASLt (and beside an older source of itself, with --old).
 
 Every implementation at GPT-2's 1024x768 -> 3072 (cuBLASLt's, our Gluon, Triton and CUDA GEMMs) runs a
 13.3 us body under ncu, while its tensor work is ~9,200 cycles an SM (5 us) and its DRAM bytes 4 us.
 This script asks the kernel where the rest goes: each CTA of a traced launch (prepare's `trace`,
-after the bench's L2 flush) records %globaltimer and %clock64 stamps at its start, when each K step's
-bytes have landed, when its last wgmma retires and when its stores are done. It also times the
-prefetch option (every CTA asks L2 for its 1/grid share of X and W as it starts, so DRAM streams the
-whole 6.3 MB at once instead of as each stage frees), after float64 checks at ragged shapes.
+after the bench's L2 flush) records %globaltimer and %clock64 stamps at its start, when each K
+step's bytes have landed, when each consumer's last wgmma retires, when its TMA stores are issued and
+when they are done. Each build is checked against float64 at ragged shapes and for repeatable bits
+first. Round 16 timed two other designs here, kept in history only (reports/h200/probe-round16): an
+L2 prefetch of X and W at the kernel's start (5d96421) and the consumers' K loops in turn (in the
+commit after it).
 
-    python3 scripts/device/gemm_phases.py      # on the GPU; writes gemm-phases*.csv under $OUT
+    python3 scripts/device/gemm_phases.py [--old OLD_GEMM_GLUON.py]   # on the GPU; CSVs under $OUT
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -22,19 +26,19 @@ import torch
 
 from rooflint.kernels import _gemm_gluon
 
-SHAPES = {"gpt2": (1024, 768, 3072), "gpt2_m2048": (2048, 768, 3072), "gpt2_k3072": (1024, 3072, 768)}
+SHAPES = {"gpt2": (1024, 768, 3072), "gpt2_m2048": (2048, 768, 3072), "8192": (8192, 8192, 8192)}
 ROUNDS = 9
 TRACED_LAUNCHES = 5
 CHECKS = ((130, 72, 200), (257, 776, 384), (1500, 264, 2000), (1024, 768, 3072))
 
 
-def phases(trace: torch.Tensor, ctas: int, k_tiles: int) -> list[dict]:
+def phases(trace: torch.Tensor, ctas: int, ring_steps: int) -> list[dict]:
     """One row a CTA: its launch skew and finish (ns from the first CTA's start) and its phases in
-    cycles of its SM's clock."""
+    cycles of its SM's clock (consumer 0's, and consumer 1's where they differ)."""
     fields = _gemm_gluon.TRACE_FIELDS
     stamps = trace.view(-1, _gemm_gluon.TRACE_SLOTS)[:ctas].cpu().tolist()
     first_ns = min(row[fields.index("ns_start")] for row in stamps)
-    steps = min(k_tiles, _gemm_gluon.TRACE_STEPS)
+    steps = min(ring_steps, _gemm_gluon.TRACE_STEPS)
     rows = []
     for cta, row in enumerate(stamps):
         get = dict(zip(fields, row, strict=False))
@@ -44,11 +48,16 @@ def phases(trace: torch.Tensor, ctas: int, k_tiles: int) -> list[dict]:
             "cta": cta,
             "start_ns": get["ns_start"] - first_ns,
             "end_ns": get["ns_end"] - first_ns,
-            "ghz": (get["stores_done"] - get["start"]) / span_ns if span_ns > 0 else float("nan"),
+            "ghz": (get["c1_stores_done"] - get["start"]) / span_ns if span_ns > 0 else float("nan"),
             "producer_start_cyc": get["producer_start"] - get["start"],
             "first_bytes_cyc": landed[0] - get["start"],
-            "mainloop_cyc": get["mma_done"] - landed[0],
-            "epilogue_cyc": get["stores_done"] - get["mma_done"],
+            "c0_mma_done_cyc": get["mma_done"] - get["start"],
+            "c0_math_and_issue_cyc": get["stores_issued"] - get["mma_done"],
+            "c0_store_wait_cyc": get["stores_done"] - get["stores_issued"],
+            "c1_mma_done_cyc": get["c1_mma_done"] - get["start"],
+            "c1_math_and_issue_cyc": get["c1_stores_issued"] - get["c1_mma_done"],
+            "c1_store_wait_cyc": get["c1_stores_done"] - get["c1_stores_issued"],
+            "end_cyc": max(get["stores_done"], get["c1_stores_done"]) - get["start"],
             "producer_issue_cyc": get["producer_done"] - get["producer_start"],
             **{f"step{k}_cyc": landed[k] - landed[k - 1] for k in range(1, steps)},
         })  # fmt: skip
@@ -65,7 +74,19 @@ def summary(label: str, rows: list[dict]) -> dict:
     return out
 
 
+def load_old(path: Path):
+    """An older _gemm_gluon.py (e.g. `git show REV:src/rooflint/kernels/_gemm_gluon.py`) as a module."""
+    spec = importlib.util.spec_from_file_location("_gemm_gluon_old", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--old", type=Path, help="an older _gemm_gluon.py, timed beside this one")
+    args = parser.parse_args()
+    old = load_old(args.old) if args.old else None
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from side_by_side import bench_timer_ms, check_row, output_csv, repeat_row, time_rounds, write_rows
 
@@ -75,21 +96,23 @@ def main() -> None:
 
     family = get_family("gelu_linear")
     rows, csv_path = [], output_csv("gemm-phases-checks.csv")
-    for prefetch, traced in ((True, False), (False, True)):
-        for m, k, n in CHECKS:
-            for dtype in ("bf16", "fp16"):
+    builds = {"gluon": _gemm_gluon, **({"gluon_old": old} if old else {})}
+    for label, module in builds.items():
+        for traced in (False, True) if module is _gemm_gluon else (False,):
+            for m, k, n in CHECKS:
+                for dtype in ("bf16", "fp16"):
 
-                def gemm(case, prefetch=prefetch, traced=traced):
-                    x, w = case["x"], case["w"]
-                    grid = -(-x.shape[0] // 128) * -(-w.shape[0] // 192)
-                    stamps = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device=x.device)
-                    trace = stamps if traced else None
-                    return _gemm_gluon.prepare(x, w, case["b"], prefetch=prefetch, trace=trace)()
+                    def gemm(case, module=module, traced=traced):
+                        x, w = case["x"], case["w"]
+                        grid = -(-x.shape[0] // 128) * -(-w.shape[0] // 192)
+                        stamps = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device=x.device)
+                        trace = {"trace": stamps} if traced else {}
+                        return module.prepare(x, w, case["b"], **trace)()
 
-                name = f"check prefetch={prefetch} trace={traced} {m}x{k}->{n} {dtype}"
-                check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
-    case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
-    repeat_row(_gemm_gluon.prepare(case["x"], case["w"], case["b"], prefetch=True), 30, rows, csv_path, "prefetch ")
+                    name = f"check {label} trace={traced} {m}x{k}->{n} {dtype}"
+                    check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
+        case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
+        repeat_row(module.prepare(case["x"], case["w"], case["b"]), 30, rows, csv_path, f"{label} ")
 
     flush = l2_flush(torch.cuda.get_device_properties(0).L2_cache_size)
     cta_rows, summaries = [], []
@@ -100,11 +123,10 @@ def main() -> None:
         b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
         entries = {
             "cublaslt": lambda x=x, w=w, b=b: gelu_linear.fused_epilogue(x, w, b),
-            "gluon": _gemm_gluon.prepare(x, w, b),
-            "gluon_prefetch": _gemm_gluon.prepare(x, w, b, prefetch=True),
+            **{key: module.prepare(x, w, b) for key, module in builds.items()},
             "wavefit": _gemm_small.prepare(x, w, b),
         }
-        times = time_rounds(entries, ROUNDS, timer=bench_timer_ms)
+        times = time_rounds(entries, ROUNDS if m < 8192 else 3, timer=bench_timer_ms)
         med = {key: statistics.median(value) for key, value in times.items()}
         row = {"shape": f"{label} {m}x{k}->{n}", "gpu": torch.cuda.get_device_name(0)}
         for key, ms in med.items():
@@ -115,23 +137,24 @@ def main() -> None:
         print(row, flush=True)
         write_rows(timing_path, timing_rows)
 
+        if m >= 8192:
+            continue  # timed only: its many waves are not what the trace is for
         grid = -(-m // 128) * -(-n // 192)
         k_tiles = -(-k // _gemm_gluon.BLOCK_K)
-        for prefetch in (False, True):
-            trace = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
-            run = _gemm_gluon.prepare(x, w, b, prefetch=prefetch, trace=trace)
-            run()  # compiled and warm
-            for launch in range(TRACED_LAUNCHES):
-                flush(launch)
-                trace.zero_()
-                torch.cuda.synchronize()
-                run()
-                torch.cuda.synchronize()
-                name = f"{label} prefetch={prefetch} #{launch}"
-                found = phases(trace, grid, k_tiles)
-                cta_rows += [{"launch": name, **r} for r in found]
-                summaries.append(summary(name, found))
-                print({key: round(v, 1) if isinstance(v, float) else v for key, v in summaries[-1].items()}, flush=True)
+        trace = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
+        run = _gemm_gluon.prepare(x, w, b, trace=trace)
+        run()  # compiled and warm
+        for launch in range(TRACED_LAUNCHES):
+            flush(launch)
+            trace.zero_()
+            torch.cuda.synchronize()
+            run()
+            torch.cuda.synchronize()
+            name = f"{label} #{launch}"
+            found = phases(trace, grid, k_tiles)
+            cta_rows += [{"launch": name, **r} for r in found]
+            summaries.append(summary(name, found))
+            print({key: round(v, 1) if isinstance(v, float) else v for key, v in summaries[-1].items()}, flush=True)
         write_rows(output_csv("gemm-phases-ctas.csv"), cta_rows)
         write_rows(output_csv("gemm-phases-summary.csv"), summaries)
 

@@ -58,10 +58,12 @@ STAGES = 4
 OVERLAP_STORE = True
 # A traced launch (prepare's `trace`) records TRACE_SLOTS int64 stamps a CTA, for
 # scripts/device/gemm_phases.py: %globaltimer (ns, one clock for the GPU) at consumer 0's start and
-# after its stores; then %clock64 (cycles, one counter an SM, so comparable within a CTA) at consumer
-# 0's start, the producer's start, the producer's last load issued, consumer 0's last wgmma retired,
-# its stores done, and when each of the first TRACE_STEPS K steps' bytes had landed.
-TRACE_FIELDS = ("ns_start", "ns_end", "start", "producer_start", "producer_done", "mma_done", "stores_done")
+# after consumer 1's stores; then %clock64 (cycles, one counter an SM, so comparable within a CTA) at
+# consumer 0's start, the producer's start and its last load issued, each consumer's last wgmma
+# retired, its TMA stores issued and its stores done, and when each of the first TRACE_STEPS K steps'
+# bytes had landed.
+TRACE_FIELDS = ("ns_start", "ns_end", "start", "producer_start", "producer_done", "mma_done", "stores_issued",
+                "stores_done", "c1_mma_done", "c1_stores_issued", "c1_stores_done")  # fmt: skip
 TRACE_STEPS = 24
 TRACE_SLOTS = len(TRACE_FIELDS) + TRACE_STEPS
 
@@ -106,21 +108,7 @@ if HAS_GLUON:
         gl.store(trace + gl.program_id(0) * _SLOTS + slot + lanes * 0, value, mask=lanes == 0)
 
     @gluon.jit
-    def _prefetch_share(ptr, numel, lanes):
-        # This CTA's 1/grid of a contiguous operand, split over the warp's lanes, into L2 by bulk
-        # prefetches: all CTAs together ask DRAM for each byte once, at the kernel's start, instead of
-        # each K step's bytes being first asked for when that step's stage frees.
-        nprog = gl.num_programs(0)
-        per_lane = gl.cdiv(gl.cdiv(numel, nprog * 32), 8) * 8  # elements; 8 x 2 bytes: 16-byte multiples
-        start = (gl.program_id(0) * 32 + lanes) * per_lane
-        count = gl.maximum(gl.minimum(numel - start, per_lane), 0)
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-            "=r,l,r", [ptr + start, count * 2], dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-
-    @gluon.jit
-    def _ws_load(x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, x_ptr, w_ptr,
-                 x_numel, w_numel, trace, prefetch):  # fmt: skip
+    def _ws_load(x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, trace):
         # Constants come from types here: a worker partition's arguments lose their constexpr-ness.
         HALF: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
@@ -130,9 +118,6 @@ if HAS_GLUON:
         traced: gl.constexpr = _traced(trace)
         if traced:
             _record(trace, 3, _clock(lanes), lanes)
-        if prefetch:
-            _prefetch_share(x_ptr, x_numel, lanes)
-            _prefetch_share(w_ptr, w_numel, lanes)
         for kt in range(k_tiles):
             stage = kt % STAGES
             # A fresh barrier's "previous" phase (parity 1) counts as complete: the first round passes.
@@ -161,23 +146,26 @@ if HAS_GLUON:
         layout2: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN2, 16]
         )
-        # Consumer 0's thread 0 writes the stamps: consumer 1's lanes are numbered past it.
-        lanes = gl.arange(0, 128, layout=gl.BlockedLayout([1], [32], [4], [0])) + half * 128
+        # Stamps are written by thread 0 of one consumer: the other's lanes are numbered past it.
+        lanes = gl.arange(0, 128, layout=gl.BlockedLayout([1], [32], [4], [0]))
+        first, second = lanes + half * 128, lanes + (1 - half) * 128
         traced: gl.constexpr = _traced(trace)
         if traced:
-            _record(trace, 0, _globaltimer(lanes), lanes)
-            _record(trace, 2, _clock(lanes), lanes)
+            _record(trace, 0, _globaltimer(first), first)
+            _record(trace, 2, _clock(first), first)
         cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
         cols2 = off_n + BN + gl.arange(0, BN2, layout=gl.SliceLayout(0, layout2))
         bias = gl.load(b_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
         bias2 = gl.load(b_ptr + cols2, mask=cols2 < N, other=0.0).to(gl.float32)
-        acc = gl.zeros([HALF, BN], gl.float32, layout=layout)
-        acc2 = gl.zeros([HALF, BN2], gl.float32, layout=layout2)
+        # The accumulators start at the bias: the epilogue, which nothing overlaps at one tile per SM,
+        # is then one add (and a bf16 unpack) an element shorter (GELU is 6 FP32/MUFU ops an element).
+        acc = gl.zeros([HALF, BN], gl.float32, layout=layout) + gl.expand_dims(bias, 0)
+        acc2 = gl.zeros([HALF, BN2], gl.float32, layout=layout2) + gl.expand_dims(bias2, 0)
         for kt in range(k_tiles):
             stage = kt % STAGES
             mbarrier.wait(full.index(stage), (kt // STAGES) & 1)
             if traced:  # the first _STEPS steps (later ones renumber the lanes: nobody writes)
-                _record(trace, _FIELDS + kt, _clock(lanes), lanes + (kt >= _STEPS).to(gl.int32))
+                _record(trace, _FIELDS + kt, _clock(first), first + (kt >= _STEPS).to(gl.int32))
             a = x_smem.index(2 * stage + half)
             acc = warpgroup_mma(a, w_smem.index(stage).permute((1, 0)), acc, is_async=True)
             acc2 = warpgroup_mma(a, w2_smem.index(stage).permute((1, 0)), acc2, is_async=True)
@@ -187,33 +175,37 @@ if HAS_GLUON:
                 mbarrier.arrive(empty.index((kt - 1) % STAGES), count=1)
         acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
         if traced:
-            _record(trace, 5, _clock(lanes), lanes)
+            _record(trace, 5, _clock(first), first)
+            _record(trace, 8, _clock(second), second)
         # (The last stage is never released: no load follows it.)
         row = off_m + half * HALF
         if overlap_store:
             # The 64-wide part first: its TMA store runs while the 128-wide part's GELU (two thirds of
             # the epilogue's MUFU work, ~1,000 cycles an SM) is computed, instead of after it.
-            y2_smem.store(_gelu_tanh(acc2 + gl.expand_dims(bias2, 0)).to(y2_smem.dtype))
+            y2_smem.store(_gelu_tanh(acc2).to(y2_smem.dtype))
             fence_async_shared()
             _tma_store(y2_desc, [row, off_n + BN], y2_smem)
-            y_smem.store(_gelu_tanh(acc + gl.expand_dims(bias, 0)).to(y_smem.dtype))
+            y_smem.store(_gelu_tanh(acc).to(y_smem.dtype))
             fence_async_shared()
             _tma_store(y_desc, [row, off_n], y_smem)
         else:
-            y_smem.store(_gelu_tanh(acc + gl.expand_dims(bias, 0)).to(y_smem.dtype))
-            y2_smem.store(_gelu_tanh(acc2 + gl.expand_dims(bias2, 0)).to(y2_smem.dtype))
+            y_smem.store(_gelu_tanh(acc).to(y_smem.dtype))
+            y2_smem.store(_gelu_tanh(acc2).to(y2_smem.dtype))
             fence_async_shared()
             _tma_store(y_desc, [row, off_n], y_smem)
             _tma_store(y2_desc, [row, off_n + BN], y2_smem)
+        if traced:
+            _record(trace, 6, _clock(first), first)
+            _record(trace, 9, _clock(second), second)
         tma.store_wait(0)
         if traced:
-            _record(trace, 6, _clock(lanes), lanes)
-            _record(trace, 1, _globaltimer(lanes), lanes)
+            _record(trace, 7, _clock(first), first)
+            _record(trace, 10, _clock(second), second)
+            _record(trace, 1, _globaltimer(second), second)
 
     @gluon.jit
-    def _gemm_gelu_ws(x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, x_ptr, w_ptr, trace,
-                      STAGES: gl.constexpr, OVERLAP_STORE: gl.constexpr, PREFETCH: gl.constexpr,
-                      num_warps: gl.constexpr):  # fmt: skip
+    def _gemm_gelu_ws(x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, trace, STAGES: gl.constexpr,
+                      OVERLAP_STORE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
         HALF: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -249,8 +241,7 @@ if HAS_GLUON:
                 off_m, off_n, k_tiles, 0, OVERLAP_STORE, trace)  # fmt: skip
         mma1 = (x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem.index(1), y2_smem.index(1), b_ptr, N,
                 off_m, off_n, k_tiles, 1, OVERLAP_STORE, trace)  # fmt: skip
-        load = (x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, x_ptr, w_ptr,
-                M * K, N * K, trace, PREFETCH)  # fmt: skip
+        load = (x_desc, w_desc, w2_desc, x_smem, w_smem, w2_smem, full, empty, off_m, off_n, k_tiles, trace)
         gl.warp_specialize([(_ws_mma, mma0), (_ws_mma, mma1), (_ws_load, load)], [4, 1], [232, 40])
 
 
@@ -290,12 +281,11 @@ def prepare(
     stages: int = STAGES,
     block_k: int = BLOCK_K,
     overlap_store: bool = OVERLAP_STORE,
-    prefetch: bool = False,
     trace: torch.Tensor | None = None,
 ) -> Callable[[], torch.Tensor]:
     """The launch over contiguous x [M, K], w [N, K], b [N]: ``prepare(x, w, b)()`` -> Y [M, N].
-    Arguments other than the defaults are for the device scripts' sweeps: ``prefetch`` asks L2 for
-    all of X and W at the start; ``trace`` (int64, grid x TRACE_SLOTS) receives each CTA's stamps."""
+    Arguments other than the defaults are for the device scripts' sweeps; ``trace`` (int64, grid x
+    TRACE_SLOTS) receives each CTA's stamps."""
     m, k = x.shape
     n = w.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -307,7 +297,7 @@ def prepare(
     stamps = trace if trace is not None else torch.empty(1, dtype=torch.int8, device=x.device)
 
     def run() -> torch.Tensor:
-        _gemm_gelu_ws[grid](*descs, b, m, n, k, x, w, stamps, stages, overlap_store, prefetch, num_warps=4)
+        _gemm_gelu_ws[grid](*descs, b, m, n, k, stamps, stages, overlap_store, num_warps=4)
         return out
 
     return run
