@@ -7,9 +7,9 @@ This script asks the kernel where the rest goes: each CTA of a traced launch (pr
 after the bench's L2 flush) records %globaltimer and %clock64 stamps at its start, when each K
 step's bytes have landed, when each consumer's last wgmma retires, when its TMA stores are issued and
 when they are done. Each build is checked against float64 at ragged shapes and for repeatable bits
-first. Round 16 timed two other designs here, kept in history only (reports/h200/probe-round16): an
-L2 prefetch of X and W at the kernel's start (5d96421) and the consumers' K loops in turn (in the
-commit after it).
+first. Round 16 timed three other designs here, kept in history only (reports/h200/probe-round16):
+an L2 prefetch of X and W at the kernel's start (5d96421), the consumers' K loops in turn, and GELU
+stored from registers with no shared-memory staging (both in notes and probe data only).
 
     python3 scripts/device/gemm_phases.py [--old OLD_GEMM_GLUON.py]   # on the GPU; CSVs under $OUT
 """
@@ -96,23 +96,27 @@ def main() -> None:
 
     family = get_family("gelu_linear")
     rows, csv_path = [], output_csv("gemm-phases-checks.csv")
-    builds = {"gluon": _gemm_gluon, **({"gluon_old": old} if old else {})}
-    for label, module in builds.items():
-        for traced in (False, True) if module is _gemm_gluon else (False,):
+    # Each build: a launch factory (x, w, b, **options). Only this source's default is traced.
+    builds = {
+        "gluon": _gemm_gluon.prepare,
+        **({"gluon_old": old.prepare} if old else {}),
+    }
+    for label, build in builds.items():
+        for traced in (False, True) if label == "gluon" else (False,):
             for m, k, n in CHECKS:
                 for dtype in ("bf16", "fp16"):
 
-                    def gemm(case, module=module, traced=traced):
+                    def gemm(case, build=build, traced=traced):
                         x, w = case["x"], case["w"]
                         grid = -(-x.shape[0] // 128) * -(-w.shape[0] // 192)
                         stamps = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device=x.device)
                         trace = {"trace": stamps} if traced else {}
-                        return module.prepare(x, w, case["b"], **trace)()
+                        return build(x, w, case["b"], **trace)()
 
                     name = f"check {label} trace={traced} {m}x{k}->{n} {dtype}"
                     check_row(family, {"m": m, "k": k, "n": n}, dtype, gemm, name, rows, csv_path, seed=m + n)
         case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
-        repeat_row(module.prepare(case["x"], case["w"], case["b"]), 30, rows, csv_path, f"{label} ")
+        repeat_row(build(case["x"], case["w"], case["b"]), 30, rows, csv_path, f"{label} ")
 
     flush = l2_flush(torch.cuda.get_device_properties(0).L2_cache_size)
     cta_rows, summaries = [], []
@@ -123,7 +127,7 @@ def main() -> None:
         b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
         entries = {
             "cublaslt": lambda x=x, w=w, b=b: gelu_linear.fused_epilogue(x, w, b),
-            **{key: module.prepare(x, w, b) for key, module in builds.items()},
+            **{key: build(x, w, b) for key, build in builds.items()},
             "wavefit": _gemm_small.prepare(x, w, b),
         }
         times = time_rounds(entries, ROUNDS if m < 8192 else 3, timer=bench_timer_ms)
