@@ -1,5 +1,5 @@
 """Where GPT-2's GEMM spends its 13 us: the Gluon GEMM's phases, stamped inside the kernel, and the
-kernel timed beside cuBLASLt (and beside an older source of itself, with --old).
+kernels timed beside cuBLASLt (and beside older sources of themselves, with --old).
 
 Every implementation at GPT-2's 1024x768 -> 3072 (cuBLASLt's, our Gluon, Triton and CUDA GEMMs) runs a
 13.3 us body under ncu, while its tensor work is ~9,200 cycles an SM (5 us) and its DRAM bytes 4 us.
@@ -11,7 +11,7 @@ first. Round 16 timed three other designs here, kept in history only (reports/h2
 an L2 prefetch of X and W at the kernel's start (5d96421), the consumers' K loops in turn, and GELU
 stored from registers with no shared-memory staging (both in notes and probe data only).
 
-    python3 scripts/device/gemm_phases.py [--old OLD_GEMM_GLUON.py]   # on the GPU; CSVs under $OUT
+    python3 scripts/device/gemm_phases.py [--old OLD_KERNEL_MODULE.py ...]   # on the GPU; CSVs under $OUT
 """
 
 from __future__ import annotations
@@ -75,18 +75,19 @@ def summary(label: str, rows: list[dict]) -> dict:
 
 
 def load_old(path: Path):
-    """An older _gemm_gluon.py (e.g. `git show REV:src/rooflint/kernels/_gemm_gluon.py`) as a module."""
-    spec = importlib.util.spec_from_file_location("_gemm_gluon_old", path)
+    """An older GEMM module with a `prepare(x, w, b)` (e.g. `git show REV:src/rooflint/kernels/_gemm_gluon.py`)."""
+    spec = importlib.util.spec_from_file_location(f"old_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass in it looks its module up there
     spec.loader.exec_module(module)
     return module
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--old", type=Path, help="an older _gemm_gluon.py, timed beside this one")
+    parser.add_argument("--old", type=Path, action="append", default=[], help="an older GEMM module to time")
     args = parser.parse_args()
-    old = load_old(args.old) if args.old else None
+    olds = {f"old_{path.stem}": load_old(path).prepare for path in args.old}
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from side_by_side import bench_timer_ms, check_row, output_csv, repeat_row, time_rounds, write_rows
 
@@ -99,7 +100,7 @@ def main() -> None:
     # Each build: a launch factory (x, w, b, **options). Only this source's default is traced.
     builds = {
         "gluon": _gemm_gluon.prepare,
-        **({"gluon_old": old.prepare} if old else {}),
+        **olds,
     }
     for label, build in builds.items():
         for traced in (False, True) if label == "gluon" else (False,):
