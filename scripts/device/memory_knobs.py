@@ -57,15 +57,15 @@ def configs(family_name: str, case, kernels) -> dict:
         for block_r, block_c, warps in ((None, None, None), (16, 1024, 8), (16, 1024, 16), (4, 1024, 4), (8, 2048, 8)):
             label = f"triton tile={block_r}x{block_c} warps={warps}" if block_r else "triton default"
             out[label] = lambda r=block_r, c=block_c, n=warps: gelu.triton_gelu(x, bias, scale, y, r, c, n)
-        for rows in (0, 1, 2, 8):
+        for rows in (0, 2, 4, 8):  # 0: the default (one row)
             out[f"cuda rows_in_flight={rows or 'default'}"] = lambda r=rows: gelu.cuda_gelu(x, bias, scale, y, r)
     elif family_name == "rope":
         q, k, cos, sin = case["q"], case["k"], case["cos"], case["sin"]
         qo, ko = torch.empty_like(q), torch.empty_like(k)
         for fused in (True, False):
             form = "fused" if fused else "table"
-            for tile, warps in ((2048, None), (2048, 4), (4096, None), (4096, 8), (1024, None)):
-                label = f"triton_{form} tile={tile} warps={warps or 'default'}"
+            for tile, warps in ((None, None), (2048, 2), (2048, 4), (2048, 8), (4096, 8), (1024, 8)):
+                label = f"triton_{form} tile={tile or 'default'} warps={warps or 'default'}"
                 out[label] = lambda f=fused, t=tile, n=warps: rope.triton_rope(q, k, cos, sin, qo, ko, f, t, n)
     elif family_name == "kv_cache":
         _, _, tokens, row = kv_cache._dims(case.params)

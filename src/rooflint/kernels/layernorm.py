@@ -247,11 +247,11 @@ def triton_layernorm(
     mufu = gelu and (mufu_form(y.dtype) if mufu is None else mufu)
     args = (x, weight, bias, y, mean if stats else y, rstd if stats else y, hidden, float(eps))
     if block <= limit:
-        # ~16 elements a thread (32 with the GELU epilogue: 2% faster at 4096 with the tl.exp
-        # epilogue, within 1% either way with the exp2 one; docs/perf-notes/reduce-layernorm.md):
-        # enough loads in flight, few enough registers that several rows share an SM and one
-        # row's reduction hides behind another's loads.
-        warps = num_warps or min(16, max(1, block // (1024 if gelu else 512)))
+        # ~16 elements a thread: enough loads in flight, few enough registers that several rows share
+        # an SM and one row's reduction hides behind another's loads. The GELU epilogue once took 32
+        # (2% faster at 4096 with the tl.exp epilogue; docs/perf-notes/reduce-layernorm.md); with the
+        # one-MUFU form, 16 measured 1.008x on an H100 and 1.022x on an H200 (memory_knobs.py, round 16).
+        warps = num_warps or min(16, max(1, block // 512))
         even = block == hidden
         _ln_row_kernel[(rows,)](*args, BLOCK=block, GELU=gelu, MUFU=mufu, STATS=stats, EVEN=even, num_warps=warps)
     else:

@@ -200,20 +200,20 @@ def _rope_kernel(
     _rotate_store(ko_ptr, offs, half, mask, k1, k2, c[None, :], s[None, :])
 
 
-def triton_rope(q, k, cos, sin, q_out, k_out, fused: bool, tile=2048, num_warps=None):
+def triton_rope(q, k, cos, sin, q_out, k_out, fused: bool, tile=None, num_warps=None):
     b, s, h, d = q.shape
     half = d // 2
     block_d = triton.next_power_of_2(half)
-    # ~2K elements per half-tile: four tiles (q1, q2, k1, k2), 16 KB of bf16 per program, all loaded at
-    # once. The warp count differs by form (ptxas for sm_90, [32, 128] bf16; H200, fraction of the
-    # measured ceiling):
-    # - table, 8 warps: one 16-byte vector per thread per tile. 4 warps (2 rows per thread) measured
-    #   0.888 against the earlier 8-warp kernel's 0.907 in the same call; 0.899 in the e434533 reference;
-    # - fused, 2 warps: each thread computes sin/cos for its own 8 columns, which its 4 rows share:
-    #   256 B per thread in ~168 registers, 6 programs, 96 KB. At 8 warps the same trig takes ~80
-    #   registers for 1 row (3 programs, 48 KB) and every program recomputes it 32 times (0.906
-    #   against 0.866).
-    num_warps = num_warps or (2 if fused else 8)
+    # Four tiles a program (q1, q2, k1, k2), all loaded at once. By form (ptxas for sm_90, [32, 128]
+    # bf16; fractions of the measured ceiling or of the default's time):
+    # - table: ~2K elements a half-tile (16 KB of bf16 a program), 8 warps, one 16-byte vector per
+    #   thread per tile. 4 warps (2 rows per thread) measured 0.888 against 8 warps' 0.907 (H200);
+    # - fused: each thread computes sin/cos for its own columns, which its rows share. At 2K elements
+    #   2 warps (4 rows a thread, ~168 registers) beat 8 (0.906 against 0.866, H200); 4K elements at 8
+    #   warps (2 rows a thread) beat both, 1.026x on an H200 and 1.016x on an H100 (memory_knobs.py,
+    #   round 16): twice the bytes in flight a program for the same trig per row.
+    tile = tile or (4096 if fused else 2048)
+    num_warps = num_warps or 8
     block_h = min(triton.next_power_of_2(h), max(1, tile // block_d))
     grid = (b * s, triton.cdiv(h, block_h))
     neg = -math.log2(THETA) / half
