@@ -43,3 +43,31 @@ def test_gluon_gemm_is_repeatable():
     family = get_family("gelu_linear")
     case = family.build_case("custom", {"m": 1024, "k": 2048, "n": 3072}, "bf16", torch.device("cuda"), seed=3)
     assert_repeatable(family.variants["triton_gluon"].build(case), calls=30)
+
+
+def test_a_traced_launch_gives_the_same_bits_and_ordered_stamps():
+    """The phase trace (scripts/device/gemm_phases.py) must not change what the kernel computes, and
+    each CTA's stamps must follow its schedule: start, first bytes, every K step in order, last wgmma
+    retired, stores issued, stores done; the producer starts before its last load is issued."""
+    _sm90_or_skip()
+    family = get_family("gelu_linear")
+    case = family.build_case("custom", {"m": 1024, "k": 768, "n": 3072}, "bf16", torch.device("cuda"), seed=5)
+    x, w, b = case["x"], case["w"], case["b"]
+    ctas, k_steps = (1024 // 128) * (3072 // 192), 768 // _gemm_gluon.BLOCK_K
+    trace = torch.zeros(ctas * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
+    plain = _gemm_gluon.prepare(x, w, b)().clone()
+    traced = _gemm_gluon.prepare(x, w, b, trace=trace)()
+    assert torch.equal(plain, traced)
+    fields = len(_gemm_gluon.TRACE_FIELDS)
+    for cta, row in enumerate(trace.view(ctas, -1).cpu().tolist()):
+        get = dict(zip(_gemm_gluon.TRACE_FIELDS, row, strict=False))
+        steps = row[fields : fields + k_steps]
+        assert 0 < get["ns_start"] <= get["ns_end"], (cta, get)
+        # Consumer 0 stamps the K steps; consumer 1 waits on the same stages, so its last wgmma retires
+        # after the first step's bytes landed (its own order is checked, not against consumer 0's).
+        order = [get["start"], *steps, get["mma_done"], get["stores_issued"], get["stores_done"]]
+        assert order == sorted(order) and get["start"] > 0, (cta, order)
+        order = [steps[0], get["c1_mma_done"], get["c1_stores_issued"], get["c1_stores_done"]]
+        assert order == sorted(order), (cta, "consumer 1", order)
+        assert get["producer_start"] <= get["producer_done"], (cta, get)
+        assert row[fields + k_steps :] == [0] * (_gemm_gluon.TRACE_STEPS - k_steps), (cta, "steps past K written")
