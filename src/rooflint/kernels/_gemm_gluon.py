@@ -9,16 +9,20 @@ did not help there (18.5 us). In Gluon the schedule is stated, as cuBLAS's and F
   mbarrier (bytes landed) and an "empty" one (count 2: one arrive per consumer);
 - two consumer warpgroups, 64 rows of the tile each, never wait for each other: a consumer waits only
   for its stage's bytes, keeps one K step's wgmmas in flight and releases the stage before;
-- each consumer loads its bias before the K loop (its L2 round trip under the MMAs) and stores its
-  64 x 192 GELU through shared memory with TMA stores, clipped at M and N by the descriptor.
+- each consumer loads its bias before the K loop (its L2 round trip under the first bytes' wait),
+  starts its accumulators at it, and stores its 64 x 192 GELU through shared memory with TMA
+  stores, clipped at M and N by the descriptor.
 
 The tile is a 128-wide and a 64-wide wgmma side by side (192 columns: 8 x 16 = 128 tiles on 132 SMs
 at GPT-2's shape, _gemm_small's reasoning); a CTA takes one tile (the grid is the tile count).
 
-Measured (docs/perf-notes/kernels-at-limit.md, round 13): its body takes cuBLASLt's 13.3 us under
-ncu, as `triton_wavefit`'s does, so the CTA barrier was not the limiter; with the bench's timer it
-runs at 0.99-1.01x cuBLASLt at GPT-2's shape (H100, H200), ahead of `triton_wavefit`, and at 0.95x
-at 8192^3, where one tile per CTA leaves each epilogue exposed.
+Measured (docs/perf-notes/kernels-at-limit.md, rounds 13 and 16): its body took cuBLASLt's 13.3 us
+under ncu, as `triton_wavefit`'s does, so the CTA barrier was not the limiter. A traced launch
+(`prepare`'s `trace`, scripts/device/gemm_phases.py) then showed the K loop at the tensor rate (780
+cycles a step against 768) and the epilogue, which nothing overlaps at one tile per SM, as a quarter
+of the body; with the accumulators starting at the bias the epilogue lost an add an element and the
+kernel runs at 1.03-1.06x cuBLASLt at GPT-2's shape (H100, H200), and at 0.95x at 8192^3, where one
+tile per CTA leaves each epilogue exposed.
 
 Gluon has no CPU interpreter: tests/test_gluon_gemm.py compiles it for sm_90a on the CPU, and the GPU
 tier (tests/gpu/test_gpu_gemm_gluon.py) checks it against float64 on ragged shapes.
