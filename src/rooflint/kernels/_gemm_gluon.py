@@ -141,7 +141,7 @@ if HAS_GLUON:
     @gluon.jit
     def _ws_mma(x_smem, w_smem, w2_smem, full, empty, y_desc, y2_desc, y_smem, y2_smem, b_ptr, N, off_m, off_n,
                 k_tiles, half, overlap_store, trace):  # fmt: skip
-        """One warpgroup's 64 rows of the tile: the K loop, then bias + GELU stored by TMA."""
+        """One warpgroup's 64 rows of the tile: the K loop from the bias, then GELU stored by TMA."""
         HALF: gl.constexpr = x_smem.type.shape[1]
         BN: gl.constexpr = w_smem.type.shape[1]
         BN2: gl.constexpr = w2_smem.type.shape[1]
