@@ -34,7 +34,7 @@ def test_phases_are_read_from_the_stamps_as_the_kernel_lays_them_out():
         + cta_stamps(1_064, 1000, steps, ns_end=10_464, **common),
         dtype=torch.int64,
     )
-    rows = gemm_phases.phases(trace, ctas=2, ring_steps=12)
+    rows = gemm_phases.phases(trace, ctas=2, k_steps=12)
     first, second = rows
     assert (first["start_ns"], second["start_ns"], second["end_ns"]) == (0, 64, 9_464)
     assert first["first_bytes_cyc"] == 1000

@@ -32,13 +32,13 @@ TRACED_LAUNCHES = 5
 CHECKS = ((130, 72, 200), (257, 776, 384), (1500, 264, 2000), (1024, 768, 3072))
 
 
-def phases(trace: torch.Tensor, ctas: int, ring_steps: int) -> list[dict]:
+def phases(trace: torch.Tensor, ctas: int, k_steps: int) -> list[dict]:
     """One row a CTA: its launch skew and finish (ns from the first CTA's start) and its phases in
     cycles of its SM's clock (consumer 0's, and consumer 1's where they differ)."""
     fields = _gemm_gluon.TRACE_FIELDS
     stamps = trace.view(-1, _gemm_gluon.TRACE_SLOTS)[:ctas].cpu().tolist()
     first_ns = min(row[fields.index("ns_start")] for row in stamps)
-    steps = min(ring_steps, _gemm_gluon.TRACE_STEPS)
+    steps = min(k_steps, _gemm_gluon.TRACE_STEPS)
     rows = []
     for cta, row in enumerate(stamps):
         get = dict(zip(fields, row, strict=False))
@@ -98,10 +98,7 @@ def main() -> None:
     family = get_family("gelu_linear")
     rows, csv_path = [], output_csv("gemm-phases-checks.csv")
     # Each build: a launch factory (x, w, b, **options). Only this source's default is traced.
-    builds = {
-        "gluon": _gemm_gluon.prepare,
-        **olds,
-    }
+    builds = {"gluon": _gemm_gluon.prepare, **olds}
     for label, build in builds.items():
         for traced in (False, True) if label == "gluon" else (False,):
             for m, k, n in CHECKS:
@@ -109,9 +106,7 @@ def main() -> None:
 
                     def gemm(case, build=build, traced=traced):
                         x, w = case["x"], case["w"]
-                        grid = -(-x.shape[0] // 128) * -(-w.shape[0] // 192)
-                        stamps = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device=x.device)
-                        trace = {"trace": stamps} if traced else {}
+                        trace = {"trace": _gemm_gluon.trace_buffer(x.shape[0], w.shape[0], x.device)} if traced else {}
                         return build(x, w, case["b"], **trace)()
 
                     name = f"check {label} trace={traced} {m}x{k}->{n} {dtype}"
@@ -144,9 +139,8 @@ def main() -> None:
 
         if m >= 8192:
             continue  # timed only: its many waves are not what the trace is for
-        grid = -(-m // 128) * -(-n // 192)
         k_tiles = -(-k // _gemm_gluon.BLOCK_K)
-        trace = torch.zeros(grid * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
+        trace = _gemm_gluon.trace_buffer(m, n, "cuda")
         run = _gemm_gluon.prepare(x, w, b, trace=trace)
         run()  # compiled and warm
         for launch in range(TRACED_LAUNCHES):
@@ -156,7 +150,7 @@ def main() -> None:
             run()
             torch.cuda.synchronize()
             name = f"{label} #{launch}"
-            found = phases(trace, grid, k_tiles)
+            found = phases(trace, _gemm_gluon.cta_count(m, n), k_tiles)
             cta_rows += [{"launch": name, **r} for r in found]
             summaries.append(summary(name, found))
             print({key: round(v, 1) if isinstance(v, float) else v for key, v in summaries[-1].items()}, flush=True)

@@ -53,8 +53,8 @@ def test_a_traced_launch_gives_the_same_bits_and_ordered_stamps():
     family = get_family("gelu_linear")
     case = family.build_case("custom", {"m": 1024, "k": 768, "n": 3072}, "bf16", torch.device("cuda"), seed=5)
     x, w, b = case["x"], case["w"], case["b"]
-    ctas, k_steps = (1024 // 128) * (3072 // 192), 768 // _gemm_gluon.BLOCK_K
-    trace = torch.zeros(ctas * _gemm_gluon.TRACE_SLOTS, dtype=torch.int64, device="cuda")
+    ctas, k_steps = _gemm_gluon.cta_count(1024, 3072), 768 // _gemm_gluon.BLOCK_K
+    trace = _gemm_gluon.trace_buffer(1024, 3072, "cuda")
     plain = _gemm_gluon.prepare(x, w, b)().clone()
     traced = _gemm_gluon.prepare(x, w, b, trace=trace)()
     assert torch.equal(plain, traced)

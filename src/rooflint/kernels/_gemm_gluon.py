@@ -278,6 +278,16 @@ def descriptors(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, block_k: in
     )
 
 
+def cta_count(m: int, n: int) -> int:
+    """CTAs in a launch over Y [m, n]: one 128 x 192 tile each (the grid)."""
+    return math.ceil(m / (2 * HALF_M)) * math.ceil(n / (BLOCK_N + BLOCK_N2))
+
+
+def trace_buffer(m: int, n: int, device) -> torch.Tensor:
+    """Zeroed stamps for a traced launch over Y [m, n]: prepare's ``trace``, TRACE_SLOTS a CTA."""
+    return torch.zeros(cta_count(m, n) * TRACE_SLOTS, dtype=torch.int64, device=device)
+
+
 def prepare(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -288,13 +298,13 @@ def prepare(
     trace: torch.Tensor | None = None,
 ) -> Callable[[], torch.Tensor]:
     """The launch over contiguous x [M, K], w [N, K], b [N]: ``prepare(x, w, b)()`` -> Y [M, N].
-    Arguments other than the defaults are for the device scripts' sweeps; ``trace`` (int64, grid x
-    TRACE_SLOTS) receives each CTA's stamps."""
+    Arguments other than the defaults are for the device scripts' sweeps; ``trace`` (trace_buffer's)
+    receives each CTA's stamps."""
     m, k = x.shape
     n = w.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     descs = descriptors(x, w, out, block_k)
-    grid = (math.ceil(m / (2 * HALF_M)) * math.ceil(n / (BLOCK_N + BLOCK_N2)),)
+    grid = (cta_count(m, n),)
     if trace is not None and trace.numel() < grid[0] * TRACE_SLOTS:
         raise ValueError(f"trace holds {trace.numel()} stamps; {grid[0]} CTAs need {grid[0] * TRACE_SLOTS}")
 
