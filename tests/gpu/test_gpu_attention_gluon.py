@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_checks import assert_attention_matches_float64, assert_repeatable
+from kernel_checks import assert_attention_matches_float64, assert_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
 from rooflint.kernels import _attention_gluon as gluon_attention
@@ -44,3 +44,27 @@ def test_gluon_attention_is_repeatable(head_dim, causal):
     params = {"B": 4, "H": 8, "N": 2048, "D": head_dim, "causal": causal}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=9)
     assert_repeatable(family.variants["triton_gluon"].build(case))
+
+
+@pytest.mark.parametrize("split_tail", [True, False])
+@pytest.mark.parametrize("n", [1000, 1024])
+@pytest.mark.parametrize("head_dim", gluon_attention.HEAD_DIMS)
+def test_gluon_attention_with_a_split_tail_matches_float64(head_dim, n, split_tail):
+    """17 heads of 8 row blocks: 136 tiles, so on a 132-SM GPU 132 run whole and 4 in key ranges
+    merged afterwards (_attention_tail.py); on other SM counts the split covers other tiles. The
+    same launch with split_tail=False runs every tile whole, and both match float64."""
+    _sm90_or_skip()
+    params = {"B": 1, "H": 17, "N": n, "D": head_dim, "causal": False}
+
+    def attend(case):
+        return gluon_attention.prepare(case["q"], case["k"], case["v"], False, split_tail=split_tail)()
+
+    assert_matches_float64("attention", f"split_tail={split_tail} D={head_dim} N={n}", params, attend, seed=n)
+
+
+def test_the_split_tail_is_repeatable():
+    _sm90_or_skip()
+    family = get_family("attention")
+    case = family.build_case("custom", {"B": 1, "H": 17, "N": 1024, "D": 128, "causal": False}, "bf16",
+                             torch.device("cuda"), seed=4)  # fmt: skip
+    assert_repeatable(gluon_attention.prepare(case["q"], case["k"], case["v"], False))

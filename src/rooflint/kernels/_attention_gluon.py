@@ -15,7 +15,10 @@ The schedule (FlashAttention-3's, as our CUDA `cuda_hopper` also follows):
   P V, and the wait leaves P V in flight while the next softmax runs;
 - K's stage is released as soon as S is done, V's after P V: the producer refills each early;
 - the mask only on the tiles that need it (the ragged last tile, the causal diagonal), and causal
-  query blocks longest first.
+  query blocks longest first;
+- without the causal mask, the tiles of the grid's last, partial wave run in key ranges on the SMs
+  that wave leaves idle and are merged after (_attention_tail.py): 4 tiles of `--size large`'s
+  4,096 on 132 SMs, 1.4% of D=128's time on an H200 (round 17).
 
 At D = 64, 128 and 256 (TILES) it runs at 0.88-1.10x cuDNN on an H100 and an H200
 (scripts/device/gluon_attention.py; docs/perf-notes/kernels-at-limit.md). Three 64-row consumers
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
+from rooflint.kernels import _attention_tail
 from rooflint.kernels._gluon import (  # Gluon's Hopper ops where this Triton has them
     HAS_GLUON,
     TensorDescriptor,
@@ -111,25 +115,29 @@ if HAS_GLUON:
         return p, m_new, l_new, alpha
 
     @gluon.jit
-    def _ws_load(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles):
+    def _ws_load(k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, first_tile, n_tiles):
         # Constants come from types here: a worker partition's tuple arguments lose their constexpr-ness.
         BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
         STAGES: gl.constexpr = k_smem.type.shape[0]
-        for tile in range(n_tiles):
-            stage = tile % STAGES
+        for i in range(n_tiles):
+            stage = i % STAGES
             # A fresh barrier's "previous" phase (parity 1) counts as complete: the first round passes.
-            free = ((tile // STAGES) & 1) ^ 1
+            free = ((i // STAGES) & 1) ^ 1
+            key_row = row0 + (first_tile + i) * BLOCK_N
             mbarrier.wait(k_empty.index(stage), free)
             mbarrier.expect(k_full.index(stage), k_desc.block_type.nbytes)
-            _tma_load(k_desc, [row0 + tile * BLOCK_N, 0], k_full.index(stage), k_smem.index(stage))
+            _tma_load(k_desc, [key_row, 0], k_full.index(stage), k_smem.index(stage))
             mbarrier.wait(v_empty.index(stage), free)
             mbarrier.expect(v_full.index(stage), v_desc.block_type.nbytes)
-            _tma_load(v_desc, [row0 + tile * BLOCK_N, 0], v_full.index(stage), v_smem.index(stage))
+            _tma_load(v_desc, [key_row, 0], v_full.index(stage), v_smem.index(stage))
 
     @gluon.jit
-    def _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
-                    n_tiles, mask_from, qk_scale, CAUSAL: gl.constexpr):  # fmt: skip
-        """One warpgroup's 64 query rows over every key tile (the loop of _attn_fwd, released by mbarriers)."""
+    def _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o, part_ml, ml_stride,
+                    part_row, row0, first_row, n, first_tile, n_tiles, mask_from, qk_scale,
+                    CAUSAL: gl.constexpr):  # fmt: skip
+        """One warpgroup's 64 query rows over key tiles first_tile.. (n_tiles of them), released by
+        mbarriers. A CTA of the split tail (part_row >= 0) writes its unnormalized O, m and l there
+        (_attention_tail.py) instead of O."""
         STAGES: gl.constexpr = k_smem.type.shape[0]
         BLOCK_M: gl.constexpr = q_smem.type.shape[0]
         D: gl.constexpr = q_smem.type.shape[1]
@@ -155,19 +163,20 @@ if HAS_GLUON:
         s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0), count=1)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, 0, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL, col_layout)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, first_tile, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL,
+                                           col_layout)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        for tile in range(1, n_tiles):
-            stage = tile % STAGES
-            prev = (tile - 1) % STAGES
-            mbarrier.wait(k_full.index(stage), (tile // STAGES) & 1)
+        for i in range(1, n_tiles):  # i: the ring's count; the key tile is first_tile + i
+            stage = i % STAGES
+            prev = (i - 1) % STAGES
+            mbarrier.wait(k_full.index(stage), (i // STAGES) & 1)
             s_tok = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            mbarrier.wait(v_full.index(prev), ((tile - 1) // STAGES) & 1)
+            mbarrier.wait(v_full.index(prev), ((i - 1) // STAGES) & 1)
             acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
             s = warpgroup_mma_wait(1, deps=(s_tok,))
             mbarrier.arrive(k_empty.index(stage), count=1)
             p, m_i, l_i, alpha = _softmax_step(
-                s, m_i, l_i, tile, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL, col_layout
+                s, m_i, l_i, first_tile + i, mask_from, offs_m, n, qk_scale, BLOCK_N, CAUSAL, col_layout
             )
             acc = warpgroup_mma_wait(0, deps=(acc_tok,))
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -181,27 +190,38 @@ if HAS_GLUON:
         # the producer refills its stage for a later one (without this, 192x64 tiles at D=128 hung).
         mbarrier.arrive(v_empty.index(last), count=1)
 
-        out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
         store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        out = gl.convert_layout(out.to(dtype), store_layout)
-        rows = first_row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
         dims = gl.arange(0, D, layout=gl.SliceLayout(0, store_layout))
-        offsets = gl.expand_dims((row0 + rows).to(gl.int64) * D, 1) + gl.expand_dims(dims, 0)
-        gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < n, 1))
+        if part_row >= 0:  # a key range of a split tile: the merge normalizes
+            ml_rows = part_row + gl.arange(0, BLOCK_M, layout=row_layout)
+            gl.store(part_ml + ml_rows, m_i)
+            gl.store(part_ml + ml_stride + ml_rows, l_i)
+            p_rows = part_row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+            gl.store(
+                part_o + gl.expand_dims(p_rows * D, 1) + gl.expand_dims(dims, 0), gl.convert_layout(acc, store_layout)
+            )
+        else:
+            out = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+            out = gl.convert_layout(out.to(dtype), store_layout)
+            rows = first_row + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+            offsets = gl.expand_dims((row0 + rows).to(gl.int64) * D, 1) + gl.expand_dims(dims, 0)
+            gl.store(o_ptr + offsets, out, mask=gl.expand_dims(rows < n, 1))
 
     # One wrapper per mask: a constexpr handed to a warp_specialize partition arrives as a runtime
     # value (Triton 3.6), and a constexpr-selected function is refused, so the mask is fixed here.
     @gluon.jit
-    def _ws_consume_causal(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
-                           n_tiles, mask_from, qk_scale):  # fmt: skip
-        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
-                    n_tiles, mask_from, qk_scale, True)  # fmt: skip
+    def _ws_consume_causal(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o,
+                           part_ml, ml_stride, part_row, row0, first_row, n, first_tile, n_tiles, mask_from,
+                           qk_scale):  # fmt: skip
+        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o, part_ml, ml_stride,
+                    part_row, row0, first_row, n, first_tile, n_tiles, mask_from, qk_scale, True)  # fmt: skip
 
     @gluon.jit
-    def _ws_consume_full(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
-                         n_tiles, mask_from, qk_scale):  # fmt: skip
-        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first_row, n,
-                    n_tiles, mask_from, qk_scale, False)  # fmt: skip
+    def _ws_consume_full(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o,
+                         part_ml, ml_stride, part_row, row0, first_row, n, first_tile, n_tiles, mask_from,
+                         qk_scale):  # fmt: skip
+        _ws_consume(q_smem, q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o, part_ml, ml_stride,
+                    part_row, row0, first_row, n, first_tile, n_tiles, mask_from, qk_scale, False)  # fmt: skip
 
     @gluon.jit
     def _consumer_tiles(n_tiles, first, n, BLOCK_N: gl.constexpr, HALF: gl.constexpr, CAUSAL: gl.constexpr):
@@ -214,25 +234,39 @@ if HAS_GLUON:
         return n_tiles
 
     @gluon.jit
-    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_ptr, n, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
-                     CONSUMERS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                     num_warps: gl.constexpr):  # fmt: skip
+    def _attn_fwd_ws(q_desc, k_desc, v_desc, o_ptr, part_o, part_ml, n, qk_scale, regular, splits, split_tiles,
+                     CAUSAL: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                     PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+        """One CTA: BLOCK_M query rows of one head over all their key tiles (a tile of the grid's first
+        `regular`), or over one key range of a tile of the split tail (_attention_tail.py)."""
         HALF: gl.constexpr = q_desc.block_type.shape[0]  # 64 rows a consumer
         BLOCK_M: gl.constexpr = CONSUMERS * HALF
         D: gl.constexpr = q_desc.block_type.shape[1]
         BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
         dtype: gl.constexpr = q_desc.dtype
         num_m = gl.cdiv(n, BLOCK_M)
+        pid = gl.program_id(0)
+        first_tile = pid * 0
+        n_tiles = gl.cdiv(n, BLOCK_N)
+        part_row = pid * 0 - (1 << 30)  # < 0 for every consumer (row + c * HALF): a whole tile's CTA writes O
+        tile = pid
+        if pid >= regular:
+            unit = pid - regular
+            tile = regular + unit // splits
+            first_tile = (unit % splits) * split_tiles
+            n_tiles = gl.minimum(split_tiles, n_tiles - first_tile)
+            part_row = unit * BLOCK_M
+        # Tiles in launch order: a head's row blocks in turn (under the causal mask longest first).
         if CAUSAL:
-            start_m = num_m - 1 - gl.program_id(0)
+            start_m = num_m - 1 - tile % num_m
             hi = gl.minimum((start_m + 1) * BLOCK_M, n)
             mask_from = gl.minimum(start_m * BLOCK_M, n) // BLOCK_N
+            n_tiles = gl.cdiv(hi, BLOCK_N)
         else:
-            start_m = gl.program_id(0)
-            hi = n
+            start_m = tile % num_m
             mask_from = n // BLOCK_N
-        n_tiles = gl.cdiv(hi, BLOCK_N)
-        row0 = gl.program_id(1) * n
+        row0 = (tile // num_m) * n
+        ml_stride = (gl.num_programs(0) - regular) * BLOCK_M  # m's rows, then l's, in part_ml
 
         q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, HALF, D], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
@@ -255,15 +289,17 @@ if HAS_GLUON:
         first = start_m * BLOCK_M
         tiles0 = _consumer_tiles(n_tiles, first, n, BLOCK_N, HALF, CAUSAL)
         tiles1 = _consumer_tiles(n_tiles, first + HALF, n, BLOCK_N, HALF, CAUSAL)
-        consume0 = (q_smem.index(0), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first, n,
-                    tiles0, mask_from, qk_scale)  # fmt: skip
-        consume1 = (q_smem.index(1), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0, first + HALF,
-                    n, tiles1, mask_from, qk_scale)  # fmt: skip
-        load = (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, n_tiles)
+        consume0 = (q_smem.index(0), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o, part_ml,
+                    ml_stride, part_row, row0, first, n, first_tile, tiles0, mask_from, qk_scale)  # fmt: skip
+        consume1 = (q_smem.index(1), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o, part_ml,
+                    ml_stride, part_row + HALF, row0, first + HALF, n, first_tile, tiles1, mask_from,
+                    qk_scale)  # fmt: skip
+        load = (k_desc, v_desc, k_smem, v_smem, k_full, v_full, k_empty, v_empty, row0, first_tile, n_tiles)
         if CONSUMERS == 3:
             tiles2 = _consumer_tiles(n_tiles, first + 2 * HALF, n, BLOCK_N, HALF, CAUSAL)
-            consume2 = (q_smem.index(2), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, row0,
-                        first + 2 * HALF, n, tiles2, mask_from, qk_scale)  # fmt: skip
+            consume2 = (q_smem.index(2), q_bar, k_smem, v_smem, k_full, v_full, k_empty, v_empty, o_ptr, part_o,
+                        part_ml, ml_stride, part_row + 2 * HALF, row0, first + 2 * HALF, n, first_tile, tiles2,
+                        mask_from, qk_scale)  # fmt: skip
             if CAUSAL:
                 gl.warp_specialize(
                     [(_ws_consume_causal, consume0), (_ws_consume_causal, consume1), (_ws_consume_causal, consume2),
@@ -297,10 +333,11 @@ def unsupported_reason(device: torch.device, head_dim: int, dtype: torch.dtype) 
     return None
 
 
-def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-            tiles: Tiles | None = None) -> Callable[[], torch.Tensor]:  # fmt: skip
+def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, tiles: Tiles | None = None,
+            split_tail: bool = True) -> Callable[[], torch.Tensor]:  # fmt: skip
     """The launch over contiguous [B, H, N, D] q, k, v: ``prepare(q, k, v, causal)()`` -> O.
-    `tiles` overrides the head dim's TILES entry (scripts/device/gluon_attention.py measures others)."""
+    `tiles` overrides the head dim's TILES entry (scripts/device/gluon_attention.py measures others);
+    split_tail=False runs the grid's partial wave whole (_attention_tail.py; the device scripts time both)."""
     b, h, n, d = q.shape
     tiles = tiles or TILES[d]
     # Under the causal mask a consumer may skip the CTA's last key tiles (_consumer_tiles): never more
@@ -318,14 +355,21 @@ def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     kv_layout = gl.NVMMASharedLayout.get_default_for(kv_box, dtype)
     k_desc, v_desc = (TensorDescriptor(t.view(rows, d), [rows, d], [d, 1], kv_box, kv_layout) for t in (k, v))
     out = torch.empty_like(q)
-    grid = (math.ceil(n / tiles.block_m), b * h)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    tile_count = math.ceil(n / tiles.block_m) * b * h
+    key_tiles = math.ceil(n / tiles.block_n)
+    tail_plan = _attention_tail.plan(tile_count, key_tiles, sms, causal or not split_tail)
+    part_o, part_ml = _attention_tail.partials(tail_plan, tiles.block_m, d, q.device)
     scale = LOG2E / math.sqrt(d)
 
     def run() -> torch.Tensor:
-        _attn_fwd_ws[grid](
-            q_desc, k_desc, v_desc, out, n, scale, bool(causal), tiles.stages, tiles.consumers, tiles.consumer_regs,
+        _attn_fwd_ws[(tail_plan.grid,)](
+            q_desc, k_desc, v_desc, out, part_o, part_ml, n, scale, tail_plan.regular, tail_plan.splits,
+            tail_plan.split_tiles, bool(causal), tiles.stages, tiles.consumers, tiles.consumer_regs,
             tiles.producer_regs, num_warps=4,
         )  # fmt: skip
+        if tail_plan.tail:
+            _attention_tail.merge(tail_plan, part_o, part_ml, out, n, tiles.block_m)
         return out
 
     return run
