@@ -94,6 +94,64 @@ def test_heat_up_without_nvml_runs_the_minimum():
     assert len(chunks) == 4
 
 
+class CoolingSampler(Sampler):
+    """NVML's power reading, as a share of the limit, after a compute-bound row: ``shares`` one per
+    poll (the last repeats), against a fake clock that sleep advances."""
+
+    available = True
+
+    def __init__(self, shares: list[float]):
+        self.shares = shares
+        self.reads = 0
+
+    def power_share(self) -> float:
+        self.reads += 1
+        return self.shares[min(self.reads - 1, len(self.shares) - 1)]
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def test_a_burst_row_waits_until_the_gpu_has_shed_the_last_rows_power():
+    # A 1 s average falling from 86% of the limit by 5% a poll: under 25% after 13 polls.
+    fake = FakeTime()
+    sampler = CoolingSampler([0.86 - 0.05 * i for i in range(20)])
+    waited = timing.cool_down(sampler, sleep=fake.sleep, clock=fake.clock)
+    assert sampler.reads == 14 and waited == pytest.approx(13 * timing.COOL_POLL_S)
+
+
+def test_a_cool_gpu_starts_at_once_and_no_nvml_never_waits():
+    fake = FakeTime()
+    assert timing.cool_down(CoolingSampler([0.12]), sleep=fake.sleep, clock=fake.clock) == 0.0
+    assert timing.cool_down(Sampler(), sleep=fake.sleep, clock=fake.clock) == 0.0
+    assert timing.cool_down(CoolingSampler([math.nan]), sleep=fake.sleep, clock=fake.clock) == 0.0
+
+
+def test_cooling_stops_once_the_power_no_longer_falls():
+    # Another process holds the GPU at 60% of its limit (or its idle draw is that high): the wait ends
+    # 0.3 s after the reading stopped falling, not at the cap. NVML updating its reading only every
+    # other poll does not end it sooner.
+    fake = FakeTime()
+    sampler = CoolingSampler([0.9, 0.9, 0.8, 0.8, 0.7, 0.7, 0.6])
+    waited = timing.cool_down(sampler, sleep=fake.sleep, clock=fake.clock)
+    assert 0.55 <= waited <= 0.7, waited
+
+
+def test_cooling_gives_up_at_its_cap():
+    fake = FakeTime()
+    sampler = CoolingSampler([1.0 - 0.03 * i for i in range(1000)])  # falling, too slowly to finish
+    waited = timing.cool_down(sampler, max_s=0.5, sleep=fake.sleep, clock=fake.clock)
+    assert 0.5 <= waited < 0.5 + 1.5 * timing.COOL_POLL_S
+
+
 def test_measure_times_on_the_cpu_and_records_the_regime():
     calls = []
     measured = timing.measure(lambda: calls.append(1), device="cpu", regime="burst")

@@ -273,6 +273,10 @@ class Sampler:
     def max_sm_clock_mhz(self) -> float:
         return NAN
 
+    def power_share(self) -> float:
+        """The power NVML reads now, as a share of the enforced limit (NaN where unknown)."""
+        return NAN
+
 
 class NullSampler(Sampler):
     """No NVML here (CPU runs, no driver): every reading NaN, no thread, nothing raised."""
@@ -328,6 +332,10 @@ class NvmlSampler(Sampler):
 
     def compute_processes(self) -> list[GpuProcess]:
         return self.device.compute_processes()
+
+    def power_share(self) -> float:
+        limit = self.device.power_limit_w()
+        return self.device.power_w() / limit if limit > 0 else NAN
 
     def max_sm_clock_mhz(self) -> float:
         return self.device.max_sm_clock_mhz()

@@ -38,6 +38,13 @@ REGIMES = ("burst", "sustained")
 HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to compare
 HEAT_MAX_S = 10.0
 CHUNK_MS = 50.0  # work enqueued between two checks of the heat-up's settle test
+# Burst: before a row, the GPU sheds the last row's power (docs/timing.md, "Each burst row starts
+# cool"): until NVML's reading is under COOL_SHARE of the power limit or has stopped falling (a GPU
+# whose idle draw is higher), at most COOL_MAX_S.
+COOL_SHARE = 0.25
+COOL_MAX_S = 2.0
+COOL_POLL_S = 0.05
+COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: no longer falling
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,33 @@ def heat_up(
     return recording.telemetry
 
 
+def cool_down(
+    sampler: Sampler,
+    max_s: float = COOL_MAX_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Burst: wait until the GPU has shed the power of what ran before, so a row's clock does not
+    depend on the rows before it. The power limiter acts on power averaged over about a second
+    (NVML's reading is such an average too): a row timed right after a compute-bound row starts
+    with that average high and is clocked down within its 200 ms, while the first row of a run
+    starts cool (round 17 measured the same cuDNN kernel 1.5% apart in two adjacent rows).
+    Returns the seconds waited (0 without NVML, or when the GPU is already cool)."""
+    if not sampler.available:
+        return 0.0
+    began = clock()
+    span_s, least_fall = COOL_PLATEAU
+    seen = [(began, sampler.power_share())]  # (time, share): NVML may update its reading less often than we poll
+    while math.isfinite(seen[-1][1]) and seen[-1][1] > COOL_SHARE and clock() - began < max_s:
+        sleep(COOL_POLL_S)
+        now = clock()
+        seen.append((now, sampler.power_share()))
+        before = [share for t, share in seen if t <= now - span_s]
+        if before and before[-1] - seen[-1][1] < least_fall:
+            break  # no longer falling: this GPU's idle draw (or another process's load)
+    return clock() - began
+
+
 def time_cuda(
     fn: Callable[[], Any],
     *,
@@ -216,6 +250,7 @@ def time_cuda(
     flush = flush or l2_flush(l2_bytes)
     fn()
     torch.cuda.synchronize()
+    cool_down(sampler)
     host_s = []
     for _ in range(5):
         began = time.perf_counter()
