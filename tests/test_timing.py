@@ -226,3 +226,33 @@ def test_every_cuda_timer_samples_flush_spin_start_call_end_in_that_order(monkey
     log.clear()
     timing.timed_samples(lambda: log.append("call"), 1, lambda i: log.append("flush"), FakeSampler(), "", 0)
     assert "spin" not in " ".join(log)  # sustained and stream timing: no spin
+
+
+def test_the_first_burst_row_is_heated_first_so_it_starts_as_its_neighbours_do(monkeypatch):
+    fake = FakeTime()
+    heats = []
+
+    def heat():
+        heats.append(fake.now)
+        fake.sleep(0.1)  # one chunk of matmuls
+
+    monkeypatch.setattr(timing._BurstState, "last_row_end", None)
+    timing.start_state(CoolingSampler([0.9 - 0.1 * i for i in range(10)]), heat, fake.sleep, fake.clock)
+    assert len(heats) == round(timing.PREHEAT_S / 0.1)  # heated for PREHEAT_S...
+    assert fake.now > timing.PREHEAT_S  # ...then cooled until the power fell under COOL_SHARE
+
+    # A row right after another: no heat, only the cool-down.
+    heats.clear()
+    monkeypatch.setattr(timing._BurstState, "last_row_end", fake.now - 0.5)
+    timing.start_state(CoolingSampler([0.2]), heat, fake.sleep, fake.clock)
+    assert heats == []
+    # A row long after the last one (a compile in between): heated again.
+    monkeypatch.setattr(timing._BurstState, "last_row_end", fake.now - timing.IDLE_BEFORE_PREHEAT_S - 1)
+    timing.start_state(CoolingSampler([0.2]), heat, fake.sleep, fake.clock)
+    assert len(heats) == round(timing.PREHEAT_S / 0.1)
+
+
+def test_no_nvml_no_heat_no_wait():
+    heats = []
+    timing.start_state(Sampler(), lambda: heats.append(1))
+    assert heats == []
