@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-import triton
-import triton.language as tl
+
+from rooflint.core.triton_compat import tl, triton  # stand-ins where triton is missing
 
 # A range of fewer key tiles leaves the CTA's two-stage K/V ring nothing to overlap, and its fixed
 # cost (Q's load, the fp32 partial's store) near its work.
