@@ -39,7 +39,7 @@ HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to c
 HEAT_MAX_S = 10.0
 CHUNK_MS = 50.0  # work enqueued between two checks of the heat-up's settle test
 # Burst: before a row, the GPU sheds the last row's power (docs/timing.md, "Each burst row starts
-# cool"): until NVML's reading is under COOL_SHARE of the power limit or has stopped falling (a GPU
+# from the same state"): until NVML's reading is under COOL_SHARE of the power limit or has stopped falling (a GPU
 # whose idle draw is higher), at most COOL_MAX_S.
 COOL_SHARE = 0.25
 COOL_MAX_S = 2.0
@@ -233,11 +233,11 @@ def cool_down(
 
 
 class _BurstState:
-    """What start_state remembers in this process: when its last burst row ended, and the matmuls
-    that heat the GPU (built once)."""
+    """What start_state remembers in this process: when its last burst row ended, and the matmul
+    chunk that heats the GPU (built once)."""
 
     last_row_end: float | None = None
-    load: Callable[[], Any] | None = None
+    heat: Callable[[], None] | None = None
 
 
 def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=time.sleep, clock=time.perf_counter):
@@ -251,19 +251,11 @@ def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=
         return
     last = _BurstState.last_row_end
     if last is None or clock() - last > IDLE_BEFORE_PREHEAT_S:
-        heat = heat or _preheat
-        began = clock()
-        while clock() - began < PREHEAT_S:
-            heat()
+        if heat is None:
+            _BurstState.heat = _BurstState.heat or matmul_chunk(calls=10)
+            heat = _BurstState.heat
+        run_for(heat, PREHEAT_S, clock)
     cool_down(sampler, sleep=sleep, clock=clock)
-
-
-def _preheat() -> None:
-    if _BurstState.load is None:
-        _BurstState.load = matmul_load()
-    for _ in range(10):
-        _BurstState.load()
-    torch.cuda.synchronize()
 
 
 def time_cuda(
@@ -433,29 +425,38 @@ def matmul_load(n: int = 4096) -> Callable[[], Any]:
     return lambda: torch.mm(a, b, out=c)
 
 
+def matmul_chunk(calls: int = 20) -> Callable[[], None]:
+    """One unit of heating work: `calls` back-to-back matmul_load calls, then a sync."""
+    load = matmul_load()
+
+    def chunk() -> None:
+        for _ in range(calls):
+            load()
+        torch.cuda.synchronize()
+
+    return chunk
+
+
+def run_for(chunk: Callable[[], None], seconds: float, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Run `chunk` again and again until `seconds` have passed."""
+    began = clock()
+    while clock() - began < seconds:
+        chunk()
+
+
 def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0.3, ramp_s: float = 0.5) -> Telemetry:
     """Clocks, power and reasons under back-to-back bf16 matmuls: 0.3 s of them after a 0.5 s
     ramp from idle (burst), or after a heat-up until power and clock settle (sustained). Its SM
     clock is the reference a run's rows are judged against for throttling."""
     if not sampler.available or not torch.cuda.is_available():
         return Telemetry()
-    load = matmul_load()
-
-    def chunk() -> None:
-        for _ in range(20):
-            load()
-        torch.cuda.synchronize()
-
+    chunk = matmul_chunk()
     # cuBLAS picks its kernel and the clock leaves idle. A shorter ramp (50 ms) caught the H100's
     # power controller mid-step from idle: 1575 MHz with sw_power_cap at a lagging 141 W, while
     # the bench rows right after it ran at 1980 MHz (reports/h100/doctor-before.txt).
-    ramp_until = time.perf_counter() + ramp_s
-    while time.perf_counter() < ramp_until:
-        chunk()
+    run_for(chunk, ramp_s)
     if regime == "sustained":
         heat_up(chunk, sampler)
     with sampler.record() as recording:
-        until = time.perf_counter() + burst_s
-        while time.perf_counter() < until:
-            chunk()
+        run_for(chunk, burst_s)
     return recording.telemetry
