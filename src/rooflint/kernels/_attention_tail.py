@@ -56,7 +56,7 @@ def plan(tiles: int, key_tiles: int, sms: int, causal: bool) -> TailPlan:
     """Split the partial wave's tiles into as many key ranges as the SMs they leave idle can take,
     each at least MIN_SPLIT_TILES key tiles long; no split when the tiles fill their waves, when
     the partial wave fills more than half the SMs, under the causal mask, or with too few key tiles."""
-    tail = tiles % sms if tiles >= sms else tiles
+    tail = tiles % sms  # a grid smaller than one wave is all tail
     whole = TailPlan(tiles, 0, 1, key_tiles)
     if causal or tail == 0:
         return whole
@@ -98,7 +98,7 @@ def partials(tail_plan: TailPlan, block_m: int, head_dim: int, device) -> tuple[
     """The split CTAs' outputs: O [units * block_m, D] and m, l as the rows of [2, units * block_m],
     fp32. One element each when nothing is split (the kernel's pointers must still be valid)."""
     rows = max(tail_plan.units * block_m, 1)
-    o = torch.empty(rows if tail_plan.units else 1, head_dim if tail_plan.units else 1, device=device)
+    o = torch.empty(rows, head_dim if tail_plan.units else 1, device=device)
     return o, torch.empty(2, rows, device=device)
 
 
