@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -36,15 +35,6 @@ SHAPES = (  # (B, H, N, D, causal): bench attention --size large
 )  # fmt: skip
 
 
-def load_module(path: Path, name: str):
-    """A copy of the attention module from a file, registered under its own name."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # a dataclass in it looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def sm_clock_mhz() -> int:
     import pynvml
 
@@ -61,7 +51,7 @@ def main() -> None:
     parser.add_argument("--old", type=Path, action="append", default=[], help="an older attention module to time")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import bench_timer_ms, check_row, do_bench_ms, output_csv, repeat_row, write_rows
+    from side_by_side import bench_timer_ms, check_row, do_bench_ms, load_module, output_csv, repeat_row, write_rows
 
     from rooflint.core.registry import get_family
 

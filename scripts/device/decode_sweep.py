@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 from functools import partial
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -38,21 +40,6 @@ def graph_us(calls) -> float:
             call()
     t = time_cuda(graph.replay, l2_bytes=L2, warmup_ms=5, rep_ms=40)
     return t.median_ms * 1e3 / len(calls)
-
-
-def load_old(path: str | None):
-    """An earlier _gemm_skinny.py, for an A/B in the same run (--old path/to/copy.py)."""
-    if not path:
-        return None
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("skinny_old", path)
-    module = importlib.util.module_from_spec(spec)
-    import sys
-
-    sys.modules["skinny_old"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def gemm_sweep(quick: bool, old=None) -> None:
@@ -172,7 +159,10 @@ def main() -> None:
     args = parser.parse_args()
     print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count, "SMs")
     if "gemm" in args.only:
-        gemm_sweep(args.quick, load_old(args.old))
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from side_by_side import load_module
+
+        gemm_sweep(args.quick, load_module(args.old, "skinny_old") if args.old else None)
     if "attention" in args.only:
         attention_sweep(args.quick)
     if "argmax" in args.only:

@@ -17,7 +17,6 @@ stored from registers with no shared-memory staging (both in notes and probe dat
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -74,22 +73,15 @@ def summary(label: str, rows: list[dict]) -> dict:
     return out
 
 
-def load_old(path: Path):
-    """An older GEMM module with a `prepare(x, w, b)` (e.g. `git show REV:src/rooflint/kernels/_gemm_gluon.py`)."""
-    spec = importlib.util.spec_from_file_location(f"old_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass in it looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--old", type=Path, action="append", default=[], help="an older GEMM module to time")
     args = parser.parse_args()
-    olds = {f"old_{path.stem}": load_old(path).prepare for path in args.old}
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from side_by_side import bench_timer_ms, check_row, output_csv, repeat_row, time_rounds, write_rows
+    from side_by_side import bench_timer_ms, check_row, load_module, output_csv, repeat_row, time_rounds, write_rows
+
+    # Older GEMM modules with a `prepare(x, w, b)` (e.g. `git show REV:src/rooflint/kernels/_gemm_gluon.py`).
+    olds = {f"old_{path.stem}": load_module(path, f"old_{path.stem}").prepare for path in args.old}
 
     from rooflint.core.registry import get_family
     from rooflint.engine.timing import l2_flush

@@ -28,6 +28,19 @@ def check_entries(family, dtype: str, entries: dict[str, Callable], reference, w
     return checks
 
 
+def load_module(path: Path | str, name: str):
+    """A copy of a kernel module from a file (an older source, for an A/B in one process), imported
+    under `name` and registered in sys.modules: a dataclass in it looks its module up there."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def output_csv(name: str) -> Path:
     """Where a sweep writes its CSV: $OUT/<name> on the device (the folder that comes back), else
     /tmp/rooflint-sweeps/<name>; the folder is made."""
