@@ -35,14 +35,6 @@ SHAPES = (  # (B, H, N, D, causal): bench attention --size large
 )  # fmt: skip
 
 
-def sm_clock_mhz() -> int:
-    import pynvml
-
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-    return pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-
-
 def main() -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -54,6 +46,7 @@ def main() -> None:
     from side_by_side import bench_timer_ms, check_row, do_bench_ms, load_module, output_csv, repeat_row, write_rows
 
     from rooflint.core.registry import get_family
+    from rooflint.engine.nvml import NvmlDevice
 
     # Each build: a launch factory (q, k, v, causal).
     builds = {
@@ -62,6 +55,7 @@ def main() -> None:
         **{f"old_{path.stem}": load_module(path, f"old_{path.stem}").prepare for path in args.old},
     }
     family = get_family("attention")
+    nvml_device = NvmlDevice.open(torch.cuda.current_device())  # the SM clock after each timing
     rows, csv_path = [], output_csv("attention-ab-checks.csv")
     for label, build in builds.items():
         for d in _attention_gluon.HEAD_DIMS:
@@ -97,7 +91,7 @@ def main() -> None:
             for _ in range(ROUNDS):
                 for label, call in entries.items():
                     times[label].append(timer(call))
-                    clocks[label].append(sm_clock_mhz())
+                    clocks[label].append(nvml_device.sm_clock_mhz())
             med = {label: statistics.median(t) for label, t in times.items()}
             peer = min(med["eager"], med["cudnn"])
             row = {"shape": f"B={b} H={h} N={n} D={d} causal={int(causal)}", "timer": timer_name,

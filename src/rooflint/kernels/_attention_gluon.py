@@ -246,7 +246,7 @@ if HAS_GLUON:
         dtype: gl.constexpr = q_desc.dtype
         num_m = gl.cdiv(n, BLOCK_M)
         pid = gl.program_id(0)
-        first_tile = pid * 0
+        first_tile = pid * 0  # int32 tensors, as the branch below assigns: scf.if needs one type
         n_tiles = gl.cdiv(n, BLOCK_N)
         part_row = pid * 0 - (1 << 30)  # < 0 for every consumer (row + c * HALF): a whole tile's CTA writes O
         tile = pid
