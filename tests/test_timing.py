@@ -256,3 +256,33 @@ def test_no_nvml_no_heat_no_wait():
     heats = []
     timing.start_state(Sampler(), lambda: heats.append(1))
     assert heats == []
+
+
+def test_a_burst_row_records_its_end_even_when_its_timing_fails(monkeypatch):
+    started = []
+    monkeypatch.setattr(timing, "start_state", lambda sampler: started.append(sampler))
+    monkeypatch.setattr(timing._BurstState, "last_row_end", None)
+    sampler = Sampler()
+    with pytest.raises(RuntimeError), timing.burst_row(sampler):
+        raise RuntimeError("a kernel failed mid-row")
+    assert started == [sampler] and timing._BurstState.last_row_end is not None
+
+
+@pytest.mark.parametrize("regime,rows", [("burst", 1), ("sustained", 0)])
+def test_graph_replays_start_from_the_burst_start_state_as_event_timed_rows_do(monkeypatch, regime, rows):
+    from rooflint.engine import graph_timing
+
+    entered = []
+
+    @contextlib.contextmanager
+    def burst_row(sampler):
+        entered.append(sampler)
+        yield
+
+    monkeypatch.setattr(timing, "burst_row", burst_row)
+    monkeypatch.setattr(timing, "heat_up", lambda chunk, sampler: None)
+    monkeypatch.setattr(timing, "l2_flush", lambda l2_bytes: lambda i=0: None)
+    monkeypatch.setattr(timing, "timed_samples", lambda *args: ([2.0, 2.0], timing.Telemetry()))
+    monkeypatch.setattr(graph_timing, "_estimate_ms", lambda run, calls: 1.0)
+    measured = graph_timing._time_batches(lambda: None, 4, 0, "", 10.0, "cuda_graph", Sampler(), regime)
+    assert len(entered) == rows and measured.median_ms == 0.5 and measured.regime == regime

@@ -22,6 +22,7 @@ run back to back after timing.heat_up, and the sampler reads clocks and energy o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable
@@ -160,6 +161,8 @@ def _time_batches(
 
         timing.heat_up(chunk, sampler)
     spin = 0 if sustained or getattr(torch.cuda, "_sleep", None) is None else SPIN_CYCLES
-    batch_ms, telemetry = timing.timed_samples(run_batch, replays, flush, sampler, nvtx_name, spin)
+    # Burst: the replays start from the state every burst row starts from, as time_cuda's calls do.
+    with contextlib.nullcontext() if sustained else timing.burst_row(sampler):
+        batch_ms, telemetry = timing.timed_samples(run_batch, replays, flush, sampler, nvtx_name, spin)
     measured = timing.summarize([ms / n for ms in batch_ms], mode, False)
     return dataclasses.replace(measured, calls=replays * n, busy_ms=sum(batch_ms), regime=regime, telemetry=telemetry)

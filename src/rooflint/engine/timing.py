@@ -20,7 +20,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,6 +258,17 @@ def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=
     cool_down(sampler, sleep=sleep, clock=clock)
 
 
+@contextlib.contextmanager
+def burst_row(sampler: Sampler) -> Iterator[None]:
+    """A burst row's timing, by any timer (events, CUDA-graph replays): the GPU brought to the start
+    state first (start_state), and the row's end remembered for the next row's."""
+    start_state(sampler)
+    try:
+        yield
+    finally:
+        _BurstState.last_row_end = time.perf_counter()
+
+
 def time_cuda(
     fn: Callable[[], Any],
     *,
@@ -280,21 +291,20 @@ def time_cuda(
     flush = flush or l2_flush(l2_bytes)
     fn()
     torch.cuda.synchronize()
-    start_state(sampler)
-    host_s = []
-    for _ in range(5):
-        began = time.perf_counter()
-        fn()
-        host_s.append(time.perf_counter() - began)
-    torch.cuda.synchronize()
-    estimate_ms = _flushed_estimate_ms(fn, flush)
-    for _ in range(max(1, int(warmup_ms / estimate_ms))):
-        fn()
-    # Twice the slowest host enqueue seen, plus margin for the event record itself.
-    spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
-    n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
-    samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin)
-    _BurstState.last_row_end = time.perf_counter()
+    with burst_row(sampler):
+        host_s = []
+        for _ in range(5):
+            began = time.perf_counter()
+            fn()
+            host_s.append(time.perf_counter() - began)
+        torch.cuda.synchronize()
+        estimate_ms = _flushed_estimate_ms(fn, flush)
+        for _ in range(max(1, int(warmup_ms / estimate_ms))):
+            fn()
+        # Twice the slowest host enqueue seen, plus margin for the event record itself.
+        spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
+        n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
+        samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin)
     return dataclasses.replace(summarize(samples, "cuda_events", True), regime="burst", telemetry=telemetry)
 
 
