@@ -7,7 +7,7 @@
 # Writes <family>-<variant>-details.csv (ncu --page details), -raw.csv (every metric, base units)
 # and a log per variant, and packs everything into $OUT/ncu.tar.gz after each variant, so a run cut
 # short still ships what it measured.
-#   OUT=dir bash scripts/device/ncu_limiters.sh [family:variant:size ...]
+#   OUT=dir bash scripts/device/ncu_limiters.sh [family:variant:size | stream ...]
 set -u
 OUT=${OUT:?set OUT to the output directory}
 work=$(mktemp -d)
@@ -37,12 +37,29 @@ profile() {  # family variant size [ncu filter...]; default filter: the NVTX ran
   rm -f "$work/$stem.ncu-rep"
   tar -C "$work" -czf "$OUT/ncu.tar.gz.part" . && mv "$OUT/ncu.tar.gz.part" "$OUT/ncu.tar.gz"
 }
+stream() {  # the 1:1 stream a read-and-write kernel is held against: torch.neg over 1 GiB of bf16, one
+  # vectorized elementwise kernel (a same-dtype copy_ is a memcpy, which ncu does not profile)
+  local stem="stream-torch_neg"
+  timeout 60 ncu --kernel-name-base demangled --kernel-name regex:neg_kernel --launch-skip 2 --launch-count 1 --clock-control none \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum -o "$work/$stem" -f \
+    python3 -c "import torch; x = torch.randn(2**29, device='cuda').bfloat16(); y = torch.empty_like(x)
+for _ in range(5): torch.neg(x, out=y)
+torch.cuda.synchronize()" >"$work/$stem.log" 2>&1
+  echo "$stem exit $?"
+  ncu -i "$work/$stem.ncu-rep" --page details --csv >"$work/$stem-details.csv" 2>/dev/null
+  ncu -i "$work/$stem.ncu-rep" --page raw --csv --print-units base >"$work/$stem-raw.csv" 2>/dev/null
+  rm -f "$work/$stem.ncu-rep"
+  tar -C "$work" -czf "$OUT/ncu.tar.gz.part" . && mv "$OUT/ncu.tar.gz.part" "$OUT/ncu.tar.gz"
+}
 gqa=(--kernel-name regex:decode_ --launch-skip 6 --launch-count 2)  # the second large shape: by kernel name
 if [ $# -eq 0 ]; then
   set -- layernorm_backward:triton:large "decode_attention:cuda:b=32,h=32,h_kv=8,c=8192,d=128" \
     layernorm_gelu:cuda:large "decode_attention:triton_paged:b=32,h=32,h_kv=8,c=8192,d=128" layernorm_backward:cuda:large
 fi
 for item in "$@"; do
+  if [ "$item" = stream ]; then stream; continue; fi
   IFS=: read -r family variant size <<<"$item"
   if [[ $variant == cuda* ]]; then wait; fi  # a CUDA row waits for the builds
   if [[ $size == *,* ]]; then profile "$family" "$variant" "$size" "${gqa[@]}"; else profile "$family" "$variant" "$size"; fi

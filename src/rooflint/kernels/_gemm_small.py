@@ -84,8 +84,11 @@ class GemmTile:
 # shared memory (1 KB of it reserved per block), from compiling each tile for sm_90a with the
 # Triton 3.6 wheel ahead of time (bf16; registers per thread, shared bytes per block):
 TILES: tuple[GemmTile, ...] = (
-    # 168 regs, 229,920 B: one block. The 8192^3 winner of the earlier sweep (754 TFLOP/s, 1.06x cuBLAS).
-    GemmTile(128, 256, 64, 4, 8, 16, 1),
+    # 164 regs, 180,760 B: one block. For 8192^3: 3 stages, not the 4 of the earlier sweep's winner
+    # (229,920 B). At the power cap the time follows energy per call, and the 4th stage cost ~4% more
+    # of it; alternating rounds gave 3 stages 0.8% (H100) and 0.0% (H200) in burst, 0.7% and 0.8%
+    # sustained (scripts/device/gemm_energy.py; docs/perf-notes/kernels-at-limit.md, round 18).
+    GemmTile(128, 256, 64, 3, 8, 16, 1),
     # A 128- and a 64-wide block, 182 regs, 180,288 B (Triton 3.9): one block. GPT-2: 128 tiles, one
     # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-74894ea).
     GemmTile(128, 192, 64, 4, 8, 8, 1),

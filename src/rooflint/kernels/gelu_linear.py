@@ -142,11 +142,13 @@ def _configs():
         return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
     # The two winners of a 19-config sweep on the H100 (docs/perf-notes/decode-gelu-linear.md,
     # "triton v3"), autotuned on (M, N, K):
-    # - 128x256x64, 4 stages, 8 warps, persistent, GROUP_M 16: 8192^3 (754 TFLOP/s). 168 registers,
-    #   224.5 KiB smem (4 x 48 KB of stages + a 32 KB half-tile for the store): one block per SM.
+    # - 128x256x64, 3 stages, 8 warps, persistent, GROUP_M 16: 8192^3. 164 registers, 176.5 KiB smem
+    #   (3 x 48 KB of stages + a 32 KB half-tile for the store): one block per SM. The sweep's 4th
+    #   stage cost ~4% more energy per call, and 8192^3 runs at the power cap (round 18,
+    #   docs/perf-notes/kernels-at-limit.md): 3 stages ran 0.8% faster on the H100.
     # - 128x128x64, 3 stages, 8 warps, one program per tile: GPT-2's 1024x768x3072 (272 TFLOP/s).
     #   170 registers keep it at one block per SM, so its 192 tiles run as 1.45 waves.
-    winners = [(128, 256, 64, 4, 8, 16, True), (128, 128, 64, 3, 8, 8, False)]
+    winners = [(128, 256, 64, 3, 8, 16, True), (128, 128, 64, 3, 8, 8, False)]
     return [
         triton.Config(
             {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group, "PERSISTENT": persistent},

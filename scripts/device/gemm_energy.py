@@ -1,0 +1,151 @@
+"""Is 8192^3 a question of time per cycle or of energy per call? (issue 14, round 18)
+
+At 8192^3 every GEMM here draws the GPU to its power cap within a row, so its clock, and with it its
+time, follows its energy per FLOP. This script times each entry two ways, in alternating rounds:
+- burst: `rooflint bench`'s own timer (time_cuda: the start state, flushed calls), with the clock and
+  power NVML read while the samples ran;
+- sustained: back-to-back calls for SUSTAIN_S, no flush (the operands are 8x the L2), with NVML's
+  energy counter read before and after: joules per call, mean watts, and the median SM clock.
+From the sustained pair it also reports cycles per call (time x median clock): an entry with fewer
+cycles and more joules per call than cuBLAS is faster per cycle and slower under the cap.
+
+Each entry is first checked against float64 at a ragged shape (bf16). Writes gemm-energy.csv under
+$OUT (or /tmp/rooflint-sweeps).
+
+    python3 scripts/device/gemm_energy.py [--rounds 3] [--match 's3,s2']
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from side_by_side import check_entries, output_csv, write_rows
+
+from rooflint.core.registry import get_family
+from rooflint.engine import nvml
+from rooflint.engine.timing import cool_down, time_cuda
+from rooflint.kernels import _gemm_small as gs
+
+SUSTAIN_S = 1.5
+SHAPE = {"m": 8192, "k": 8192, "n": 8192}
+RAGGED = {"m": 1000, "k": 776, "n": 3000}
+
+
+def entries() -> dict:
+    """label -> builder(case) returning a zero-argument launch."""
+    family = get_family("gelu_linear")
+    from rooflint.engine import cuda_build
+    from rooflint.kernels import gelu_linear
+    from rooflint.kernels.gelu_linear import cuda_hopper_gelu_linear
+
+    def variant(name):
+        return lambda c: family.variants[name].build(c)
+
+    def tile(t):
+        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t)
+
+    def hopper(cluster):
+        def build(c):
+            library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
+            out = torch.empty((c["x"].shape[0], c["w"].shape[0]), dtype=c["x"].dtype, device=c["x"].device)
+            return lambda: cuda_hopper_gelu_linear(library, c["x"], c["w"], c["b"], out, 256, cluster)
+
+        return build
+
+    return {
+        "cublaslt (eager)": variant("eager"),
+        "triton": variant("triton"),
+        "wavefit 128x256 s4 g16": tile(gs.GemmTile(128, 256, 64, 4, 8, 16, 1)),
+        "wavefit 128x256 s4 g8": tile(gs.GemmTile(128, 256, 64, 4, 8, 8, 1)),
+        "wavefit 128x256 s4 g32": tile(gs.GemmTile(128, 256, 64, 4, 8, 32, 1)),
+        "wavefit 128x256 s3 g16": tile(gs.GemmTile(128, 256, 64, 3, 8, 16, 1)),
+        "wavefit 256x128 s4 g16": tile(gs.GemmTile(256, 128, 64, 4, 8, 16, 1)),
+        # Round 18's second call: around the 3-stage tile that won the first.
+        "wavefit 128x256 s2 g16": tile(gs.GemmTile(128, 256, 64, 2, 8, 16, 1)),
+        "wavefit 128x256x128 s2 g16": tile(gs.GemmTile(128, 256, 128, 2, 8, 16, 1)),
+        "wavefit 128x256x32 s6 g16": tile(gs.GemmTile(128, 256, 32, 6, 8, 16, 1)),
+        "wavefit 128x256 s3 g16 ws": tile(gs.GemmTile(128, 256, 64, 3, 8, 16, 1, warp_specialize=True)),
+        "triton_gluon": variant("triton_gluon"),
+        "cuda_hopper cluster 2": hopper(2),
+        "cuda_hopper cluster 1": hopper(1),
+    }
+
+
+def sustained(call, sampler) -> dict:
+    """Back-to-back calls for SUSTAIN_S after the GPU has shed earlier power: ms and J per call."""
+    cool_down(sampler)
+    call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    calls = 0
+    with sampler.record() as recording:
+        start.record()
+        began = time.perf_counter()
+        while time.perf_counter() - began < SUSTAIN_S:
+            for _ in range(20):
+                call()
+            calls += 20
+            torch.cuda.synchronize()
+        end.record()
+        torch.cuda.synchronize()
+    t = recording.telemetry
+    ms = start.elapsed_time(end) / calls
+    return {
+        "sus_ms": ms, "sus_j_per_call": t.energy_j / calls, "sus_w": t.energy_j / t.window_s,
+        "sus_clock_mhz": t.sm_clock_mhz, "sus_clock_min_mhz": t.sm_clock_min_mhz,
+        "sus_mcycles_per_call": ms * t.sm_clock_mhz / 1e3, "sus_reasons": "+".join(t.reasons),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--match", default="", help="comma-separated: entries whose label contains any")
+    args = parser.parse_args()
+    family = get_family("gelu_linear")
+    device = torch.device("cuda")
+    sampler = nvml.sampler_for("cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    path = output_csv("gemm-energy.csv")
+
+    ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
+    wanted = args.match.split(",")
+    built = {
+        label: make
+        for label, make in entries().items()
+        if label.startswith("cublas") or any(part in label for part in wanted)
+    }
+    check_entries(family, "bf16", {k: make(ragged) for k, make in built.items()},
+                  family.reference(ragged.inputs, RAGGED), "ragged")  # fmt: skip
+    case = family.build_case("custom", SHAPE, "bf16", device, seed=11)
+    calls = {label: make(case) for label, make in built.items()}
+    rows = []
+    for r in range(args.rounds):
+        for label, call in calls.items():
+            burst = time_cuda(call, l2_bytes=l2, sampler=sampler)
+            t = burst.telemetry
+            row = {"round": r, "entry": label, "burst_ms": burst.median_ms, "burst_clock_mhz": t.sm_clock_mhz,
+                   "burst_clock_min_mhz": t.sm_clock_min_mhz, "burst_w": t.power_median_w}  # fmt: skip
+            row.update(sustained(call, sampler))
+            rows.append(row)
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+            write_rows(path, rows)
+    print("\nmedians over rounds (x cuBLASLt: its time / the entry's)")
+    peer = [row for row in rows if row["entry"].startswith("cublas")]
+    peer_b = statistics.median(row["burst_ms"] for row in peer)
+    peer_s = statistics.median(row["sus_ms"] for row in peer)
+    peer_j = statistics.median(row["sus_j_per_call"] for row in peer)
+    peer_c = statistics.median(row["sus_mcycles_per_call"] for row in peer)
+    for label in calls:
+        mine = [row for row in rows if row["entry"] == label]
+        b, s = (statistics.median(row[key] for row in mine) for key in ("burst_ms", "sus_ms"))
+        j, c = (statistics.median(row[key] for row in mine) for key in ("sus_j_per_call", "sus_mcycles_per_call"))
+        print(f"{label:26s} burst {b:.4f} ms x{peer_b / b:.3f}  sustained {s:.4f} ms x{peer_s / s:.3f}  "
+              f"J/call {j:.4f} ({j / peer_j:.3f})  Mcycles/call {c:.3f} ({c / peer_c:.3f})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
