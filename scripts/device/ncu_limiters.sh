@@ -19,39 +19,36 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import $family as m
 cuda_build.load(cuda_build.family_source(m.__file__))" >"$work/build-$family.log" 2>&1 &
 done
-profile() {  # family variant size [ncu filter...]; default filter: the NVTX range of the timed call
-  local family=$1 variant=$2 size=$3
-  shift 3
-  local filter=("$@")
-  [ ${#filter[@]} -eq 0 ] && filter=(--nvtx --nvtx-include "$family/$variant/bf16/$size/")
-  local stem="$family-$variant"
-  local job="{\"family\": \"$family\", \"variant\": \"$variant\", \"dtype\": \"bf16\", \"size\": \"$size\"}"
+collect() {  # stem, ncu's kernel filter, "--", the command to profile: one report, exported and packed
+  local stem=$1 filter=()
+  shift
+  while [ "$1" != -- ]; do filter+=("$1"); shift; done
+  shift
   timeout 60 ncu "${filter[@]}" --clock-control none --target-processes all \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-    -o "$work/$stem" -f python3 -m rooflint.engine.profile "$job" >"$work/$stem.log" 2>&1
+    -o "$work/$stem" -f "$@" >"$work/$stem.log" 2>&1
   echo "$stem exit $?"
   ncu -i "$work/$stem.ncu-rep" --page details --csv >"$work/$stem-details.csv" 2>/dev/null
   ncu -i "$work/$stem.ncu-rep" --page raw --csv --print-units base >"$work/$stem-raw.csv" 2>/dev/null
   rm -f "$work/$stem.ncu-rep"
   tar -C "$work" -czf "$OUT/ncu.tar.gz.part" . && mv "$OUT/ncu.tar.gz.part" "$OUT/ncu.tar.gz"
 }
+profile() {  # family variant size [ncu filter...]; default filter: the NVTX range of the timed call
+  local family=$1 variant=$2 size=$3
+  shift 3
+  local filter=("$@")
+  [ ${#filter[@]} -eq 0 ] && filter=(--nvtx --nvtx-include "$family/$variant/bf16/$size/")
+  local job="{\"family\": \"$family\", \"variant\": \"$variant\", \"dtype\": \"bf16\", \"size\": \"$size\"}"
+  collect "$family-$variant" "${filter[@]}" -- python3 -m rooflint.engine.profile "$job"
+}
 stream() {  # the 1:1 stream a read-and-write kernel is held against: torch.neg over 1 GiB of bf16, one
   # vectorized elementwise kernel (a same-dtype copy_ is a memcpy, which ncu does not profile)
-  local stem="stream-torch_neg"
-  timeout 60 ncu --kernel-name-base demangled --kernel-name regex:neg_kernel --launch-skip 2 --launch-count 1 --clock-control none \
-    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-    --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum -o "$work/$stem" -f \
-    python3 -c "import torch; x = torch.randn(2**29, device='cuda').bfloat16(); y = torch.empty_like(x)
+  collect stream-torch_neg --kernel-name-base demangled --kernel-name regex:neg_kernel --launch-skip 2 \
+    --launch-count 1 -- python3 -c "import torch; x = torch.randn(2**29, device='cuda').bfloat16(); y = torch.empty_like(x)
 for _ in range(5): torch.neg(x, out=y)
-torch.cuda.synchronize()" >"$work/$stem.log" 2>&1
-  echo "$stem exit $?"
-  ncu -i "$work/$stem.ncu-rep" --page details --csv >"$work/$stem-details.csv" 2>/dev/null
-  ncu -i "$work/$stem.ncu-rep" --page raw --csv --print-units base >"$work/$stem-raw.csv" 2>/dev/null
-  rm -f "$work/$stem.ncu-rep"
-  tar -C "$work" -czf "$OUT/ncu.tar.gz.part" . && mv "$OUT/ncu.tar.gz.part" "$OUT/ncu.tar.gz"
+torch.cuda.synchronize()"
 }
 gqa=(--kernel-name regex:decode_ --launch-skip 6 --launch-count 2)  # the second large shape: by kernel name
 if [ $# -eq 0 ]; then
