@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 from side_by_side import check_entries, output_csv, write_rows
 
 from rooflint.core.registry import get_family
 from rooflint.engine import nvml
-from rooflint.engine.timing import cool_down, time_cuda
+from rooflint.engine.timing import cool_down, run_for, time_cuda
 from rooflint.kernels import _gemm_small as gs
 
 SUSTAIN_S = 1.5
+CHUNK_CALLS = 20  # calls between two synchronizations (and two looks at the clock)
 SHAPE = {"m": 8192, "k": 8192, "n": 8192}
 RAGGED = {"m": 1000, "k": 776, "n": 3000}
 
@@ -85,14 +85,17 @@ def sustained(call, sampler) -> dict:
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     calls = 0
+
+    def chunk() -> None:
+        nonlocal calls
+        for _ in range(CHUNK_CALLS):
+            call()
+        torch.cuda.synchronize()
+        calls += CHUNK_CALLS
+
     with sampler.record() as recording:
         start.record()
-        began = time.perf_counter()
-        while time.perf_counter() - began < SUSTAIN_S:
-            for _ in range(20):
-                call()
-            calls += 20
-            torch.cuda.synchronize()
+        run_for(chunk, SUSTAIN_S)
         end.record()
         torch.cuda.synchronize()
     t = recording.telemetry
