@@ -42,8 +42,9 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
-from rooflint.kernels import sm_count
+from rooflint.core.triton_compat import gdc_launch_dependents, interpreting, tl, triton, use_device_scratch
+from rooflint.kernels import _gemm_split_tail, sm_count
+from rooflint.kernels._gemm_split_tail import split_tail
 from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 
@@ -127,18 +128,19 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
 
 @triton.jit
 def _gemm_program(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
     # Each program strides over the tiles (FLATTEN: the tile loop flattened into the K loop, so the
     # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs). A tile is
-    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two.
+    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two. The
+    # tiles from DP_TILES on (SPLIT > 1: the part-empty last wave) are cut along K afterwards.
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), DP_TILES, tl.num_programs(0), flatten=FLATTEN):
         off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N + BLOCK_N2, GROUP_M)
         if EARLY_BIAS:
             # The bias is loaded before the K loop, so its L2 round trip hides under the MMAs: with
@@ -164,18 +166,27 @@ def _gemm_program(
         _gelu_store(acc, bias, off_m, off_n, y_desc, BLOCK_M, BLOCK_N, SPLIT_STORE, not UPCAST)
         if BLOCK_N2 > 0:
             _gelu_store(acc2, bias2, off_m, off_n + BLOCK_N, y2_desc, BLOCK_M, BLOCK_N2, False, not UPCAST)
+    if SPLIT > 1:
+        split_tail(
+            x_desc, w_desc, y_desc, b_ptr, part_ptr, count_ptr, N, tiles_m, tiles_n, k_tiles, DP_TILES,
+            SPLIT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST,
+        )  # fmt: skip
 
 
 @triton.jit
 def _gemm_gelu_kernel(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
-    EARLY_BIAS: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, SPLIT: tl.constexpr, LET_TAIL_IN: tl.constexpr = False,
 ):  # fmt: skip
+    if LET_TAIL_IN:
+        # The separate tail launch (PDL) reads nothing this kernel writes: its blocks may take each
+        # SM the moment one of these programs leaves it, with no launch gap.
+        gdc_launch_dependents()
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
-        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False, SPLIT,
     )  # fmt: skip
 
 
@@ -198,9 +209,11 @@ def _gemm_gelu_kernel_ws(
         y2_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N2])
     else:
         w2_desc, y2_desc = w_desc, y_desc
+    # No split tail here (prepare: a warp-specialized K loop is not flattened into the tile loop).
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N + BLOCK_N2)
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
-        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, b_ptr, b_ptr, M, N, K, tiles,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True, 1,
     )  # fmt: skip
 
 
@@ -211,6 +224,10 @@ def prepare(
     out: torch.Tensor | None = None,
     tile: GemmTile | None = None,
     early_bias: bool | None = None,
+    split: int | None = None,
+    separate_tail: bool = False,
+    pdl_tail: bool = False,
+    maxnreg: int | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Build the descriptors once (a warp-specialized tile builds its own) and return the launch:
     ``prepare(x, w, b)()`` -> Y [M, N].
@@ -219,6 +236,9 @@ def prepare(
     ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
     ``early_bias``: load each tile's bias before its K loop (None: where that loop is not flattened
     into the tile loop; in a flattened one it cost 25% at 8192^3, its loads no longer pipelined).
+    ``split``: cut the part-empty last wave's tiles in this many parts along K
+    (kernels/_gemm_split_tail.py); None: as _gemm_split_tail.plan() says, for a one-block tile whose
+    K loop is flattened. 1: never. ``separate_tail``: run the cut tiles as a second launch.
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -234,10 +254,24 @@ def prepare(
         tile = INTERPRETER_TILE if interpreting() else choose_tile(m, n, sms)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     head, tail = tile.n_blocks
-    split = head >= 128
+    split_store = head >= 128
     flatten = tail == 0 and not tile.warp_specialize
     # As many programs as blocks fit at once (never more than tiles): all resident, each striding.
-    grid = (min(tile.tiles(m, n), sms * tile.blocks_per_sm),)
+    tiles = tile.tiles(m, n)
+    grid = (min(tiles, sms * tile.blocks_per_sm),)
+    k_steps = math.ceil(k / tile.block_k)
+    if split is None:
+        dp_tiles, split = _gemm_split_tail.plan(tiles, grid[0], k_steps) if flatten else (tiles, 1)
+    elif split > 1:
+        if not flatten or k_steps < split:
+            raise ValueError(f"a split tail needs a one-block tile without warp specialization and >= {split} K steps")
+        dp_tiles = tiles - tiles % grid[0] if tiles > grid[0] else 0
+    else:
+        dp_tiles = tiles
+    # Each tail tile's parts: an fp32 slot apiece and a counter, zeroed once (each launch leaves it zeroed).
+    tail_tiles = tiles - dp_tiles if split > 1 else 0
+    parts = torch.empty(max(tail_tiles * split, 1) * tile.block_m * tile.block_n, dtype=torch.float32, device=x.device)
+    counts = torch.zeros(max(tail_tiles, 1), dtype=torch.int32, device=x.device)
     meta = {
         "BLOCK_M": tile.block_m,
         "BLOCK_N": head,
@@ -249,14 +283,18 @@ def prepare(
         # zeroing lands inside their pipeline stage), so a two-block tile keeps the loops nested, as
         # a warp-specialized K loop does.
         "FLATTEN": flatten,
-        "SPLIT_STORE": split,
+        "SPLIT_STORE": split_store,
         "UPCAST": interpreting(),
         "EARLY_BIAS": not flatten if early_bias is None else early_bias,
+        "SPLIT": split,
         "num_warps": tile.warps,
         "num_stages": tile.stages,
     }
+    if maxnreg:
+        meta["maxnreg"] = maxnreg
     if tile.warp_specialize:
         use_device_scratch()
+        del meta["SPLIT"]
 
         def run() -> torch.Tensor:
             _gemm_gelu_kernel_ws[grid](x, w, out, b, m, n, k, **meta)
@@ -265,16 +303,37 @@ def prepare(
     else:
         x_desc = TensorDescriptor.from_tensor(x, [tile.block_m, tile.block_k])
         w_desc = TensorDescriptor.from_tensor(w, [head, tile.block_k])
-        y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, head // 2 if split else head])
+        y_desc = TensorDescriptor.from_tensor(out, [tile.block_m, head // 2 if split_store else head])
         # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
         w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
         y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
 
-        def run() -> torch.Tensor:
-            _gemm_gelu_kernel[grid](x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta)
-            return out
+        descriptors = (x_desc, w_desc, w2_desc, y_desc, y2_desc)
+        if separate_tail and split > 1:
+            tail_meta = {key: meta[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_STORE",
+                                                    "UPCAST", "SPLIT", "num_warps", "num_stages")}  # fmt: skip
+            tail_grid = (min(tail_tiles * split, grid[0]),)
+            meta["SPLIT"] = 1
+            if pdl_tail:
+                meta["LET_TAIL_IN"] = True
+                tail_meta["launch_pdl"] = True
+
+            def run() -> torch.Tensor:
+                if dp_tiles:
+                    _gemm_gelu_kernel[grid](*descriptors, b, parts, counts, m, n, k, dp_tiles, **meta)
+                _gemm_split_tail._split_tail_kernel[tail_grid](
+                    x_desc, w_desc, y_desc, b, parts, counts, m, n, k, dp_tiles, **tail_meta
+                )
+                return out
+
+        else:
+
+            def run() -> torch.Tensor:
+                _gemm_gelu_kernel[grid](*descriptors, b, parts, counts, m, n, k, dp_tiles, **meta)
+                return out
 
     run.tile = tile  # the chosen tile, for notes and the sweep
+    run.split = (dp_tiles, split)
     return run
 
 

@@ -1,0 +1,90 @@
+"""The split-K tail of 8192^3 (kernels/_gemm_split_tail.py), in burst time (issue 14, round 19).
+
+Entries, each checked against float64 at a ragged shape first, then timed in alternating rounds by
+`rooflint bench`'s own timer (time_cuda, its start state, L2 flushed), with the SM clock NVML read:
+- at 8192^3: cuBLASLt, the wave-fitted tile unsplit, its tail cut in 3 (and 4) parts inside the
+  kernel, and the cut tail as a second launch (the data-parallel kernel then keeps its unsplit code);
+- at 8448x8192 -> 8192 (2112 tiles: 16 whole waves, no tail): the unsplit kernel against the
+  split-tail kernel with nothing to cut, i.e. what the tail's code costs the data-parallel loop.
+Writes split-tail-ab.csv under $OUT (or /tmp/rooflint-sweeps).
+
+    python3 scripts/device/split_tail_ab.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+from side_by_side import check_entries, output_csv, write_rows
+
+from rooflint.core.registry import get_family
+from rooflint.engine import nvml
+from rooflint.engine.timing import time_cuda
+from rooflint.kernels import _gemm_small as gs
+
+RAGGED = {"m": 1000, "k": 776, "n": 3000}
+SQUARE = {"m": 8192, "k": 8192, "n": 8192}
+WHOLE_WAVES = {"m": 8448, "k": 8192, "n": 8192}  # 66 x 32 = 2112 tiles = 16 x 132
+
+
+def entries() -> dict:
+    """label -> (shape, builder(case) returning a zero-argument launch)."""
+    family = get_family("gelu_linear")
+
+    def tile(split, separate=False, **options):
+        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=gs.TILES[0], split=split, separate_tail=separate,
+                                    **options)  # fmt: skip
+
+    return {
+        "cublaslt (eager)": (SQUARE, lambda c: family.variants["eager"].build(c)),
+        "unsplit": (SQUARE, tile(1)),
+        "unsplit, maxnreg 168": (SQUARE, tile(1, maxnreg=168)),
+        "split 3 in-kernel": (SQUARE, tile(3)),
+        "split 3 in-kernel, maxnreg 168": (SQUARE, tile(3, maxnreg=168)),
+        "split 3 in-kernel, maxnreg 176": (SQUARE, tile(3, maxnreg=176)),
+        "split 3 in-kernel, maxnreg 184": (SQUARE, tile(3, maxnreg=184)),
+        "split 3 second launch, PDL": (SQUARE, tile(3, True, pdl_tail=True)),
+        "split 3 second launch, PDL, maxnreg 168": (SQUARE, tile(3, True, pdl_tail=True, maxnreg=168)),
+        "whole waves: cublaslt": (WHOLE_WAVES, lambda c: family.variants["eager"].build(c)),
+        "whole waves: unsplit": (WHOLE_WAVES, tile(1)),
+        "whole waves: unsplit, maxnreg 168": (WHOLE_WAVES, tile(1, maxnreg=168)),
+        "whole waves: split-tail code, maxnreg 168": (WHOLE_WAVES, tile(3, maxnreg=168)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    family = get_family("gelu_linear")
+    device = torch.device("cuda")
+    sampler = nvml.sampler_for("cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    path = output_csv("split-tail-ab.csv")
+    built = entries()
+    ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
+    checks = check_entries(family, "bf16", {k: make(ragged) for k, (_, make) in built.items()},
+                           family.reference(ragged.inputs, RAGGED), "ragged")  # fmt: skip
+    cases = {str(shape): family.build_case("custom", shape, "bf16", device, seed=11) for shape in (SQUARE, WHOLE_WAVES)}
+    calls = {label: make(cases[str(shape)]) for label, (shape, make) in built.items()}
+    rows = []
+    for r in range(args.rounds):
+        for label, call in calls.items():
+            timing = time_cuda(call, l2_bytes=l2, sampler=sampler)
+            t = timing.telemetry
+            rows.append({"round": r, "entry": label, "ms": timing.median_ms, "clock_mhz": t.sm_clock_mhz,
+                         "clock_min_mhz": t.sm_clock_min_mhz, "check": checks[label]})  # fmt: skip
+            print(rows[-1], flush=True)
+            write_rows(path, rows)
+    print("\nmedians over rounds")
+    for label in calls:
+        ms = statistics.median(row["ms"] for row in rows if row["entry"] == label)
+        peer = "whole waves: cublaslt" if label.startswith("whole") else "cublaslt (eager)"
+        peer_ms = statistics.median(row["ms"] for row in rows if row["entry"] == peer)
+        print(f"{label:40s} {ms:.4f} ms  x{peer_ms / ms:.4f} cuBLASLt")
+
+
+if __name__ == "__main__":
+    main()
