@@ -2,13 +2,15 @@
 
 Entries, each checked against float64 at a ragged shape first, then timed in alternating rounds by
 `rooflint bench`'s own timer (time_cuda, its start state, L2 flushed), with the SM clock NVML read:
-- at 8192^3: cuBLASLt, the wave-fitted tile unsplit, its tail cut in 3 (and 4) parts inside the
-  kernel, and the cut tail as a second launch (the data-parallel kernel then keeps its unsplit code);
-- at 8448x8192 -> 8192 (2112 tiles: 16 whole waves, no tail): the unsplit kernel against the
-  split-tail kernel with nothing to cut, i.e. what the tail's code costs the data-parallel loop.
-Writes split-tail-ab.csv under $OUT (or /tmp/rooflint-sweeps).
+- at 8192^3: cuBLASLt; the wave-fitted 128x256 tile unsplit, with ptxas's own register count and
+  capped at 168; its 68 tail tiles cut in 3 by a second launch (PDL), uncapped and capped (the
+  latter is `triton_wavefit` as the bench builds it);
+- at 8448x8192 -> 8192 (2112 tiles: 16 whole waves, no tail): cuBLASLt and the tile, uncapped and
+  capped: the cap's effect on the data-parallel loop alone.
+Round 19's calls also timed the tail cut inside the data-parallel kernel, and cut in 4; that code
+left the tree after 25c17b0 (reports/h100/probe-round19). Writes split-tail-ab.csv under $OUT.
 
-    python3 scripts/device/split_tail_ab.py [--rounds 5]
+    python3 scripts/device/split_tail_ab.py [--rounds 7]
 """
 
 from __future__ import annotations
@@ -33,30 +35,30 @@ def entries() -> dict:
     """label -> (shape, builder(case) returning a zero-argument launch)."""
     family = get_family("gelu_linear")
 
-    def tile(split, separate=False, **options):
-        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=gs.TILES[0], split=split, separate_tail=separate,
-                                    **options)  # fmt: skip
+    uncapped = gs.GemmTile(128, 256, 64, 3, 8, 16, 1)  # TILES[0] before round 19
+
+    def tile(t, split):
+        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t, split=split)
+
+    def cublaslt(c):
+        return family.variants["eager"].build(c)
 
     return {
-        "cublaslt (eager)": (SQUARE, lambda c: family.variants["eager"].build(c)),
-        "unsplit": (SQUARE, tile(1)),
-        "unsplit, maxnreg 168": (SQUARE, tile(1, maxnreg=168)),
-        "split 3 in-kernel": (SQUARE, tile(3)),
-        "split 3 in-kernel, maxnreg 168": (SQUARE, tile(3, maxnreg=168)),
-        "split 3 in-kernel, maxnreg 176": (SQUARE, tile(3, maxnreg=176)),
-        "split 3 in-kernel, maxnreg 184": (SQUARE, tile(3, maxnreg=184)),
-        "split 3 second launch, PDL": (SQUARE, tile(3, True, pdl_tail=True)),
-        "split 3 second launch, PDL, maxnreg 168": (SQUARE, tile(3, True, pdl_tail=True, maxnreg=168)),
-        "whole waves: cublaslt": (WHOLE_WAVES, lambda c: family.variants["eager"].build(c)),
-        "whole waves: unsplit": (WHOLE_WAVES, tile(1)),
-        "whole waves: unsplit, maxnreg 168": (WHOLE_WAVES, tile(1, maxnreg=168)),
-        "whole waves: split-tail code, maxnreg 168": (WHOLE_WAVES, tile(3, maxnreg=168)),
+        "cublaslt (eager)": (SQUARE, cublaslt),
+        "unsplit": (SQUARE, tile(uncapped, 1)),
+        "unsplit, maxnreg 168": (SQUARE, tile(gs.TILES[0], 1)),
+        "split 3 second launch, PDL": (SQUARE, tile(uncapped, 3)),
+        "split 3 second launch, PDL, maxnreg 168": (SQUARE, tile(gs.TILES[0], 3)),
+        "triton_wavefit": (SQUARE, lambda c: family.variants["triton_wavefit"].build(c)),
+        "whole waves: cublaslt": (WHOLE_WAVES, cublaslt),
+        "whole waves: unsplit": (WHOLE_WAVES, tile(uncapped, 1)),
+        "whole waves: unsplit, maxnreg 168": (WHOLE_WAVES, tile(gs.TILES[0], 1)),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     family = get_family("gelu_linear")
     device = torch.device("cuda")

@@ -23,12 +23,12 @@ cost 25%: it is taken only where the loops stay nested.
 Not taken either: warp specialization (Triton's producer warp; 18.5 us at GPT-2, and no change at
 8192^3), 32-wide K steps in six or eight stages (17.8 and 18.7 us), a 128-wide K step (19.7 us).
 
-Not taken: split-K of the tail wave (the 60 tiles past 132, each cut in two along K, with a
-last-arrival fix-up): measured 19.5 us against 17.9 unsplit on an H100, since the fp32 partials'
-round trip and the serial fix-up cost more than the K-slices rebalance (docs/perf-notes/
-kernels-at-limit.md). Nor stream-K over 8192^3's last waves (the 200 tiles past 14 whole waves
-dealt out along K, 9f0c44b): 3.5% slower on an H100. Its parts run at unaligned K offsets, so the
-SMs stop sharing X and W slabs in L2; ncu counted 1.60 GB read from DRAM against 1.23 GB.
+Where the tiles leave the last wave part empty and the K loop is long (8192^3: 15 waves and 68
+tiles of 128 K steps), a second launch cuts those tiles in parts along K (kernels/
+_gemm_split_tail.py): 1.0039x cuBLASLt against 0.9969x unsplit on an H100. At GPT-2's 12 K steps
+it does not pay: split in two, its tail wave measured 19.5 us against 17.9 unsplit, the fp32
+partials' round trip and the fix-up costing more than the rebalance (docs/perf-notes/
+kernels-at-limit.md). Nor did stream-K over 8192^3's last waves (9f0c44b, 3.5% slower).
 
 TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsewhere with the reason.
 """
@@ -44,7 +44,6 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.triton_compat import gdc_launch_dependents, interpreting, tl, triton, use_device_scratch
 from rooflint.kernels import _gemm_split_tail, sm_count
-from rooflint.kernels._gemm_split_tail import split_tail
 from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 
@@ -60,12 +59,16 @@ class GemmTile:
     # Warp-specialized K loop: Triton gives the TMA loads a producer warp of their own. The kernel then
     # builds its descriptors itself, as the warp-specialized attention must (_attention_hopper.py).
     warp_specialize: bool = False
+    # ptxas's register budget a thread (Triton's maxnreg; None: ptxas's own choice).
+    max_registers: int | None = None
 
     @property
     def label(self) -> str:
         return (
             f"{self.block_m}x{self.block_n}x{self.block_k} s{self.stages} w{self.warps} "
-            f"g{self.group_m} {self.blocks_per_sm}/SM" + " ws" * self.warp_specialize
+            f"g{self.group_m} {self.blocks_per_sm}/SM"
+            + " ws" * self.warp_specialize
+            + (f" r{self.max_registers}" if self.max_registers else "")
         )
 
     def tiles(self, m: int, n: int) -> int:
@@ -89,7 +92,9 @@ TILES: tuple[GemmTile, ...] = (
     # (229,920 B). At the power cap the time follows energy per call, and the 4th stage cost ~4% more
     # of it; alternating rounds gave 3 stages 0.8% (H100) and 0.0% (H200) in burst, 0.7% and 0.8%
     # sustained (scripts/device/gemm_energy.py; docs/perf-notes/kernels-at-limit.md, round 18).
-    GemmTile(128, 256, 64, 3, 8, 16, 1),
+    # Capped at 168 registers (ptxas's own choice: 164): 0.3% faster at 8192^3 and at whole waves,
+    # in 7 alternating rounds on an H100 (scripts/device/split_tail_ab.py, round 19).
+    GemmTile(128, 256, 64, 3, 8, 16, 1, max_registers=168),
     # A 128- and a 64-wide block, 182 regs, 180,288 B (Triton 3.9): one block. GPT-2: 128 tiles, one
     # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-74894ea).
     GemmTile(128, 192, 64, 4, 8, 8, 1),
@@ -128,15 +133,16 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
 
 @triton.jit
 def _gemm_program(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SPLIT: tl.constexpr,
+    EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
     # Each program strides over the tiles (FLATTEN: the tile loop flattened into the K loop, so the
     # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs). A tile is
-    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two. The
-    # tiles from DP_TILES on (SPLIT > 1: the part-empty last wave) are cut along K afterwards.
+    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two. It
+    # takes the tiles below DP_TILES: those past it (a part-empty last wave) a second launch cuts
+    # along K (kernels/_gemm_split_tail.py).
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -166,27 +172,22 @@ def _gemm_program(
         _gelu_store(acc, bias, off_m, off_n, y_desc, BLOCK_M, BLOCK_N, SPLIT_STORE, not UPCAST)
         if BLOCK_N2 > 0:
             _gelu_store(acc2, bias2, off_m, off_n + BLOCK_N, y2_desc, BLOCK_M, BLOCK_N2, False, not UPCAST)
-    if SPLIT > 1:
-        split_tail(
-            x_desc, w_desc, y_desc, b_ptr, part_ptr, count_ptr, N, tiles_m, tiles_n, k_tiles, DP_TILES,
-            SPLIT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST,
-        )  # fmt: skip
 
 
 @triton.jit
 def _gemm_gelu_kernel(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, SPLIT: tl.constexpr, LET_TAIL_IN: tl.constexpr = False,
+    EARLY_BIAS: tl.constexpr, LET_TAIL_IN: tl.constexpr,
 ):  # fmt: skip
     if LET_TAIL_IN:
-        # The separate tail launch (PDL) reads nothing this kernel writes: its blocks may take each
-        # SM the moment one of these programs leaves it, with no launch gap.
+        # The tail's launch (PDL) reads nothing this kernel writes, so it need not wait for it: its
+        # blocks take each SM the moment one of these programs leaves it, with no launch gap.
         gdc_launch_dependents()
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, part_ptr, count_ptr, M, N, K, DP_TILES,
-        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False, SPLIT,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False,
     )  # fmt: skip
 
 
@@ -209,11 +210,11 @@ def _gemm_gelu_kernel_ws(
         y2_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N2])
     else:
         w2_desc, y2_desc = w_desc, y_desc
-    # No split tail here (prepare: a warp-specialized K loop is not flattened into the tile loop).
+    # Every tile here (prepare: no split tail where the K loop is not flattened into the tile loop).
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N + BLOCK_N2)
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, b_ptr, b_ptr, M, N, K, tiles,
-        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True, 1,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, tiles,
+        BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True,
     )  # fmt: skip
 
 
@@ -225,9 +226,6 @@ def prepare(
     tile: GemmTile | None = None,
     early_bias: bool | None = None,
     split: int | None = None,
-    separate_tail: bool = False,
-    pdl_tail: bool = False,
-    maxnreg: int | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Build the descriptors once (a warp-specialized tile builds its own) and return the launch:
     ``prepare(x, w, b)()`` -> Y [M, N].
@@ -236,9 +234,9 @@ def prepare(
     ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
     ``early_bias``: load each tile's bias before its K loop (None: where that loop is not flattened
     into the tile loop; in a flattened one it cost 25% at 8192^3, its loads no longer pipelined).
-    ``split``: cut the part-empty last wave's tiles in this many parts along K
-    (kernels/_gemm_split_tail.py); None: as _gemm_split_tail.plan() says, for a one-block tile whose
-    K loop is flattened. 1: never. ``separate_tail``: run the cut tiles as a second launch.
+    ``split``: cut the tiles past the whole waves in this many parts along K, in a second launch
+    (kernels/_gemm_split_tail.py); None: as _gemm_split_tail.plan() says for a one-block tile whose
+    K loop is flattened (the only kind that takes it); 1: never.
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -268,10 +266,6 @@ def prepare(
         dp_tiles = tiles - tiles % grid[0] if tiles > grid[0] else 0
     else:
         dp_tiles = tiles
-    # Each tail tile's parts: an fp32 slot apiece and a counter, zeroed once (each launch leaves it zeroed).
-    tail_tiles = tiles - dp_tiles if split > 1 else 0
-    parts = torch.empty(max(tail_tiles * split, 1) * tile.block_m * tile.block_n, dtype=torch.float32, device=x.device)
-    counts = torch.zeros(max(tail_tiles, 1), dtype=torch.int32, device=x.device)
     meta = {
         "BLOCK_M": tile.block_m,
         "BLOCK_N": head,
@@ -286,15 +280,13 @@ def prepare(
         "SPLIT_STORE": split_store,
         "UPCAST": interpreting(),
         "EARLY_BIAS": not flatten if early_bias is None else early_bias,
-        "SPLIT": split,
         "num_warps": tile.warps,
         "num_stages": tile.stages,
     }
-    if maxnreg:
-        meta["maxnreg"] = maxnreg
+    if tile.max_registers and not interpreting():
+        meta["maxnreg"] = tile.max_registers
     if tile.warp_specialize:
         use_device_scratch()
-        del meta["SPLIT"]
 
         def run() -> torch.Tensor:
             _gemm_gelu_kernel_ws[grid](x, w, out, b, m, n, k, **meta)
@@ -307,33 +299,22 @@ def prepare(
         # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
         w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
         y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
-
         descriptors = (x_desc, w_desc, w2_desc, y_desc, y2_desc)
-        if separate_tail and split > 1:
-            tail_meta = {key: meta[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_STORE",
-                                                    "UPCAST", "SPLIT", "num_warps", "num_stages")}  # fmt: skip
-            tail_grid = (min(tail_tiles * split, grid[0]),)
-            meta["SPLIT"] = 1
-            if pdl_tail:
-                meta["LET_TAIL_IN"] = True
-                tail_meta["launch_pdl"] = True
+        tail_launch = None
+        if split > 1:
+            tail_launch = _gemm_split_tail.prepare_tail(x, (x_desc, w_desc, y_desc), b, (m, n, k), tile, dp_tiles,
+                                                        split, grid[0], meta)  # fmt: skip
+        meta["LET_TAIL_IN"] = tail_launch is not None and tail_launch.pdl
 
-            def run() -> torch.Tensor:
-                if dp_tiles:
-                    _gemm_gelu_kernel[grid](*descriptors, b, parts, counts, m, n, k, dp_tiles, **meta)
-                _gemm_split_tail._split_tail_kernel[tail_grid](
-                    x_desc, w_desc, y_desc, b, parts, counts, m, n, k, dp_tiles, **tail_meta
-                )
-                return out
-
-        else:
-
-            def run() -> torch.Tensor:
-                _gemm_gelu_kernel[grid](*descriptors, b, parts, counts, m, n, k, dp_tiles, **meta)
-                return out
+        def run() -> torch.Tensor:
+            if dp_tiles:
+                _gemm_gelu_kernel[grid](*descriptors, b, m, n, k, dp_tiles, **meta)
+            if tail_launch is not None:
+                tail_launch()
+            return out
 
     run.tile = tile  # the chosen tile, for notes and the sweep
-    run.split = (dp_tiles, split)
+    run.split = (dp_tiles, split)  # (tiles of whole waves, parts a tail tile is cut in; 1: no tail)
     return run
 
 
@@ -355,4 +336,8 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
     x, w, b = case["x"], case["w"], case["b"]
     run = prepare(x, w, b, torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device))
     run.note = f"tile {run.tile.label} for {sm_count(x.device, INTERPRETER_SMS)} SMs"
+    dp_tiles, split = run.split
+    if split > 1:
+        tail = run.tile.tiles(x.shape[0], w.shape[0]) - dp_tiles
+        run.note += f"; the {tail} tiles past the whole waves cut in {split} along K"
     return run

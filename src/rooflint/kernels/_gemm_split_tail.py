@@ -1,17 +1,24 @@
-"""The part-empty last wave of the wave-fitted persistent GEMM, cut along K (split-K).
+"""The part-empty last wave of the wave-fitted persistent GEMM, cut along K (split-K), as a launch of
+its own right behind the data-parallel one.
 
-Why. 8192^3 in 128x256 tiles is 2048 tiles on 132 SMs: 15 whole waves and 68 tiles. For the last
-tile's time (~87 us of ~1.39 ms) 64 SMs idle: 3% of the run, which cuBLAS's kernel, with the same
-tile count, pays too. Here the whole waves stay data-parallel (the tile loop flattened into the K
-loop, as before); the tiles of the part-empty wave are each cut into SPLIT parts along K, 68 x 3 = 204
-parts on 132 programs, so the tail takes two thirds of a tile's time rather than a whole one.
+Why. 8192^3 in 128x256 tiles is 2048 tiles on 132 SMs: 15 whole waves and 68 tiles. Under ncu every
+8192^3 GEMM here, cuBLASLt's included, keeps its tensor pipe busy 95-96% of the cycles an SM is
+active; what is left is the SMs' idle time: for the 16th tile 64 SMs wait (0.96 of the elapsed
+cycles active). Here the whole waves stay data-parallel (_gemm_small's kernel over the first 1980
+tiles); the 68 tiles are each cut in SPLIT parts along K, 68 x 3 = 204 parts on 132 programs, so
+the tail takes two thirds of a tile's time rather than a whole one.
+
+Why a second launch. Inside the data-parallel kernel the tail's code (its own K loop, the fix-up)
+took ptxas to 192 registers and slowed the data-parallel loop by 0.5% at whole waves: the gain was
+gone (reports/h100/probe-round19). As its own launch the data-parallel kernel keeps its code, and
+programmatic dependent launch (PDL) hides the launch gap: the first kernel lets the tail in at its
+start, as the tail reads nothing the first kernel writes, so each tail block takes an SM the
+moment a data-parallel program leaves it. A plain second launch lost its gain to the gap.
 
 Why not stream-K (round 15, 9f0c44b: 3.5% slower). There every program's share of the last waves
-began at its own K offset, so the SMs stopped reading the same X and W slabs at the same time:
-DRAM reads rose from 1.23 to 1.60 GB. Here part s of every tile covers the same K range, and the
-parts of a range run side by side, as the data-parallel waves do, so neighbouring tiles still share
-their slabs in L2. The fix-up also leaves the accumulator's registers alone: round 15 added a
-whole fp32 partial tile into the live 128x256 accumulator (128 more registers a thread).
+began at its own K offset and the fix-up added a whole fp32 partial tile into the live 128x256
+accumulator. Here part s of every tile covers the same K range, the parts of a range run side by
+side as the data-parallel waves do, and the fix-up runs after the accumulator is stored.
 
 The fix-up. Every part writes its fp32 partial tile to its own slot of a workspace, then counts
 itself in on the tile's counter; the last to arrive sums the tile's slots in the order 0..SPLIT-1,
@@ -20,15 +27,17 @@ thread), and runs the bias + GELU epilogue. Nobody waits on anybody: no spinning
 interpreter, which runs the programs one after another, runs the same code. The finisher sets the
 counter back to zero, so the next launch (or a CUDA graph replay) needs no memset.
 
-Cost per cut tile: SPLIT fp32 partials of 128 KB through L2 (written, then read by the finisher,
-~2-4 us of a ~29-us part), a pipeline fill per part, and the workspace: 26.7 MB at 8192^3.
+Cost per cut tile: SPLIT fp32 partials of 128 KB through L2 (written, then read by the finisher), a
+pipeline fill per part, and the workspace: 26.7 MB at 8192^3.
 """
 
 from __future__ import annotations
 
 import math
 
-from rooflint.core.triton_compat import tl, triton
+import torch
+
+from rooflint.core.triton_compat import gdc_launch_dependents, interpreting, tl, triton
 from rooflint.kernels.gelu_linear import _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 # At least this many K steps in a part: below it the partials' round trip and the part's pipeline
@@ -112,9 +121,38 @@ def _split_tail_kernel(
     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
-    # The tail as a launch of its own, after the data-parallel kernel: that kernel's code stays
-    # exactly the unsplit one (one loop, 164 registers), at the price of a launch gap.
     split_tail(
         x_desc, w_desc, y_desc, b_ptr, part_ptr, count_ptr, N, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
         tl.cdiv(K, BLOCK_K), DP_TILES, SPLIT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST,
     )  # fmt: skip
+
+
+def pdl_available(device: torch.device) -> bool:
+    """PDL needs sm_90+ and Triton's griddepcontrol; the CPU interpreter has neither."""
+    if device.type != "cuda" or interpreting() or gdc_launch_dependents is None:
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def prepare_tail(x, descriptors, b, shape, tile, dp_tiles: int, split: int, programs: int, meta: dict):
+    """The tail's launch: the tiles past ``dp_tiles`` cut in ``split`` parts. ``descriptors`` are the
+    data-parallel kernel's (x, w, y) and ``meta`` its launch parameters. The workspace is made here,
+    once, its counters zeroed (each launch leaves them zeroed). The launch's ``pdl`` says whether it
+    follows the data-parallel kernel with PDL (that kernel must then let it in)."""
+    m, n, k = shape
+    tail_tiles = tile.tiles(m, n) - dp_tiles
+    parts = torch.empty(tail_tiles * split * tile.block_m * tile.block_n, dtype=torch.float32, device=x.device)
+    counts = torch.zeros(tail_tiles, dtype=torch.int32, device=x.device)
+    pdl = pdl_available(x.device) and dp_tiles > 0
+    tail_meta = {key: meta[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_STORE", "UPCAST",
+                                            "num_warps", "num_stages")}  # fmt: skip
+    tail_meta["SPLIT"] = split
+    if pdl:
+        tail_meta["launch_pdl"] = True
+    grid = (min(tail_tiles * split, programs),)
+
+    def launch() -> None:
+        _split_tail_kernel[grid](*descriptors, b, parts, counts, m, n, k, dp_tiles, **tail_meta)
+
+    launch.pdl = pdl
+    return launch
