@@ -24,7 +24,6 @@ from rooflint.engine import ceiling_kernels
 from rooflint.engine.correctness import check
 from rooflint.kernels import _attention_hopper as hopper
 from rooflint.kernels import _gemm_small as gemm
-from rooflint.kernels._gemm_split_tail import plan as split_plan
 
 Config = hopper.AttentionConfig
 
@@ -176,49 +175,6 @@ def test_gemm_tiles_match_reference(tile, dtype, early_bias):
     out = gemm.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
     verdict = check(family, dtype, out, family.reference(case.inputs, params))
     assert verdict.passed, f"{tile.label}: {verdict.message}"
-
-
-@pytest.mark.parametrize("tile", [gemm.GemmTile(16, 128, 32, 1, 4, 2, 1), gemm.GemmTile(16, 64, 32, 1, 4, 2, 1)],
-                         ids=lambda t: t.label)  # fmt: skip
-@pytest.mark.parametrize("split", [2, 3, 4])
-@pytest.mark.parametrize("m,k,n", [(53, 200, 136), (37, 136, 136), (1, 136, 8)])
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_split_tail_matches_reference_and_repeats(tile, split, m, k, n, dtype):
-    """The tiles past the whole waves cut along K by a second launch (kernels/_gemm_split_tail.py),
-    on the interpreter's 3 programs: 53x136 in 16x128 tiles is 8 tiles, 6 data-parallel and 2 cut;
-    with 3 tiles or fewer every tile is cut. The 128-wide tile's finisher stores two halves, the
-    64-wide one whole tiles. A second call gives the same bits: each launch leaves the counters at
-    zero, and the finisher sums the parts in one order whichever arrives last."""
-    family = get_family("gelu_linear")
-    params = {"m": m, "k": k, "n": n}
-    case = family.build_case("custom", params, dtype, torch.device("cpu"))
-    run = gemm.prepare(case["x"], case["w"], case["b"], tile=tile, split=split)
-    assert run.split[1] == split
-    first = run().clone()
-    verdict = check(family, dtype, first, family.reference(case.inputs, params))
-    assert verdict.passed, f"split {split}: {verdict.message}"
-    assert torch.equal(run(), first)
-
-
-def test_split_plan_cuts_only_a_part_empty_wave_of_long_tiles():
-    # 8192^3 in 128x256 tiles on 132 SMs: 15 waves and 68 tiles of 128 K steps; cut in 3, 204 parts
-    # take 2/3 of a tile's time (in 2: 136 parts, still a whole tile; in 4: 3/4).
-    assert split_plan(2048, 132, 128) == (1980, 3)
-    assert split_plan(2112, 132, 128) == (2112, 1)  # whole waves: nothing to even out
-    assert split_plan(96, 132, 128) == (96, 1)  # one wave: every tile runs at once already
-    assert split_plan(2048, 132, 12) == (2048, 1)  # GPT-2's K: parts too short to pay
-    assert split_plan(288, 132, 96) == (264, 3)  # the GPU tier's shape: 24 tiles past 2 waves
-    # 114 SMs (H100 PCIe): the last wave is 110 of 114 tiles; no cut shortens it.
-    assert split_plan(2048, 114, 128) == (2048, 1)
-
-
-def test_split_tail_refuses_what_it_cannot_cut():
-    family = get_family("gelu_linear")
-    case = family.build_case("custom", {"m": 37, "k": 72, "n": 136}, "bf16", torch.device("cpu"))
-    with pytest.raises(ValueError, match="one-block tile"):
-        gemm.prepare(case["x"], case["w"], case["b"], tile=gemm.GemmTile(16, 48, 16, 1, 4, 2, 1), split=2)
-    with pytest.raises(ValueError, match=">= 4 K steps"):  # 72 = 3 steps of 32
-        gemm.prepare(case["x"], case["w"], case["b"], tile=gemm.GemmTile(16, 128, 32, 1, 4, 2, 1), split=4)
 
 
 def test_gemm_refuses_rows_tma_cannot_address():

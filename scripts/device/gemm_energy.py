@@ -44,8 +44,8 @@ def entries() -> dict:
     def variant(name):
         return lambda c: family.variants[name].build(c)
 
-    def tile(t, split=1):  # split 1: no split-K tail (the tiles as timed before round 19)
-        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t, split=split)
+    def tile(t):
+        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t)
 
     def hopper(cluster):
         def build(c):
@@ -72,11 +72,7 @@ def entries() -> dict:
         # energy per call by up to 4% on the H100).
         "wavefit 128x256 s3 g8": tile(gs.GemmTile(128, 256, 64, 3, 8, 8, 1)),
         "wavefit 128x256 s3 g32": tile(gs.GemmTile(128, 256, 64, 3, 8, 32, 1)),
-        # Round 19: the part-empty 16th wave (68 tiles) cut in 3 or 4 parts along K
-        # (kernels/_gemm_split_tail.py); `triton_wavefit` as the bench builds it takes the plan's 3.
-        "split-K tail 3, s3 g16": tile(gs.TILES[0], 3),
-        "split-K tail 4, s3 g16": tile(gs.TILES[0], 4),
-        "split-K tail 3, s3 g8": tile(gs.GemmTile(128, 256, 64, 3, 8, 8, 1), 3),
+        # Round 19's first call also timed the 16th wave's 68 tiles cut along K (c206fae, gone since).
         "triton_wavefit": variant("triton_wavefit"),
         "triton_gluon": variant("triton_gluon"),
         "cuda_hopper cluster 2": hopper(2),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute (--set full) on the 8192^3 GEMMs side by side (issue 14, round 19): cuBLASLt's fused
-# bias+GELU kernel (`eager`), the wave-fitted Triton tile without and with the split-K tail, and the
-# CUDA kernel with 1x2 multicast clusters. One profiled call each, after two warm-up calls, inside
+# bias+GELU kernel (`eager`), the wave-fitted Triton tile (as `triton_wavefit` builds it) and the
+# CUDA kernel with 1x2 multicast clusters. Round 19's call also profiled the tile with its tail wave
+# cut along K (c206fae). One profiled call each, after two warm-up calls, inside
 # an NVTX range `gemm` (the report's rows keep the order of the entries); --clock-control none (ncu would otherwise lock the clocks).
 # Writes gemm-ncu-details.csv (ncu --page details) and gemm-ncu-raw.csv (every metric, base units).
 #   OUT=dir bash scripts/device/gemm_ncu.sh
@@ -23,8 +24,7 @@ library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_l
 out = torch.empty((8192, 8192), dtype=x.dtype, device="cuda")
 calls = {
     "cublaslt": family.variants["eager"].build(case),
-    "wavefit-split1": gs.prepare(x, w, b, tile=gs.TILES[0], split=1),
-    "wavefit-split3": gs.prepare(x, w, b, tile=gs.TILES[0], split=3),
+    "wavefit": gs.prepare(x, w, b, tile=gs.TILES[0]),
     "cuda_hopper-cluster2": lambda: gelu_linear.cuda_hopper_gelu_linear(library, x, w, b, out, 256, 2),
 }
 for name, call in calls.items():

@@ -23,12 +23,12 @@ cost 25%: it is taken only where the loops stay nested.
 Not taken either: warp specialization (Triton's producer warp; 18.5 us at GPT-2, and no change at
 8192^3), 32-wide K steps in six or eight stages (17.8 and 18.7 us), a 128-wide K step (19.7 us).
 
-Where the tiles leave the last wave part empty and the K loop is long (8192^3: 15 waves and 68
-tiles of 128 K steps), a second launch cuts those tiles in parts along K (kernels/
-_gemm_split_tail.py): 1.0039x cuBLASLt against 0.9969x unsplit on an H100. At GPT-2's 12 K steps
-it does not pay: split in two, its tail wave measured 19.5 us against 17.9 unsplit, the fp32
-partials' round trip and the fix-up costing more than the rebalance (docs/perf-notes/
-kernels-at-limit.md). Nor did stream-K over 8192^3's last waves (9f0c44b, 3.5% slower).
+Not taken: cutting the part-empty last wave's tiles along K. At GPT-2's shape (its 60 tiles past
+132 cut in two, 12 K steps each) 19.5 us against 17.9 unsplit on an H100: the fp32 partials' round
+trip and the fix-up cost more than the rebalance. At 8192^3 (15 waves and 68 tiles of 128 K steps,
+cut in three by a second launch with PDL, c206fae) it went either way: 0.35% faster on one H100,
+0.33% slower on another (reports/h100/probe-round19). Nor stream-K over 8192^3's last waves
+(9f0c44b): 3.5% slower.
 
 TMA (host tensor descriptors) needs sm_90 or newer; the variant is skipped elsewhere with the reason.
 """
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import torch
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.core.triton_compat import gdc_launch_dependents, interpreting, tl, triton, use_device_scratch
-from rooflint.kernels import _gemm_split_tail, sm_count
+from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
+from rooflint.kernels import sm_count
 from rooflint.kernels.gelu_linear import INTERPRETER_SMS, _dot_wt, _gelu_store, _load_bias, _tile_origin
 
 
@@ -93,7 +93,7 @@ TILES: tuple[GemmTile, ...] = (
     # of it; alternating rounds gave 3 stages 0.8% (H100) and 0.0% (H200) in burst, 0.7% and 0.8%
     # sustained (scripts/device/gemm_energy.py; docs/perf-notes/kernels-at-limit.md, round 18).
     # Capped at 168 registers (ptxas's own choice: 164): 0.3% faster at 8192^3 and at whole waves,
-    # in 7 alternating rounds on an H100 (scripts/device/split_tail_ab.py, round 19).
+    # in alternating rounds on two H100s (scripts/device/gemm_register_cap.py, round 19).
     GemmTile(128, 256, 64, 3, 8, 16, 1, max_registers=168),
     # A 128- and a 64-wide block, 182 regs, 180,288 B (Triton 3.9): one block. GPT-2: 128 tiles, one
     # wave on 132 SMs. 4 stages: 16.8 us against 17.6 with 3 on an H200 (reports/h200/ab-74894ea).
@@ -133,20 +133,18 @@ def choose_tile(m: int, n: int, sm_count: int, table: tuple[GemmTile, ...] = TIL
 
 @triton.jit
 def _gemm_program(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
     EARLY_BIAS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
     # Each program strides over the tiles (FLATTEN: the tile loop flattened into the K loop, so the
     # software pipeliner issues the next tile's TMA loads while this tile's epilogue runs). A tile is
-    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two. It
-    # takes the tiles below DP_TILES: those past it (a part-empty last wave) a second launch cuts
-    # along K (kernels/_gemm_split_tail.py).
+    # BLOCK_N columns, plus BLOCK_N2 more beside them when its width is not a power of two.
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), DP_TILES, tl.num_programs(0), flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=FLATTEN):
         off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N + BLOCK_N2, GROUP_M)
         if EARLY_BIAS:
             # The bias is loaded before the K loop, so its L2 round trip hides under the MMAs: with
@@ -176,17 +174,13 @@ def _gemm_program(
 
 @triton.jit
 def _gemm_gelu_kernel(
-    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
+    x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_STORE: tl.constexpr, UPCAST: tl.constexpr, FLATTEN: tl.constexpr,
-    EARLY_BIAS: tl.constexpr, LET_TAIL_IN: tl.constexpr,
+    EARLY_BIAS: tl.constexpr,
 ):  # fmt: skip
-    if LET_TAIL_IN:
-        # The tail's launch (PDL) reads nothing this kernel writes, so it need not wait for it: its
-        # blocks take each SM the moment one of these programs leaves it, with no launch gap.
-        gdc_launch_dependents()
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, DP_TILES,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
         BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, False,
     )  # fmt: skip
 
@@ -210,10 +204,8 @@ def _gemm_gelu_kernel_ws(
         y2_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N2])
     else:
         w2_desc, y2_desc = w_desc, y_desc
-    # Every tile here (prepare: no split tail where the K loop is not flattened into the tile loop).
-    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N + BLOCK_N2)
     _gemm_program(
-        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K, tiles,
+        x_desc, w_desc, w2_desc, y_desc, y2_desc, b_ptr, M, N, K,
         BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, SPLIT_STORE, UPCAST, FLATTEN, EARLY_BIAS, True,
     )  # fmt: skip
 
@@ -225,7 +217,6 @@ def prepare(
     out: torch.Tensor | None = None,
     tile: GemmTile | None = None,
     early_bias: bool | None = None,
-    split: int | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Build the descriptors once (a warp-specialized tile builds its own) and return the launch:
     ``prepare(x, w, b)()`` -> Y [M, N].
@@ -234,9 +225,6 @@ def prepare(
     ``tile`` None: interpreter tile on CPU, else choose_tile() from this GPU's SM count.
     ``early_bias``: load each tile's bias before its K loop (None: where that loop is not flattened
     into the tile loop; in a flattened one it cost 25% at 8192^3, its loads no longer pipelined).
-    ``split``: cut the tiles past the whole waves in this many parts along K, in a second launch
-    (kernels/_gemm_split_tail.py); None: as _gemm_split_tail.plan() says for a one-block tile whose
-    K loop is flattened (the only kind that takes it); 1: never.
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -255,17 +243,7 @@ def prepare(
     split_store = head >= 128
     flatten = tail == 0 and not tile.warp_specialize
     # As many programs as blocks fit at once (never more than tiles): all resident, each striding.
-    tiles = tile.tiles(m, n)
-    grid = (min(tiles, sms * tile.blocks_per_sm),)
-    k_steps = math.ceil(k / tile.block_k)
-    if split is None:
-        dp_tiles, split = _gemm_split_tail.plan(tiles, grid[0], k_steps) if flatten else (tiles, 1)
-    elif split > 1:
-        if not flatten or k_steps < split:
-            raise ValueError(f"a split tail needs a one-block tile without warp specialization and >= {split} K steps")
-        dp_tiles = tiles - tiles % grid[0] if tiles > grid[0] else 0
-    else:
-        dp_tiles = tiles
+    grid = (min(tile.tiles(m, n), sms * tile.blocks_per_sm),)
     meta = {
         "BLOCK_M": tile.block_m,
         "BLOCK_N": head,
@@ -299,22 +277,12 @@ def prepare(
         # The 64-wide side block of a 192-wide tile (placeholders when the tile is one block).
         w2_desc = TensorDescriptor.from_tensor(w, [tail, tile.block_k]) if tail else w_desc
         y2_desc = TensorDescriptor.from_tensor(out, [tile.block_m, tail]) if tail else y_desc
-        descriptors = (x_desc, w_desc, w2_desc, y_desc, y2_desc)
-        tail_launch = None
-        if split > 1:
-            tail_launch = _gemm_split_tail.prepare_tail(x, (x_desc, w_desc, y_desc), b, (m, n, k), tile, dp_tiles,
-                                                        split, grid[0], meta)  # fmt: skip
-        meta["LET_TAIL_IN"] = tail_launch is not None and tail_launch.pdl
 
         def run() -> torch.Tensor:
-            if dp_tiles:
-                _gemm_gelu_kernel[grid](*descriptors, b, m, n, k, dp_tiles, **meta)
-            if tail_launch is not None:
-                tail_launch()
+            _gemm_gelu_kernel[grid](x_desc, w_desc, w2_desc, y_desc, y2_desc, b, m, n, k, **meta)
             return out
 
     run.tile = tile  # the chosen tile, for notes and the sweep
-    run.split = (dp_tiles, split)  # (tiles of whole waves, parts a tail tile is cut in; 1: no tail)
     return run
 
 
@@ -336,8 +304,4 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
     x, w, b = case["x"], case["w"], case["b"]
     run = prepare(x, w, b, torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device))
     run.note = f"tile {run.tile.label} for {sm_count(x.device, INTERPRETER_SMS)} SMs"
-    dp_tiles, split = run.split
-    if split > 1:
-        tail = run.tile.tiles(x.shape[0], w.shape[0]) - dp_tiles
-        run.note += f"; the {tail} tiles past the whole waves cut in {split} along K"
     return run

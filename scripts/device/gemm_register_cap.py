@@ -1,16 +1,14 @@
-"""The split-K tail of 8192^3 (kernels/_gemm_split_tail.py), in burst time (issue 14, round 19).
+"""8192^3 with ptxas capped at 168 registers, in burst time (issue 14, round 19).
 
 Entries, each checked against float64 at a ragged shape first, then timed in alternating rounds by
 `rooflint bench`'s own timer (time_cuda, its start state, L2 flushed), with the SM clock NVML read:
-- at 8192^3: cuBLASLt; the wave-fitted 128x256 tile unsplit, with ptxas's own register count and
-  capped at 168; its 68 tail tiles cut in 3 by a second launch (PDL), uncapped and capped (the
-  latter is `triton_wavefit` as the bench builds it);
-- at 8448x8192 -> 8192 (2112 tiles: 16 whole waves, no tail): cuBLASLt and the tile, uncapped and
-  capped: the cap's effect on the data-parallel loop alone.
-Round 19's calls also timed the tail cut inside the data-parallel kernel, and cut in 4; that code
-left the tree after 25c17b0 (reports/h100/probe-round19). Writes split-tail-ab.csv under $OUT.
+cuBLASLt, the wave-fitted 128x256 tile with ptxas's own register count (164) and capped at 168
+(TILES[0], as `triton_wavefit` builds it), at 8192^3 and at 8448x8192 -> 8192 (2112 tiles: 16
+whole waves, where the tile count leaves no SM idle at the end). Round 19 also timed, as
+split_tail_ab.py, the tail wave's tiles cut along K (c206fae; reports/h100/probe-round19).
+Writes gemm-register-cap.csv under $OUT (or /tmp/rooflint-sweeps).
 
-    python3 scripts/device/split_tail_ab.py [--rounds 7]
+    python3 scripts/device/gemm_register_cap.py [--rounds 7]
 """
 
 from __future__ import annotations
@@ -37,22 +35,20 @@ def entries() -> dict:
 
     uncapped = gs.GemmTile(128, 256, 64, 3, 8, 16, 1)  # TILES[0] before round 19
 
-    def tile(t, split):
-        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t, split=split)
+    def tile(t):
+        return lambda c: gs.prepare(c["x"], c["w"], c["b"], tile=t)
 
     def cublaslt(c):
         return family.variants["eager"].build(c)
 
     return {
         "cublaslt (eager)": (SQUARE, cublaslt),
-        "unsplit": (SQUARE, tile(uncapped, 1)),
-        "unsplit, maxnreg 168": (SQUARE, tile(gs.TILES[0], 1)),
-        "split 3 second launch, PDL": (SQUARE, tile(uncapped, 3)),
-        "split 3 second launch, PDL, maxnreg 168": (SQUARE, tile(gs.TILES[0], 3)),
+        "uncapped": (SQUARE, tile(uncapped)),
+        "maxnreg 168": (SQUARE, tile(gs.TILES[0])),
         "triton_wavefit": (SQUARE, lambda c: family.variants["triton_wavefit"].build(c)),
         "whole waves: cublaslt": (WHOLE_WAVES, cublaslt),
-        "whole waves: unsplit": (WHOLE_WAVES, tile(uncapped, 1)),
-        "whole waves: unsplit, maxnreg 168": (WHOLE_WAVES, tile(gs.TILES[0], 1)),
+        "whole waves: uncapped": (WHOLE_WAVES, tile(uncapped)),
+        "whole waves: maxnreg 168": (WHOLE_WAVES, tile(gs.TILES[0])),
     }
 
 
@@ -64,7 +60,7 @@ def main() -> None:
     device = torch.device("cuda")
     sampler = nvml.sampler_for("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    path = output_csv("split-tail-ab.csv")
+    path = output_csv("gemm-register-cap.csv")
     built = entries()
     ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
     checks = check_entries(family, "bf16", {k: make(ragged) for k, (_, make) in built.items()},
