@@ -21,10 +21,9 @@ import argparse
 import statistics
 
 import torch
-from side_by_side import check_entries, output_csv, write_rows
+from side_by_side import check_entries, gpu_timing_setup, write_rows
 
 from rooflint.core.registry import get_family
-from rooflint.engine import nvml
 from rooflint.engine.timing import cool_down, run_for, time_cuda
 from rooflint.kernels import _gemm_small as gs
 
@@ -114,11 +113,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--match", default="", help="comma-separated: entries whose label contains any")
     args = parser.parse_args()
-    family = get_family("gelu_linear")
-    device = torch.device("cuda")
-    sampler = nvml.sampler_for("cuda")
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    path = output_csv("gemm-energy.csv")
+    family, device, sampler, l2, path = gpu_timing_setup("gelu_linear", "gemm-energy.csv")
 
     ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
     wanted = args.match.split(",")

@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import torch
-from side_by_side import check_entries, output_csv, write_rows
+from side_by_side import check_entries, gpu_timing_setup, write_rows
 
 from rooflint.core.registry import get_family
-from rooflint.engine import nvml
 from rooflint.engine.timing import time_cuda
 from rooflint.kernels import _gemm_small as gs
 
@@ -56,11 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    family = get_family("gelu_linear")
-    device = torch.device("cuda")
-    sampler = nvml.sampler_for("cuda")
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    path = output_csv("gemm-register-cap.csv")
+    family, device, sampler, l2, path = gpu_timing_setup("gelu_linear", "gemm-register-cap.csv")
     built = entries()
     ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
     checks = check_entries(family, "bf16", {k: make(ragged) for k, (_, make) in built.items()},

@@ -28,6 +28,18 @@ def check_entries(family, dtype: str, entries: dict[str, Callable], reference, w
     return checks
 
 
+def gpu_timing_setup(family_name: str, csv_name: str):
+    """What an A/B on the bench's own timer starts from: (family, CUDA device, NVML sampler, L2 bytes
+    to flush, the CSV's path under $OUT)."""
+    import torch
+
+    from rooflint.core.registry import get_family
+    from rooflint.engine import nvml
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return get_family(family_name), torch.device("cuda"), nvml.sampler_for("cuda"), l2, output_csv(csv_name)
+
+
 def load_module(path: Path | str, name: str):
     """A copy of a kernel module from a file (an older source, for an A/B in one process), imported
     under `name` and registered in sys.modules: a dataclass in it looks its module up there."""
