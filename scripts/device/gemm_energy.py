@@ -23,7 +23,6 @@ import statistics
 import torch
 from side_by_side import check_entries, gpu_timing_setup, write_rows
 
-from rooflint.core.registry import get_family
 from rooflint.engine.timing import cool_down, run_for, time_cuda
 from rooflint.kernels import _gemm_small as gs
 
@@ -33,9 +32,8 @@ SHAPE = {"m": 8192, "k": 8192, "n": 8192}
 RAGGED = {"m": 1000, "k": 776, "n": 3000}
 
 
-def entries() -> dict:
+def entries(family) -> dict:
     """label -> builder(case) returning a zero-argument launch."""
-    family = get_family("gelu_linear")
     from rooflint.engine import cuda_build
     from rooflint.kernels import gelu_linear
     from rooflint.kernels.gelu_linear import cuda_hopper_gelu_linear
@@ -119,7 +117,7 @@ def main() -> None:
     wanted = args.match.split(",")
     built = {
         label: make
-        for label, make in entries().items()
+        for label, make in entries(family).items()
         if label.startswith("cublas") or any(part in label for part in wanted)
     }
     check_entries(family, "bf16", {k: make(ragged) for k, make in built.items()},

@@ -18,7 +18,6 @@ import statistics
 
 from side_by_side import check_entries, gpu_timing_setup, write_rows
 
-from rooflint.core.registry import get_family
 from rooflint.engine.timing import time_cuda
 from rooflint.kernels import _gemm_small as gs
 
@@ -27,9 +26,8 @@ SQUARE = {"m": 8192, "k": 8192, "n": 8192}
 WHOLE_WAVES = {"m": 8448, "k": 8192, "n": 8192}  # 66 x 32 = 2112 tiles = 16 x 132
 
 
-def entries() -> dict:
+def entries(family) -> dict:
     """label -> (shape, builder(case) returning a zero-argument launch)."""
-    family = get_family("gelu_linear")
 
     uncapped = gs.GemmTile(128, 256, 64, 3, 8, 16, 1)  # TILES[0] before round 19
 
@@ -55,7 +53,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     family, device, sampler, l2, path = gpu_timing_setup("gelu_linear", "gemm-register-cap.csv")
-    built = entries()
+    built = entries(family)
     ragged = family.build_case("custom", RAGGED, "bf16", device, seed=7)
     checks = check_entries(family, "bf16", {k: make(ragged) for k, (_, make) in built.items()},
                            family.reference(ragged.inputs, RAGGED), "ragged")  # fmt: skip
