@@ -4,7 +4,9 @@ Entries, each checked against float64 at a ragged shape first, then timed in alt
 `rooflint bench`'s own timer (time_cuda, its start state, L2 flushed), with the SM clock NVML read:
 cuBLASLt, the wave-fitted 128x256 tile with ptxas's own register count (164) and capped at 168
 (TILES[0], as `triton_wavefit` builds it), at 8192^3 and at 8448x8192 -> 8192 (2112 tiles: 16
-whole waves, where the tile count leaves no SM idle at the end). Round 19 also timed, as
+whole waves, where the tile count leaves no SM idle at the end). Round 20 adds gelu_linear.py's own
+autotuned `triton` kernel (its 8192^3 config, 164 registers) and the same config launched with
+maxnreg 168 and 160. Round 19 also timed, as
 split_tail_ab.py, the tail wave's tiles cut along K (c206fae; reports/h100/probe-round19).
 Writes gemm-register-cap.csv under $OUT (or /tmp/rooflint-sweeps).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+import torch
 from side_by_side import check_entries, gpu_timing_setup, write_rows
 
 from rooflint.engine.timing import time_cuda
@@ -37,8 +40,14 @@ def entries(family) -> dict:
     def cublaslt(c):
         return family.variants["eager"].build(c)
 
+    def triton_capped(registers):
+        return lambda c: _autotuned_config(c, registers)
+
     return {
         "cublaslt (eager)": (SQUARE, cublaslt),
+        "triton": (SQUARE, lambda c: family.variants["triton"].build(c)),
+        "triton maxnreg 168": (SQUARE, triton_capped(168)),
+        "triton maxnreg 160": (SQUARE, triton_capped(160)),
         "uncapped": (SQUARE, tile(uncapped)),
         "maxnreg 168": (SQUARE, tile(gs.TILES[0])),
         "triton_wavefit": (SQUARE, lambda c: family.variants["triton_wavefit"].build(c)),
@@ -46,6 +55,34 @@ def entries(family) -> dict:
         "whole waves: uncapped": (WHOLE_WAVES, tile(uncapped)),
         "whole waves: maxnreg 168": (WHOLE_WAVES, tile(gs.TILES[0])),
     }
+
+
+def _autotuned_config(case, registers: int):
+    """gelu_linear.py's `triton` kernel with its 8192^3 config (128x256x64, 3 stages, 8 warps,
+    persistent, GROUP_M 16) set by hand, so ptxas can be given a register budget."""
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from rooflint.kernels import gelu_linear as gl
+    from rooflint.kernels import sm_count
+
+    x, w, b = case["x"], case["w"], case["b"]
+    m, k = x.shape
+    n = w.shape[0]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    meta = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 16, "PERSISTENT": True}
+    x_desc = TensorDescriptor.from_tensor(x, [128, 64])
+    w_desc = TensorDescriptor.from_tensor(w, [256, 64])
+    y_desc = TensorDescriptor.from_tensor(out, [128, 128])  # the epilogue stores two half tiles
+    grid = (min(triton.cdiv(m, 128) * triton.cdiv(n, 256), sm_count(x.device, 3)),)
+    kernel = gl._gelu_linear_kernel.fn  # the JIT function under the autotuner
+
+    def launch():
+        kernel[grid](x_desc, w_desc, y_desc, b, m, n, k, UPCAST=False, num_warps=8, num_stages=3,
+                     maxnreg=registers, **meta)  # fmt: skip
+        return out
+
+    return launch
 
 
 def main() -> None:

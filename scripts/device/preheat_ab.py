@@ -1,16 +1,20 @@
-"""Does the burst start state after a long idle gap put a row at the clock of a row that follows
-another row? (issue 14, round 19's finding: every reference's `triton_wavefit` row at 8192^3, the
-one Triton row there that compiles inside its row, ran 6-9% below its neighbours' clock.)
+"""Does a burst row's start state depend on what came before it? (issue 14.) Round 19's references
+logged `triton_wavefit` at 8192^3 at 1,800 MHz against its neighbours' 1,965: its kernel compiled for
+1-3 s inside its row, under the 3 s after which the bench then heated the GPU, so the row started
+from an idle GPU with no heat. Round 20's first run of this script (H100, conditions `after a row`
+and `idle 4 s` with 0-0.5 s of heat) found 0.25-0.5 s of heat after 4 s of idle within 0.1% of a row
+right after a row, and no heat 0.7-1.4% slower. Rows less than 3 s after the last one got no
+heat then; rooflint now heats any row more than 1 s after the last (timing.IDLE_BEFORE_PREHEAT_S).
 
 For each entry (cuBLASLt and `triton_wavefit` at 8192^3, cuDNN attention at D=128) the bench's
 timer (time_cuda with its start state) times a row under these conditions, in a shuffled order,
 REPEATS times each:
 - `after a row`: right after a timed row of the same kernel (what most rows of a bench see);
-- `idle, preheat X s`: after IDLE_S of idle (a compile's gap), with the start state's preheat set to
-  X s (0.5 is rooflint's PREHEAT_S; 0 runs one chunk).
-The preheat that leaves a row at the `after a row` clock and time is the one to take. Writes
-preheat-ab.csv under $OUT (or /tmp/rooflint-sweeps): per row the condition, the median time and the
-SM clock (median and lowest sample), with NVML's power and temperature at the row's start.
+- `idle X s`: after X s of idle (a compile's gap);
+each with `heat Y s`: the start state's preheat set to Y s (0.5 is rooflint's PREHEAT_S; 0 runs one
+chunk, what round 19's rule gave a row 1.5 s after the last). Writes preheat-ab.csv under
+$OUT (or /tmp/rooflint-sweeps): per row the condition, the median time and the SM clock (median and
+lowest sample), with NVML's power and temperature at the row's start.
 
     python3 scripts/device/preheat_ab.py [--repeats 3]
 """
@@ -29,8 +33,8 @@ from side_by_side import gpu_timing_setup, write_rows
 from rooflint.engine import timing
 from rooflint.kernels import _gemm_small as gs
 
-IDLE_S = 4.0  # past timing.IDLE_BEFORE_PREHEAT_S (3 s), as after a kernel's compile
-PREHEATS_S = (0.5, 0.25, 0.1, 0.0)
+# (idle before the row: None = right after a timed row; heat in s)
+CONDITIONS = ((None, 0.0), (None, 0.5), (1.5, 0.0), (1.5, 0.5), (4.0, 0.5))
 
 
 def main() -> None:
@@ -45,21 +49,21 @@ def main() -> None:
         "triton_wavefit 8192^3": gs.prepare(case["x"], case["w"], case["b"], tile=gs.TILES[0]),
         "cudnn attention D=128": lambda: F.scaled_dot_product_attention(q, k, v),
     }
-    for call in entries.values():  # compiled and warm before any timed row
+    for call in entries.values():  # compiled, warm and timed once (a cold GPU's first row) before any row
         call()
-    torch.cuda.synchronize()
-    conditions = ["after a row", *(f"idle, preheat {s} s" for s in PREHEATS_S)]
+        timing.time_cuda(call, l2_bytes=l2, sampler=sampler)
+    conditions = [f"{'after a row' if idle is None else f'idle {idle} s'}, heat {heat} s" for idle, heat in CONDITIONS]
+    settings = dict(zip(conditions, CONDITIONS))
     plan = [(label, condition) for label in entries for condition in conditions for _ in range(args.repeats)]
     random.Random(19).shuffle(plan)
     rows = []
     for label, condition in plan:
         call = entries[label]
-        if condition == "after a row":
+        idle, timing.PREHEAT_S = settings[condition]
+        if idle is None:
             timing.time_cuda(call, l2_bytes=l2, sampler=sampler)  # the row before, as in a bench
-            timing.PREHEAT_S = 0.5
         else:
-            time.sleep(IDLE_S)
-            timing.PREHEAT_S = float(condition.split()[2])
+            time.sleep(idle)
         start_w, start_c = sampler.device.power_w(), sampler.device.temperature_c()
         result = timing.time_cuda(call, l2_bytes=l2, sampler=sampler)
         t = result.telemetry
@@ -69,9 +73,9 @@ def main() -> None:
         print(rows[-1], flush=True)
         write_rows(path, rows)
     timing.PREHEAT_S = 0.5
-    print("\nmedians (x the `after a row` time; clock MHz)")
+    print("\nmedians (x the time `after a row, heat 0.5 s`; clock MHz)")
     for label in entries:
-        base = statistics.median(r["ms"] for r in rows if r["entry"] == label and r["condition"] == "after a row")
+        base = statistics.median(r["ms"] for r in rows if r["entry"] == label and r["condition"] == conditions[1])
         for condition in conditions:
             mine = [r for r in rows if r["entry"] == label and r["condition"] == condition]
             ms = statistics.median(r["ms"] for r in mine)

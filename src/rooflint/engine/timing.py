@@ -46,8 +46,12 @@ COOL_MAX_S = 2.0
 COOL_POLL_S = 0.05
 COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: no longer falling
 # ...and a row that comes this long after the last timed row (the run's first, one after a compile)
-# first heats the GPU for PREHEAT_S, so that it too starts a second after compute-bound work.
-IDLE_BEFORE_PREHEAT_S = 3.0
+# first heats the GPU for PREHEAT_S, so that it too starts a second after compute-bound work. A row
+# right after another comes 0.1-0.5 s after it (its build and float64 check); one whose kernel
+# compiles, 1-3 s. Round 19's 3 s let those start from an idle GPU: `triton_wavefit` at 8192^3 ran at
+# 1,800 MHz against its neighbours' 1,965 in every reference (round 20, scripts/device/preheat_ab.py:
+# after 4 s of idle, no heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row).
+IDLE_BEFORE_PREHEAT_S = 1.0
 PREHEAT_S = 0.5
 
 
@@ -242,10 +246,11 @@ class _BurstState:
 
 def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=time.sleep, clock=time.perf_counter):
     """Burst: bring the GPU to the state every row starts from, a second or so after compute-bound
-    work (cool_down). A row long after the last one (the run's first; one after a long compile)
-    would otherwise start from a cold, idle GPU and run at a higher clock than its neighbours:
-    round 17 measured a run's first row at 1980 MHz and the same cuDNN kernel in the next row at
-    1860 (H200), and with the same gap after the same load, clocks within +-3% (cool-gap.csv).
+    work (cool_down). A row more than IDLE_BEFORE_PREHEAT_S after the last one (the run's first; one
+    whose kernel compiled) would otherwise start from an idle GPU, whose clock differs from its
+    neighbours' either way: round 17 measured a run's first row at 1980 MHz and the same cuDNN kernel
+    in the next row at 1860 (H200); round 19's rows after a 1-3 s compile ran 100-200 MHz below
+    theirs, the power limiter clocking down an idle GPU's first burst of matmuls.
     `heat` runs compute-bound work (bf16 matmuls by default) for PREHEAT_S first in that case."""
     if not sampler.available:
         return
