@@ -5,6 +5,10 @@ from an idle GPU with no heat. Round 20's first run of this script (H100, condit
 and `idle 4 s` with 0-0.5 s of heat) found 0.25-0.5 s of heat after 4 s of idle within 0.1% of a row
 right after a row, and no heat 0.7-1.4% slower. Rows less than 3 s after the last one got no
 heat then; rooflint now heats any row more than 1 s after the last (timing.IDLE_BEFORE_PREHEAT_S).
+On an H200 (round 20, the default conditions) 1.5 s of idle with no heat cost 0.6-2.9%, with heat
+within 0.1%. The H100 reference at edce3c8 still logged `triton_wavefit` at 1,845 MHz, a row that
+ended 1-2 s after the one before: whether a gap under 1 s costs too is the next question
+(`--conditions after:0,after:0.5,0.5:0,1:0,1:0.5`).
 
 For each entry (cuBLASLt and `triton_wavefit` at 8192^3, cuDNN attention at D=128) the bench's
 timer (time_cuda with its start state) times a row under these conditions, in a shuffled order,
@@ -16,7 +20,7 @@ chunk, what round 19's rule gave a row 1.5 s after the last). Writes preheat-ab.
 $OUT (or /tmp/rooflint-sweeps): per row the condition, the median time and the SM clock (median and
 lowest sample), with NVML's power and temperature at the row's start.
 
-    python3 scripts/device/preheat_ab.py [--repeats 3]
+    python3 scripts/device/preheat_ab.py [--repeats 3] [--conditions after:0,after:0.5,0.5:0,1:0,1:0.5]
 """
 
 from __future__ import annotations
@@ -33,13 +37,20 @@ from side_by_side import gpu_timing_setup, write_rows
 from rooflint.engine import timing
 from rooflint.kernels import _gemm_small as gs
 
-# (idle before the row: None = right after a timed row; heat in s)
-CONDITIONS = ((None, 0.0), (None, 0.5), (1.5, 0.0), (1.5, 0.5), (4.0, 0.5))
+# (idle before the row: None = right after a timed row; heat in s). --conditions takes them as
+# IDLE:HEAT pairs, IDLE `after` for a row right after a row: the default is round 20's H200 call.
+CONDITIONS = "after:0,after:0.5,1.5:0,1.5:0.5,4:0.5"
+
+
+def parse_conditions(text: str) -> list[tuple[float | None, float]]:
+    pairs = [item.split(":") for item in text.split(",")]
+    return [(None if idle == "after" else float(idle), float(heat)) for idle, heat in pairs]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--conditions", default=CONDITIONS, help="IDLE:HEAT pairs, IDLE `after` or seconds")
     args = parser.parse_args()
     family, device, sampler, l2, path = gpu_timing_setup("gelu_linear", "preheat-ab.csv")
     case = family.build_case("custom", {"m": 8192, "k": 8192, "n": 8192}, "bf16", device, seed=11)
@@ -52,8 +63,9 @@ def main() -> None:
     for call in entries.values():  # compiled, warm and timed once (a cold GPU's first row) before any row
         call()
         timing.time_cuda(call, l2_bytes=l2, sampler=sampler)
-    conditions = [f"{'after a row' if idle is None else f'idle {idle} s'}, heat {heat} s" for idle, heat in CONDITIONS]
-    settings = dict(zip(conditions, CONDITIONS))
+    chosen = parse_conditions(args.conditions)
+    conditions = [f"{'after a row' if idle is None else f'idle {idle} s'}, heat {heat} s" for idle, heat in chosen]
+    settings = dict(zip(conditions, chosen))
     plan = [(label, condition) for label in entries for condition in conditions for _ in range(args.repeats)]
     random.Random(19).shuffle(plan)
     rows = []
@@ -73,7 +85,7 @@ def main() -> None:
         print(rows[-1], flush=True)
         write_rows(path, rows)
     timing.PREHEAT_S = 0.5
-    print("\nmedians (x the time `after a row, heat 0.5 s`; clock MHz)")
+    print(f"\nmedians (x the time `{conditions[1]}`; clock MHz)")
     for label in entries:
         base = statistics.median(r["ms"] for r in rows if r["entry"] == label and r["condition"] == conditions[1])
         for condition in conditions:

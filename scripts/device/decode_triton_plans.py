@@ -1,0 +1,94 @@
+"""The Triton decode kernels (`triton`, `triton_paged`) under other launch plans, beside cuDNN SDPA,
+in the bench's own burst timer (issue 14, the H200's decode MHA).
+
+Round 20's ncu on the H200 (reports/h200/probe-round20/ncu-decode-mha): at MHA (b=32, h=h_kv=32,
+8,192 keys, D=128) split_plan gives one split per (sequence, kv head), 1,024 blocks; 3 stages of K/V
+tiles take 71.7 KB of shared memory a block, so 3 blocks an SM (18.75% occupancy) and 2.59 waves;
+the ideal bytes at 91.8% of the DRAM peak, long-scoreboard stalls: too few loads in flight for the
+H200. The references put these rows at 0.91-0.995 of the read ceiling from one H200 to another.
+
+Each entry is checked against float64 at the large size's shapes (MHA and GQA), then timed in
+alternating rounds by time_cuda (start state, L2 flushed, NVML clock): per kernel, the plan the
+variant uses (split_plan, 3 stages) and it with 2 stages, wave_plan with the block slots 3 stages leave (3 an SM), the
+same with 2 stages (their slots from the compiled kernel's shared memory), and 2 and 4 splits by
+hand. Writes decode-triton-plans.csv under $OUT (or /tmp/rooflint-sweeps).
+
+    python3 scripts/device/decode_triton_plans.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+
+import torch
+from side_by_side import check_entries, gpu_timing_setup, write_rows
+
+from rooflint.engine.timing import time_cuda
+from rooflint.kernels import decode_attention as da
+from rooflint.kernels import sm_count
+
+SMEM_PER_SM = 228 * 1024  # Hopper: an SM's shared memory for blocks (1 KB of it reserved per block)
+
+
+def slots_for(smem_per_block: int, sms: int) -> int:
+    """Blocks resident at once when shared memory is what limits them."""
+    return sms * max(1, SMEM_PER_SM // (smem_per_block + 1024))
+
+
+def entries_for(family, case) -> dict:
+    """label -> zero-argument call, for one case: cuDNN SDPA and each kernel under each plan."""
+    q, k, v = case["q"], case["k"], case["v"]
+    b, h_kv, c = q.shape[0], k.shape[1], k.shape[2]
+    sms = sm_count(q.device, on_cpu=132)
+    pool_k, pool_v, table = da.paged_copy(k, v, torch.Generator().manual_seed(0))
+    # 3 stages: 71.7 KB a block under ncu (round 20); 2 stages hold one K/V stage less (32 KB at D=128).
+    stage_bytes = 2 * 64 * q.shape[-1] * q.element_size()
+    plans = {
+        "split_plan s3": (da.split_plan(b, h_kv, c, sms), 3),
+        "split_plan s2": (da.split_plan(b, h_kv, c, sms), 2),
+        "wave_plan s3": (da.wave_plan(b, h_kv, c, slots_for(72 * 1024, sms)), 3),
+        "wave_plan s2": (da.wave_plan(b, h_kv, c, slots_for(72 * 1024 - stage_bytes, sms)), 2),
+        "2 splits s3": (da._chunked(c, 2, 64), 3),
+        "4 splits s3": (da._chunked(c, 4, 64), 3),
+    }
+    entries = {"sdpa_cudnn": family.variants["sdpa_cudnn"].build(case)}
+    for name, (plan, stages) in plans.items():
+        ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
+        entries[f"triton {name} {plan}"] = functools.partial(da.triton_decode, q, k, v, ws, num_stages=stages)
+        ws_paged = da.DecodeWorkspace(q, h_kv, c, plan=plan)
+        entries[f"triton_paged {name} {plan}"] = functools.partial(
+            da.triton_paged_decode, q, pool_k, pool_v, table, h_kv, c, ws_paged, num_stages=stages
+        )
+    return entries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    family, device, sampler, l2, path = gpu_timing_setup("decode_attention", "decode-triton-plans.csv")
+    rows = []
+    for _, params in family.cases("large"):
+        case = family.build_case("large", params, "bf16", device)
+        entries = entries_for(family, case)
+        reference = family.reference(case.inputs, params)
+        checks = check_entries(family, "bf16", entries, reference, case.shape)
+        del reference
+        for r in range(args.rounds):
+            for label, call in entries.items():
+                timing = time_cuda(call, l2_bytes=l2, sampler=sampler)
+                rows.append({"shape": case.shape, "round": r, "entry": label, "ms": timing.median_ms,
+                             "gbps": case.cost.bytes / timing.median_ms / 1e6,
+                             "clock_mhz": timing.telemetry.sm_clock_mhz, "check": checks[label]})  # fmt: skip
+                print(rows[-1], flush=True)
+                write_rows(path, rows)
+        print(f"\n{case.shape}: medians over rounds")
+        for label in entries:
+            ms = statistics.median(row["ms"] for row in rows if row["shape"] == case.shape and row["entry"] == label)
+            print(f"  {label:48s} {ms:.4f} ms  {case.cost.bytes / ms / 1e6:7.0f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
