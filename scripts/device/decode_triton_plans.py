@@ -23,9 +23,8 @@ import functools
 import statistics
 
 import torch
-from side_by_side import check_entries, gpu_timing_setup, write_rows
+from side_by_side import burst_rounds, check_entries, gpu_timing_setup
 
-from rooflint.engine.timing import time_cuda
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
 
@@ -76,14 +75,8 @@ def main() -> None:
         reference = family.reference(case.inputs, params)
         checks = check_entries(family, "bf16", entries, reference, case.shape)
         del reference
-        for r in range(args.rounds):
-            for label, call in entries.items():
-                timing = time_cuda(call, l2_bytes=l2, sampler=sampler)
-                rows.append({"shape": case.shape, "round": r, "entry": label, "ms": timing.median_ms,
-                             "gbps": case.cost.bytes / timing.median_ms / 1e6,
-                             "clock_mhz": timing.telemetry.sm_clock_mhz, "check": checks[label]})  # fmt: skip
-                print(rows[-1], flush=True)
-                write_rows(path, rows)
+        columns = {label: {"shape": case.shape, "check": checks[label]} for label in entries}
+        burst_rounds(entries, args.rounds, l2, sampler, path, rows, columns)
         print(f"\n{case.shape}: medians over rounds")
         for label in entries:
             ms = statistics.median(row["ms"] for row in rows if row["shape"] == case.shape and row["entry"] == label)

@@ -6,7 +6,8 @@ cuBLASLt, the wave-fitted 128x256 tile with ptxas's own register count (164) and
 (TILES[0], as `triton_wavefit` builds it), at 8192^3 and at 8448x8192 -> 8192 (2112 tiles: 16
 whole waves, where the tile count leaves no SM idle at the end). Round 20 adds gelu_linear.py's own
 autotuned `triton` kernel (its 8192^3 config, 164 registers) and the same config launched with
-maxnreg 168 and 160. Round 19 also timed, as
+maxnreg 168 and 160 (H100: 0.9984x and 0.9967x cuBLASLt
+against 0.9980x uncapped, within the rounds' spread; reports/h100/probe-round20). Round 19 also timed, as
 split_tail_ab.py, the tail wave's tiles cut along K (c206fae; reports/h100/probe-round19).
 Writes gemm-register-cap.csv under $OUT (or /tmp/rooflint-sweeps).
 
@@ -19,9 +20,8 @@ import argparse
 import statistics
 
 import torch
-from side_by_side import check_entries, gpu_timing_setup, write_rows
+from side_by_side import burst_rounds, check_entries, gpu_timing_setup
 
-from rooflint.engine.timing import time_cuda
 from rooflint.kernels import _gemm_small as gs
 
 RAGGED = {"m": 1000, "k": 776, "n": 3000}
@@ -97,14 +97,7 @@ def main() -> None:
     cases = {str(shape): family.build_case("custom", shape, "bf16", device, seed=11) for shape in (SQUARE, WHOLE_WAVES)}
     calls = {label: make(cases[str(shape)]) for label, (shape, make) in built.items()}
     rows = []
-    for r in range(args.rounds):
-        for label, call in calls.items():
-            timing = time_cuda(call, l2_bytes=l2, sampler=sampler)
-            t = timing.telemetry
-            rows.append({"round": r, "entry": label, "ms": timing.median_ms, "clock_mhz": t.sm_clock_mhz,
-                         "clock_min_mhz": t.sm_clock_min_mhz, "check": checks[label]})  # fmt: skip
-            print(rows[-1], flush=True)
-            write_rows(path, rows)
+    burst_rounds(calls, args.rounds, l2, sampler, path, rows, {label: {"check": checks[label]} for label in calls})
     print("\nmedians over rounds")
     for label in calls:
         ms = statistics.median(row["ms"] for row in rows if row["entry"] == label)

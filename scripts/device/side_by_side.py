@@ -120,6 +120,23 @@ def time_rounds(
     return times
 
 
+def burst_rounds(calls: dict[str, Callable], rounds: int, l2: int, sampler, path: Path, rows: list[dict],
+                 columns: dict[str, dict] | None = None) -> None:  # fmt: skip
+    """Time each call by `rooflint bench`'s burst timer (start state, L2 flushed, NVML clock) in
+    alternating rounds; each timing becomes a row of ``rows`` (round, entry, ms, clocks, plus
+    ``columns[label]``), written to ``path`` at once so a sweep cut short keeps what it timed."""
+    from rooflint.engine.timing import time_cuda
+
+    for r in range(rounds):
+        for label, call in calls.items():
+            timing = time_cuda(call, l2_bytes=l2, sampler=sampler)
+            t = timing.telemetry
+            rows.append({"round": r, "entry": label, "ms": timing.median_ms, "clock_mhz": t.sm_clock_mhz,
+                         "clock_min_mhz": t.sm_clock_min_mhz, **(columns or {}).get(label, {})})  # fmt: skip
+            print(rows[-1], flush=True)
+            write_rows(path, rows)
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
