@@ -69,6 +69,7 @@ def main() -> None:
     plan = [(label, condition) for label in entries for condition in conditions for _ in range(args.repeats)]
     random.Random(19).shuffle(plan)
     rows = []
+    default_heat = timing.PREHEAT_S
     for label, condition in plan:
         call = entries[label]
         idle, timing.PREHEAT_S = settings[condition]
@@ -84,7 +85,7 @@ def main() -> None:
                      "start_power_w": start_w, "start_temp_c": start_c})  # fmt: skip
         print(rows[-1], flush=True)
         write_rows(path, rows)
-    timing.PREHEAT_S = 0.5
+    timing.PREHEAT_S = default_heat
     print(f"\nmedians (x the time `{conditions[1]}`; clock MHz)")
     for label in entries:
         base = statistics.median(r["ms"] for r in rows if r["entry"] == label and r["condition"] == conditions[1])

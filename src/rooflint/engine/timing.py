@@ -47,10 +47,11 @@ COOL_POLL_S = 0.05
 COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: no longer falling
 # ...and a row that comes this long after the last timed row (the run's first, one after a compile)
 # first heats the GPU for PREHEAT_S, so that it too starts a second after compute-bound work. A row
-# right after another comes 0.1-0.5 s after it (its build and float64 check); one whose kernel
-# compiles, 1-3 s. Round 19's 3 s let those start from an idle GPU: `triton_wavefit` at 8192^3 ran at
-# 1,800 MHz against its neighbours' 1,965 in every reference (round 20, scripts/device/preheat_ab.py:
-# after 4 s of idle, no heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row).
+# right after another starts well under a second after it (its build and float64 check; a
+# reference's rows end about 1 s apart, timing included); one whose kernel compiles, 1-3 s. Round
+# 19's 3 s let those start from an idle GPU: `triton_wavefit` at 8192^3 ran at 1,800 MHz against its
+# neighbours' 1,965 in every reference (round 20, scripts/device/preheat_ab.py: after 4 s of idle, no
+# heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row).
 IDLE_BEFORE_PREHEAT_S = 1.0
 PREHEAT_S = 0.5
 
