@@ -77,13 +77,17 @@ def test_reference_one_token_returns_its_value_and_equal_keys_average():
     assert torch.allclose(got[0, 0, 0], inputs["v"][0, 0].double().mean(dim=0))
 
 
-@pytest.mark.parametrize("b,h_kv,c", [(32, 32, 8192), (1, 8, 8192), (2, 2, 300), (4, 1, 1), (1, 1, 129)])
+@pytest.mark.parametrize(
+    "b,h_kv,c", [(32, 32, 8192), (1, 8, 8192), (2, 2, 300), (4, 1, 1), (1, 1, 129), (64, 16, 128), (64, 16, 129)]
+)
 def test_split_plan_covers_the_cache_with_nonempty_splits(b, h_kv, c):
     splits, chunk = split_plan(b, h_kv, c, sms=132)
     assert chunk % 64 == 0
     assert (splits - 1) * chunk < c <= splits * chunk  # the last split holds at least one token
-    if b * h_kv >= 4 * 132:
-        assert splits == 1  # enough programs already: no partials to combine
+    if b * h_kv >= 4 * 132 and c > 128:
+        assert splits == 2  # enough programs already, but two shorter ones each balance the last wave
+    if c <= 128:
+        assert splits == 1  # no split shorter than MIN_SPLIT_TOKENS
     if (b, h_kv, c) == (1, 8, 8192):
         assert splits == 64  # 8 kv heads alone would leave 124 of 132 SMs idle
 

@@ -163,8 +163,17 @@ def compiled_builtin(case):
 
 
 def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tuple[int, int]:
-    """(splits, chunk tokens): enough programs for 4 per SM, none shorter than MIN_SPLIT_TOKENS."""
-    want = triton.cdiv(4 * sms, batch * h_kv)
+    """(splits, chunk tokens): enough programs for 4 per SM and at least 2 splits, none shorter than
+    MIN_SPLIT_TOKENS.
+
+    At least 2, even where the heads alone fill the GPU: the large MHA shape (32 x 32 heads, 8,192
+    keys) in one split is 1,024 programs of 4 MB, 2.59 waves of the 396 that fit at once (3 an SM),
+    and its last wave's long programs run with a third of the SMs' slots empty. In 2 splits the
+    Triton kernels ran 0.8-0.9% faster on an H100 and 3.3-3.9% on an H200, where the dense kernel then
+    read at 1.03x the read ceiling; 4 splits were between the two, and 3 (wave_plan) gained less on
+    the H200 and nothing on the H100 (scripts/device/decode_triton_plans.py, round 21).
+    """
+    want = max(2, triton.cdiv(4 * sms, batch * h_kv))
     return _chunked(c, max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS))), block)
 
 
