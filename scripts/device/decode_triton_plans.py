@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 
 import torch
-from side_by_side import burst_rounds, check_entries, gpu_timing_setup
+from side_by_side import burst_rounds, check_entries, gpu_timing_setup, median_of
 
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
 
-SMEM_PER_SM = 228 * 1024  # Hopper: an SM's shared memory for blocks (1 KB of it reserved per block)
+BLOCK_RESERVE = 1024  # shared memory the GPU keeps for each resident block (sm_80 and later)
 
 
-def slots_for(smem_per_block: int, sms: int) -> int:
-    """Blocks resident at once when shared memory is what limits them."""
-    return sms * max(1, SMEM_PER_SM // (smem_per_block + 1024))
+def slots_for(smem_per_block: int, device) -> int:
+    """Blocks resident at once on the GPU when shared memory is what limits them."""
+    props = torch.cuda.get_device_properties(device)
+    per_sm = props.shared_memory_per_multiprocessor // (smem_per_block + BLOCK_RESERVE)
+    return props.multi_processor_count * max(1, per_sm)
 
 
 def entries_for(family, case) -> dict:
@@ -48,8 +49,8 @@ def entries_for(family, case) -> dict:
     plans = {
         "split_plan s3": (da.split_plan(b, h_kv, c, sms), 3),
         "split_plan s2": (da.split_plan(b, h_kv, c, sms), 2),
-        "wave_plan s3": (da.wave_plan(b, h_kv, c, slots_for(three_stages, sms)), 3),
-        "wave_plan s2": (da.wave_plan(b, h_kv, c, slots_for(two_stages, sms)), 2),
+        "wave_plan s3": (da.wave_plan(b, h_kv, c, slots_for(three_stages, q.device)), 3),
+        "wave_plan s2": (da.wave_plan(b, h_kv, c, slots_for(two_stages, q.device)), 2),
         "2 splits s3": (da._chunked(c, 2, 64), 3),
         "4 splits s3": (da._chunked(c, 4, 64), 3),
     }
@@ -80,7 +81,7 @@ def main() -> None:
         burst_rounds(entries, args.rounds, l2, sampler, path, rows, columns)
         print(f"\n{case.shape}: medians over rounds")
         for label in entries:
-            ms = statistics.median(row["ms"] for row in rows if row["shape"] == case.shape and row["entry"] == label)
+            ms = median_of(rows, shape=case.shape, entry=label)
             print(f"  {label:48s} {ms:.4f} ms  {case.cost.bytes / ms / 1e6:7.0f} GB/s")
 
 

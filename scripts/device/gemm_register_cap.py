@@ -17,10 +17,9 @@ Writes gemm-register-cap.csv under $OUT (or /tmp/rooflint-sweeps).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
-from side_by_side import burst_rounds, check_entries, gpu_timing_setup
+from side_by_side import burst_rounds, check_entries, gpu_timing_setup, median_of
 
 from rooflint.kernels import _gemm_small as gs
 
@@ -100,9 +99,9 @@ def main() -> None:
     burst_rounds(calls, args.rounds, l2, sampler, path, rows, {label: {"check": checks[label]} for label in calls})
     print("\nmedians over rounds")
     for label in calls:
-        ms = statistics.median(row["ms"] for row in rows if row["entry"] == label)
+        ms = median_of(rows, entry=label)
         peer = "whole waves: cublaslt" if label.startswith("whole") else "cublaslt (eager)"
-        peer_ms = statistics.median(row["ms"] for row in rows if row["entry"] == peer)
+        peer_ms = median_of(rows, entry=peer)
         print(f"{label:40s} {ms:.4f} ms  x{peer_ms / ms:.4f} cuBLASLt")
 
 

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
-from side_by_side import gpu_timing_setup, write_rows
+from side_by_side import gpu_timing_setup, median_of, write_rows
 
 from rooflint.engine import timing
 from rooflint.kernels import _gemm_small as gs
@@ -88,11 +87,10 @@ def main() -> None:
     timing.PREHEAT_S = default_heat
     print(f"\nmedians (x the time `{conditions[1]}`; clock MHz)")
     for label in entries:
-        base = statistics.median(r["ms"] for r in rows if r["entry"] == label and r["condition"] == conditions[1])
+        base = median_of(rows, entry=label, condition=conditions[1])
         for condition in conditions:
-            mine = [r for r in rows if r["entry"] == label and r["condition"] == condition]
-            ms = statistics.median(r["ms"] for r in mine)
-            clock = statistics.median(r["clock_mhz"] for r in mine)
+            ms = median_of(rows, entry=label, condition=condition)
+            clock = median_of(rows, "clock_mhz", entry=label, condition=condition)
             print(f"{label:24s} {condition:22s} {ms:.4f} ms x{base / ms:.4f}  {clock:.0f} MHz")
 
 

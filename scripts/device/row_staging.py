@@ -26,13 +26,12 @@ the read ceiling at softmax's shape and 0.933 at layernorm's.
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
-from side_by_side import burst_rounds, check_entries, gpu_timing_setup
+from side_by_side import burst_rounds, check_entries, gpu_timing_setup, median_of
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooflint.engine import cuda_build
@@ -168,7 +167,7 @@ def main() -> None:
     for name in args.families.split(","):
         mine = [r for r in rows if r["family"] == name]
         for label in dict.fromkeys(r["entry"] for r in mine):
-            ms = statistics.median(r["ms"] for r in mine if r["entry"] == label)
+            ms = median_of(mine, entry=label)
             nbytes = next(r["bytes"] for r in mine if r["entry"] == label)
             print(f"{name:15s} {label:28s} {ms:.4f} {nbytes / ms / 1e6:.0f}", flush=True)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -135,6 +136,12 @@ def burst_rounds(calls: dict[str, Callable], rounds: int, l2: int, sampler, path
                          "clock_min_mhz": t.sm_clock_min_mhz, **(columns or {}).get(label, {})})  # fmt: skip
             print(rows[-1], flush=True)
             write_rows(path, rows)
+
+
+def median_of(rows: list[dict], column: str = "ms", **match) -> float:
+    """The median of ``column`` over the rows whose fields equal ``match`` (entry=..., shape=...):
+    what each sweep prints per entry after its rounds."""
+    return statistics.median(row[column] for row in rows if all(row[key] == value for key, value in match.items()))
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

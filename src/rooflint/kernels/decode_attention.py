@@ -168,7 +168,7 @@ def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tupl
 
     At least 2, even where the heads alone fill the GPU: the large MHA shape (32 x 32 heads, 8,192
     keys) in one split is 1,024 programs of 4 MB, 2.59 waves of the 396 that fit at once (3 an SM),
-    and its last wave's long programs run with a third of the SMs' slots empty. In 2 splits the
+    and its last wave's long programs run with 41% of the SMs' slots empty. In 2 splits the
     Triton kernels ran 0.8-0.9% faster on an H100 and 3.3-3.9% on an H200, where the dense kernel then
     read at 1.03x the read ceiling; 4 splits were between the two, and 3 (wave_plan) gained less on
     the H200 and nothing on the H100 (scripts/device/decode_triton_plans.py, round 21).
