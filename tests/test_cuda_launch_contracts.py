@@ -63,7 +63,7 @@ def test_decode_attention_launch_passes_the_strides_of_a_view():
     assert_matches(library, "decode_attention.cu")
     args = library.calls[0][1]
     assert args[0] is q and args[1] is k  # no copies: the kernel reads the views
-    assert args[-2:] == (capacity, 3 * h * d)  # kv_rows, q_batch_stride
+    assert args[-3:] == (capacity, 3 * h * d, 0)  # kv_rows, q_batch_stride, the auto path
 
 
 def test_attention_launch():

@@ -249,7 +249,7 @@ def test_the_models_cuda_set_decodes_with_the_benchs_cuda_plan():
     cuda_set._workspaces, cuda_set._libraries = {}, {"decode_attention": FakeDecodeLibrary(3)}
     ws = cuda_set._workspace(q, h_kv, length)
     assert (ws.splits, ws.chunk) == decode_attention.wave_plan(b, h_kv, length, 3 * 132)
-    assert cuda_set._libraries["decode_attention"].asked == [("rooflint_decode_blocks_per_sm", d, h // h_kv, 2)]
+    assert cuda_set._libraries["decode_attention"].asked == [("rooflint_decode_blocks_per_sm", d, h // h_kv, 2, 0)]
     assert cuda_set._workspace(q, h_kv, length) is ws  # one workspace per length, planned once
 
     triton_set = object.__new__(TritonKernels)

@@ -186,7 +186,8 @@ def wave_plan(batch: int, h_kv: int, c: int, slots: int, block: int = 64) -> tup
     per SM at G=4 (its ring and merge buffers: 4 x 57 KB would pass the 228 KB of an SM), and one
     split per wave of heads left it at 2 blocks per SM: 0.681 of the H200's read stream against
     0.706 with split_plan (reference runs at 9c0d920 and dc4f40f). 32 x 8 heads in 3 splits are
-    768 blocks, 1.94 waves of 396: 97% full."""
+    768 blocks, 1.94 waves of 396: 97% full. The tensor-core kernel (sm_80+) holds 2 blocks an SM
+    at D=128: 256 heads in 1 split fill 97% of 264 slots, and ran faster than 2-4 splits (H200)."""
     heads = batch * h_kv
     most = max(1, min(triton.cdiv(c, MIN_SPLIT_TOKENS), 4 * triton.cdiv(slots, heads)))
 
@@ -578,11 +579,14 @@ def triton_paged_variant(case):
 
 
 CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instantiated for
+# The CUDA split kernels (decode_attention.cu's DecodePath): "auto" runs the tensor-core kernel on
+# sm_80+ and the CUDA-core kernel below; the other two force one of them (tests, A/B scripts).
+CUDA_PATHS = {"auto": 0, "cuda_cores": 1, "tensor_cores": 2}
 
 
 @FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
 def cuda_variant(case):
-    """CUDA C++ flash-decoding: 16-byte K/V loads, per-thread online softmax, combine kernel"""
+    """CUDA C++ flash-decoding: mma.sync on sm_80+ (CUDA-core FMAs on sm_75), cp.async rings, combine kernel"""
     q, k, v = case["q"], case["k"], case["v"]
     b, h, _, d = q.shape
     h_kv, c = k.shape[1], k.shape[2]
@@ -593,14 +597,14 @@ def cuda_variant(case):
     return lambda: cuda_decode(library, q, k, v, ws)
 
 
-def cuda_plan(library, q: torch.Tensor, h_kv: int, c: int) -> tuple[int, int]:
+def cuda_plan(library, q: torch.Tensor, h_kv: int, c: int, path: str = "auto") -> tuple[int, int]:
     """The CUDA kernel's splits: the best-filled waves of the blocks this GPU holds per SM for this shape."""
     b, h, _, d = q.shape
-    per_sm = library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype))
+    per_sm = library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype), CUDA_PATHS[path])
     return wave_plan(b, h_kv, c, max(1, per_sm) * sm_count(q.device, on_cpu=132))
 
 
-def cuda_decode(library, q, k, v, ws: DecodeWorkspace):
+def cuda_decode(library, q, k, v, ws: DecodeWorkspace, path: str = "auto"):
     """The CUDA kernel over a dense cache or a length-prefix view of a preallocated one (read in place)."""
     b, h, _, d = q.shape
     h_kv, c = k.shape[1], k.shape[2]
@@ -608,6 +612,6 @@ def cuda_decode(library, q, k, v, ws: DecodeWorkspace):
     k, v, rows = cache_layout(k, v)
     library.launch(
         "rooflint_decode_attention", q, k, v, ws.part_acc, ws.part_ml, ws.out, b, h, h_kv, c, d, ws.chunk,
-        ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d), rows, q_stride,
+        ws.splits, cuda_dtype(q.dtype), LOG2E / math.sqrt(d), rows, q_stride, CUDA_PATHS[path],
     )  # fmt: skip
     return ws.out
