@@ -51,7 +51,9 @@ COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: 
 # reference's rows end about 1 s apart, timing included); one whose kernel compiles, 1-3 s. Round
 # 19's 3 s let those start from an idle GPU: `triton_wavefit` at 8192^3 ran at 1,800 MHz against its
 # neighbours' 1,965 in every reference (round 20, scripts/device/preheat_ab.py: after 4 s of idle, no
-# heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row).
+# heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row). Not 0.5 s: round
+# 22's census (scripts/device/gap_census) found the 23 rows a bench has 0.5-1 s after the last
+# unbiased unheated (0.9998x), and heating them would add ~12 s a bench.
 IDLE_BEFORE_PREHEAT_S = 1.0
 PREHEAT_S = 0.5
 
