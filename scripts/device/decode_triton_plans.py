@@ -22,7 +22,7 @@ import argparse
 import functools
 
 import torch
-from side_by_side import burst_rounds, check_entries, gpu_timing_setup, median_of
+from side_by_side import burst_and_report, check_entries, gpu_timing_setup
 
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
@@ -77,12 +77,7 @@ def main() -> None:
         reference = family.reference(case.inputs, params)
         checks = check_entries(family, "bf16", entries, reference, case.shape)
         del reference
-        columns = {label: {"shape": case.shape, "check": checks[label]} for label in entries}
-        burst_rounds(entries, args.rounds, l2, sampler, path, rows, columns)
-        print(f"\n{case.shape}: medians over rounds")
-        for label in entries:
-            ms = median_of(rows, shape=case.shape, entry=label)
-            print(f"  {label:48s} {ms:.4f} ms  {case.cost.bytes / ms / 1e6:7.0f} GB/s")
+        burst_and_report(entries, case, checks, args.rounds, l2, sampler, path, rows)
 
 
 if __name__ == "__main__":

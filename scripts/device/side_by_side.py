@@ -138,6 +138,18 @@ def burst_rounds(calls: dict[str, Callable], rounds: int, l2: int, sampler, path
             write_rows(path, rows)
 
 
+def burst_and_report(entries: dict[str, Callable], case, checks: dict[str, str], rounds: int, l2: int, sampler,
+                     path: Path, rows: list[dict]) -> None:  # fmt: skip
+    """burst_rounds over one case's entries (each row tagged with the case's shape and its check), then
+    each entry's median over the rounds and its GB/s of the case's bytes, printed."""
+    columns = {label: {"shape": case.shape, "check": checks[label]} for label in entries}
+    burst_rounds(entries, rounds, l2, sampler, path, rows, columns)
+    print(f"\n{case.shape}: medians over rounds")
+    for label in entries:
+        ms = median_of(rows, shape=case.shape, entry=label)
+        print(f"  {label:48s} {ms:.4f} ms  {case.cost.bytes / ms / 1e6:7.0f} GB/s")
+
+
 def median_of(rows: list[dict], column: str = "ms", **match) -> float:
     """The median of ``column`` over the rows whose fields equal ``match`` (entry=..., shape=...):
     what each sweep prints per entry after its rounds."""
