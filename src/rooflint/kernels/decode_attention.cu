@@ -255,25 +255,27 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const T* __restr
 }
 
 // ---- The tensor-core split kernel (sm_80+) ----
-// The path on sm_80+ for every G. At G = 4 the CUDA-core kernel above issues ~70 warp instructions per cache row: its 16 threads of
-// a row each run a 4-step shuffle butterfly and their own online softmax per query head, and unpack
-// bf16 by hand. At the H200's 4.8 TB/s an SM receives a 512-byte row of K and V every ~30 cycles, time
-// for ~120 issues, and ncu (round 18) found that kernel issue-bound: not_selected 29-30%, ALU 59%,
-// 0.79 of the read ceiling. Here each warp streams its own 16-row tiles and lets mma.sync do the
-// math, as FlashAttention-2 does for prefill but with the G query heads as the 16 rows of the A
-// operand (rows G..15 are zero: the tensor cores have ~15x the throughput decode needs, so the
-// wasted rows cost nothing that binds): S = Q K^T is D/8 mma per 16 rows, O += P V another D/8,
-// and the softmax runs once per (head, row) on the accumulators, ~10 issues per cache row in all.
-// A warp's tiles go through its own cp.async ring, written and read by its own lanes, so the
-// steady state needs __syncwarp only; the block meets once, to merge its warps' states.
-// Measured on an H200 (scripts/device/decode_cuda_plans.py, each kernel in its wave_plan): GQA at
-// G = 4 3,547 -> 4,344 GB/s (0.79 -> 0.97 of the read ceiling), MHA 4,406 -> 4,454.
+// The path on sm_80+ for every G. At G = 4 the CUDA-core kernel above issues ~70 warp instructions
+// per cache row: its 16 threads of a row each run a 4-step shuffle butterfly and their own online
+// softmax per query head, and unpack bf16 by hand. At the H200's 4.8 TB/s an SM receives a 512-byte
+// row of K and V every ~30 cycles, time for ~120 issues, and ncu (round 18) found that kernel
+// issue-bound: not_selected 29-30%, ALU 59%, 0.79 of the read ceiling. Here each warp streams its
+// own 16-row tiles and lets mma.sync do the math, as FlashAttention-2 does for prefill but with the
+// G query heads as the 16 rows of the A operand (rows G..15 are zero: even at 16 padded rows decode
+// asks the tensor cores for a fraction of their throughput): S = Q K^T is D/8 mma per 16 rows,
+// O += P V another D/8, and the softmax runs once per (head, row) on the accumulators, ~10 issues
+// per cache row in all. A warp's tiles go through its own cp.async ring, written and read by its
+// own lanes, so the steady state needs __syncwarp only; the block meets once, to merge its warps'
+// states. Measured on an H200 (scripts/device/decode_cuda_plans.py, each kernel in its wave_plan):
+// GQA at G = 4 3,547 -> 4,344 GB/s (0.79 -> 0.97 of the read ceiling), MHA 4,406 -> 4,454; under
+// ncu DRAM 92.8% busy, issue slots 22%, stalls long_scoreboard 70% (round 22).
 inline constexpr int kTileRows = 16;  // cache rows per warp per step: one k16 step of P V
 #ifndef ROOFLINT_DECODE_MMA_STAGES
 #define ROOFLINT_DECODE_MMA_STAGES 3
 #endif
 // 3 steps of a 16-row K and V tile per warp: 96 KB a block at D = 128, so two blocks share an SM's
-// 228 KB and keep 4 x 2 x 2 tiles (128 KB) in flight, four times the ~30 KB an H200 SM needs at ~1 us.
+// 228 KB, and with each warp 2 steps ahead an SM has 2 x 4 x 2 x 8 KB = 128 KB in flight, four times
+// the ~30 KB an H200 SM needs at ~1 us of latency.
 inline constexpr int kMmaStages = ROOFLINT_DECODE_MMA_STAGES;
 template <typename T, int D>
 inline constexpr int kMmaRingBytes = kMmaStages * kWarps * 2 * kTileRows * D * static_cast<int>(sizeof(T));
@@ -329,8 +331,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_mma_kernel(const T* __r
         const int idx = lane + 32 * i, row = idx / kChunks, col = (idx % kChunks) * 8;
         const bool valid = t0 + row < end;
         const long long offset = static_cast<long long>(valid ? t0 + row : start) * D + col;
-        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(k_tile(step) + swizzle<D>(row, col))), k_head + offset, valid);
-        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(v_tile(step) + swizzle<D>(row, col))), v_head + offset, valid);
+        const int at = swizzle<D>(row, col);
+        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(k_tile(step) + at)), k_head + offset, valid);
+        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(v_tile(step) + at)), v_head + offset, valid);
       }
     }
     cp_async_commit();  // empty groups at the tail keep the wait count uniform
