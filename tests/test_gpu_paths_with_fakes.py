@@ -226,7 +226,7 @@ def _write(rows, out_dir):
 
 
 class FakeDecodeLibrary:
-    """The CUDA decode library's occupancy query: blocks per SM for (head dim, group, dtype)."""
+    """The CUDA decode library's occupancy query: blocks per SM for (head dim, group, dtype, path)."""
 
     def __init__(self, blocks_per_sm):
         self.blocks_per_sm, self.asked = blocks_per_sm, []
