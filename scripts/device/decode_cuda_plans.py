@@ -22,7 +22,6 @@ from side_by_side import bench_timer_ms, check_entries, do_bench_ms, time_rounds
 
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
-from rooflint.kernels import cuda_dtype
 from rooflint.kernels import decode_attention as da
 
 
@@ -42,19 +41,19 @@ def main() -> None:
     for _, params in family.cases("large"):
         case = family.build_case("large", params, "bf16", torch.device("cuda"))
         q, k, v = case["q"], case["k"], case["v"]
-        b, h, _, d = q.shape
         h_kv, c = k.shape[1], k.shape[2]
         entries = {name: family.variants[name].build(case) for name in ("eager", "triton", "triton_paged")}
         described = {name: {"path": name, "plan": "", "blocks_per_sm": ""} for name in entries}
         for path in args.paths.split(","):
-            code = da.CUDA_PATHS[path]
-            per_sm = library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype), code)
+            per_sm = da.cuda_blocks_per_sm(library, q, h_kv, path)
             plans = {"wave_plan": da.cuda_plan(library, q, h_kv, c, path)}
             plans |= {f"{s} splits": da._chunked(c, int(s), 64) for s in args.splits.split(",")}
+            timed = set()
             for name, plan in plans.items():
-                label = f"cuda {path} {name} {plan}"
-                if any(e["plan"] == str(plan) and e["path"] == path for e in described.values()):
+                if plan in timed:
                     continue  # a fixed count that wave_plan already is
+                timed.add(plan)
+                label = f"cuda {path} {name} {plan}"
                 ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
                 entries[label] = functools.partial(da.cuda_decode, library, q, k, v, ws, path)
                 described[label] = {"path": path, "plan": str(plan), "blocks_per_sm": per_sm}

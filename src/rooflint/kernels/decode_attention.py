@@ -597,11 +597,16 @@ def cuda_variant(case):
     return lambda: cuda_decode(library, q, k, v, ws)
 
 
+def cuda_blocks_per_sm(library, q: torch.Tensor, h_kv: int, path: str = "auto") -> int:
+    """Split-kernel blocks one SM holds at once for q's head dim, group and dtype on this path."""
+    _, h, _, d = q.shape
+    return library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype), CUDA_PATHS[path])
+
+
 def cuda_plan(library, q: torch.Tensor, h_kv: int, c: int, path: str = "auto") -> tuple[int, int]:
     """The CUDA kernel's splits: the best-filled waves of the blocks this GPU holds per SM for this shape."""
-    b, h, _, d = q.shape
-    per_sm = library.query("rooflint_decode_blocks_per_sm", d, h // h_kv, cuda_dtype(q.dtype), CUDA_PATHS[path])
-    return wave_plan(b, h_kv, c, max(1, per_sm) * sm_count(q.device, on_cpu=132))
+    per_sm = cuda_blocks_per_sm(library, q, h_kv, path)
+    return wave_plan(q.shape[0], h_kv, c, max(1, per_sm) * sm_count(q.device, on_cpu=132))
 
 
 def cuda_decode(library, q, k, v, ws: DecodeWorkspace, path: str = "auto"):
