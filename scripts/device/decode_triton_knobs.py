@@ -15,12 +15,11 @@ launch parameters are unchanged. Writes decode-triton-knobs.csv under $OUT.
 from __future__ import annotations
 
 import argparse
-import functools
 
 import torch
-from side_by_side import burst_and_report, gpu_timing_setup
+from decode_triton_plans import kernel_entries
+from side_by_side import burst_and_report, check_entries, gpu_timing_setup
 
-from rooflint.engine.correctness import check
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
 
@@ -39,22 +38,16 @@ KNOBS = (
 
 
 def entries_for(family, case) -> dict:
-    q, k, v = case["q"], case["k"], case["v"]
+    """label -> zero-argument call: cuDNN SDPA, the CUDA decode and both Triton kernels per knob set."""
+    q, k = case["q"], case["k"]
     b, h_kv, c = q.shape[0], k.shape[1], k.shape[2]
-    pool_k, pool_v, table = da.paged_copy(k, v, torch.Generator().manual_seed(0))
+    paged = da.paged_copy(k, case["v"], torch.Generator().manual_seed(0))
     entries = {name: family.variants[name].build(case) for name in ("sdpa_cudnn", "cuda")}
+    sms = sm_count(q.device, on_cpu=132)
     for splits, block_n, warps, stages in KNOBS:
-        plan = (
-            da.split_plan(b, h_kv, c, sm_count(q.device, on_cpu=132)) if splits is None else da._chunked(c, splits, 64)
-        )
-        knobs = {"block_n": block_n, "num_warps": warps, "num_stages": stages}
+        plan = da.split_plan(b, h_kv, c, sms) if splits is None else da._chunked(c, splits, 64)
         name = f"{plan} n{block_n} w{warps} s{stages}"
-        ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
-        entries[f"triton {name}"] = functools.partial(da.triton_decode, q, k, v, ws, **knobs)
-        ws_paged = da.DecodeWorkspace(q, h_kv, c, plan=plan)
-        entries[f"triton_paged {name}"] = functools.partial(
-            da.triton_paged_decode, q, pool_k, pool_v, table, h_kv, c, ws_paged, **knobs
-        )
+        entries |= kernel_entries(case, paged, name, plan, block_n=block_n, num_warps=warps, num_stages=stages)
     return entries
 
 
@@ -70,13 +63,8 @@ def main() -> None:
         case = family.build_case("large", params, "bf16", device)
         entries = entries_for(family, case)
         reference = family.reference(case.inputs, params)
-        checks = {}
-        for label in list(entries):  # a config that fails the check is reported and dropped, not fatal
-            verdict = check(family, "bf16", entries[label](), reference)
-            checks[label] = f"rel_err {verdict.error:.3g} (tolerance {verdict.tolerance:.3g})"
-            if not verdict.passed:
-                print(f"DROPPED {label}: {verdict.message}", flush=True)
-                del entries[label]
+        # a config that fails the check is reported and dropped, not fatal
+        checks = check_entries(family, "bf16", entries, reference, case.shape, drop_failures=True)
         del reference
         burst_and_report(entries, case, checks, args.rounds, l2, sampler, path, rows)
 

@@ -42,7 +42,7 @@ def entries_for(family, case) -> dict:
     q, k, v = case["q"], case["k"], case["v"]
     b, h_kv, c = q.shape[0], k.shape[1], k.shape[2]
     sms = sm_count(q.device, on_cpu=132)
-    pool_k, pool_v, table = da.paged_copy(k, v, torch.Generator().manual_seed(0))
+    paged = da.paged_copy(k, v, torch.Generator().manual_seed(0))
     # 3 stages: 71.7 KB a block under ncu (round 20); 2 stages hold one K/V stage less (32 KB at D=128).
     three_stages = 72 * 1024
     two_stages = three_stages - 2 * 64 * q.shape[-1] * q.element_size()
@@ -56,13 +56,24 @@ def entries_for(family, case) -> dict:
     }
     entries = {"sdpa_cudnn": family.variants["sdpa_cudnn"].build(case)}
     for name, (plan, stages) in plans.items():
-        ws = da.DecodeWorkspace(q, h_kv, c, plan=plan)
-        entries[f"triton {name} {plan}"] = functools.partial(da.triton_decode, q, k, v, ws, num_stages=stages)
-        ws_paged = da.DecodeWorkspace(q, h_kv, c, plan=plan)
-        entries[f"triton_paged {name} {plan}"] = functools.partial(
-            da.triton_paged_decode, q, pool_k, pool_v, table, h_kv, c, ws_paged, num_stages=stages
-        )
+        entries |= kernel_entries(case, paged, f"{name} {plan}", plan, num_stages=stages)
     return entries
+
+
+def kernel_entries(case, paged, name: str, plan: tuple[int, int], **knobs) -> dict:
+    """`triton NAME` and `triton_paged NAME`: both Triton decode kernels in ``plan`` (splits, chunk)
+    with the launch ``knobs`` (block_n, num_warps, num_stages), each with its own workspace; ``paged``
+    is da.paged_copy of the case's cache (pools and block table), made once per case."""
+    q, k, v = case["q"], case["k"], case["v"]
+    h_kv, c = k.shape[1], k.shape[2]
+    pool_k, pool_v, table = paged
+    ws, ws_paged = da.DecodeWorkspace(q, h_kv, c, plan=plan), da.DecodeWorkspace(q, h_kv, c, plan=plan)
+    return {
+        f"triton {name}": functools.partial(da.triton_decode, q, k, v, ws, **knobs),
+        f"triton_paged {name}": functools.partial(
+            da.triton_paged_decode, q, pool_k, pool_v, table, h_kv, c, ws_paged, **knobs
+        ),
+    }
 
 
 def main() -> None:
