@@ -155,7 +155,7 @@ def test_wavefit_variant_matches_reference(m, k, n, dtype):
     "tile",
     # A 128-wide tile (its output leaves in two half-width TMA stores), 2 programs over 8 tiles, and
     # tiles of two blocks side by side (32 + 16 and 128 + 64 columns; N = 136 ends inside the side block),
-    # and warp-specialized tiles, whose descriptors the kernel builds itself.
+    # warp-specialized tiles, whose descriptors the kernel builds itself, and odd waves reversed in K.
     [
         gemm.GemmTile(16, 128, 32, 1, 4, 2, 1),
         gemm.GemmTile(16, 32, 16, 1, 4, 1, 2),
@@ -163,6 +163,10 @@ def test_wavefit_variant_matches_reference(m, k, n, dtype):
         gemm.GemmTile(16, 192, 32, 1, 4, 1, 1),
         gemm.GemmTile(16, 128, 32, 1, 4, 2, 1, warp_specialize=True),
         gemm.GemmTile(16, 48, 16, 1, 4, 2, 1, warp_specialize=True),
+        # Odd waves walking K backwards (6 programs over 15 tiles: every program runs an odd wave).
+        gemm.GemmTile(16, 32, 16, 1, 4, 1, 2, reverse_odd_waves=True),
+        gemm.GemmTile(16, 48, 16, 1, 4, 2, 1, reverse_odd_waves=True),
+        gemm.GemmTile(16, 48, 16, 1, 4, 2, 1, warp_specialize=True, reverse_odd_waves=True),
     ],
     ids=lambda t: t.label,
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from dataclasses import replace
 
 import torch
 from side_by_side import check_entries, gpu_timing_setup, write_rows
@@ -71,6 +72,12 @@ def entries(family) -> dict:
         "wavefit 128x256 s3 g32": tile(gs.GemmTile(128, 256, 64, 3, 8, 32, 1)),
         # Round 19's first call also timed the 16th wave's 68 tiles cut along K (c206fae, gone since).
         "triton_wavefit": variant("triton_wavefit"),
+        # Round 23: odd waves walk K from its end, onto the slabs of the shared panel the wave before
+        # left in L2 (DRAM bytes per call, and with them joules per call, were the question). Round
+        # 23's first two calls timed it as "wavefit rev g16", TILES[0] since (triton_wavefit).
+        "wavefit forward g16": tile(replace(gs.TILES[0], reverse_odd_waves=False)),
+        "wavefit rev g8": tile(replace(gs.TILES[0], group_m=8, reverse_odd_waves=True)),
+        "wavefit rev g32": tile(replace(gs.TILES[0], group_m=32, reverse_odd_waves=True)),
         "triton_gluon": variant("triton_gluon"),
         "cuda_hopper cluster 2": hopper(2),
         "cuda_hopper cluster 1": hopper(1),

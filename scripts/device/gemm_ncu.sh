@@ -1,33 +1,36 @@
 #!/usr/bin/env bash
-# Nsight Compute (--set full) on the 8192^3 GEMMs side by side (issue 14, round 19): cuBLASLt's fused
-# bias+GELU kernel (`eager`), the wave-fitted Triton tile (as `triton_wavefit` builds it) and the
-# CUDA kernel with 1x2 multicast clusters. Round 19's call also profiled the tile with its tail wave
-# cut along K (c206fae). One profiled call each, after two warm-up calls, inside
-# an NVTX range `gemm` (the report's rows keep the order of the entries); --clock-control none (ncu would otherwise lock the clocks).
+# Nsight Compute on the 8192^3 GEMMs side by side (issue 14, rounds 19 and 23). The entries are
+# gemm_energy.py's, by label: cuBLASLt's fused bias+GELU kernel always, then those whose label
+# contains one of MATCH's comma-separated parts (default: round 19's wave-fitted Triton tile and the
+# CUDA kernel with 1x2 multicast clusters). One profiled call each, after two warm-up calls, inside
+# an NVTX range `gemm` (the report's rows keep the order of the entries); --clock-control none (ncu
+# would otherwise lock the clocks). SET=full (default) collects every section; SET=dram only the
+# DRAM and L2 counters and the duration, in seconds rather than minutes.
 # Writes gemm-ncu-details.csv (ncu --page details) and gemm-ncu-raw.csv (every metric, base units).
-#   OUT=dir bash scripts/device/gemm_ncu.sh
+#   OUT=dir [MATCH='triton_wavefit,cluster 2'] [SET=full|dram] bash scripts/device/gemm_ncu.sh
 set -u
 OUT=${OUT:?set OUT to the output directory}
+MATCH=${MATCH:-triton_wavefit,cuda_hopper cluster 2}
+SET=${SET:-full}
 python3 -m pip install -q --no-deps --no-build-isolation . >"$OUT/install.log" 2>&1 || echo "install failed"
 cat >"$OUT/gemm_ncu_calls.py" <<'PY'
+import os
+import sys
+
 import torch
 
-from rooflint.core.registry import get_family
-from rooflint.engine import cuda_build
-from rooflint.kernels import _gemm_small as gs
-from rooflint.kernels import gelu_linear
+sys.path.insert(0, "scripts/device")
+from gemm_energy import SHAPE, entries  # noqa: E402
+
+from rooflint.core.registry import get_family  # noqa: E402
 
 family = get_family("gelu_linear")
-case = family.build_case("custom", {"m": 8192, "k": 8192, "n": 8192}, "bf16", torch.device("cuda"), seed=11)
-x, w, b = case["x"], case["w"], case["b"]
-library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
-out = torch.empty((8192, 8192), dtype=x.dtype, device="cuda")
-calls = {
-    "cublaslt": family.variants["eager"].build(case),
-    "wavefit": gs.prepare(x, w, b, tile=gs.TILES[0]),
-    "cuda_hopper-cluster2": lambda: gelu_linear.cuda_hopper_gelu_linear(library, x, w, b, out, 256, 2),
-}
-for name, call in calls.items():
+case = family.build_case("custom", SHAPE, "bf16", torch.device("cuda"), seed=11)
+wanted = os.environ["MATCH"].split(",")
+for name, make in entries(family).items():
+    if not (name.startswith("cublas") or any(part in name for part in wanted)):
+        continue
+    call = make(case)
     call(), call()
     torch.cuda.synchronize()
     print(name, flush=True)
@@ -36,8 +39,13 @@ for name, call in calls.items():
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 PY
-timeout 400 ncu --nvtx --nvtx-include "gemm/" --clock-control none --set full \
-  --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_read.sum \
+metrics=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_read.sum
+if [ "$SET" = dram ]; then
+  sections=(--metrics "$metrics,lts__t_sector_op_read_hit_rate.pct,sm__cycles_elapsed.avg.per_second")
+else
+  sections=(--set full --metrics "$metrics")
+fi
+MATCH=$MATCH timeout 400 ncu --nvtx --nvtx-include "gemm/" --clock-control none "${sections[@]}" \
   -o "$OUT/gemm-ncu" -f python3 "$OUT/gemm_ncu_calls.py" >"$OUT/gemm-ncu.log" 2>&1
 echo "ncu exit $?"
 ncu -i "$OUT/gemm-ncu.ncu-rep" --page details --csv >"$OUT/gemm-ncu-details.csv" 2>/dev/null

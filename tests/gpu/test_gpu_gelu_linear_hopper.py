@@ -10,6 +10,8 @@ CTA lies wholly past M, loads zeros, serves its half of W and stores nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from kernel_checks import assert_matches_float64
@@ -97,3 +99,18 @@ def test_wavefit_tiles_match_float64_on_the_gpu(tile, early_bias):
 
     params = {"m": 1000, "k": 776, "n": 3000}
     assert_matches_float64("gelu_linear", f"triton_wavefit {tile.label} early_bias={early_bias}", params, gemm, 3)
+
+
+@pytest.mark.parametrize("reverse", [True, False], ids=["odd-waves-reversed", "forward"])
+def test_wavefit_waves_match_float64_on_the_gpu(reverse):
+    """The 8192^3 tile over several waves (33 x 33 tiles on the GPU's programs), so odd waves walk K
+    from its end, at ragged M, N and K (776: a part-filled last K step, first in a reversed wave)."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the wave-fitted GEMM's tiles are sized for sm_90")
+    tile = replace(_gemm_small.TILES[0], reverse_odd_waves=reverse)
+
+    def gemm(case):
+        return _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile)()
+
+    params = {"m": 4100, "k": 776, "n": 8200}
+    assert_matches_float64("gelu_linear", f"triton_wavefit {tile.label}", params, gemm, 5)
