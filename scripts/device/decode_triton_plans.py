@@ -22,7 +22,7 @@ import argparse
 import functools
 
 import torch
-from side_by_side import burst_and_report, check_entries, gpu_timing_setup
+from side_by_side import check_and_burst, gpu_timing_setup
 
 from rooflint.kernels import decode_attention as da
 from rooflint.kernels import sm_count
@@ -84,11 +84,7 @@ def main() -> None:
     rows = []
     for _, params in family.cases("large"):
         case = family.build_case("large", params, "bf16", device)
-        entries = entries_for(family, case)
-        reference = family.reference(case.inputs, params)
-        checks = check_entries(family, "bf16", entries, reference, case.shape)
-        del reference
-        burst_and_report(entries, case, checks, args.rounds, l2, sampler, path, rows)
+        check_and_burst(entries_for(family, case), case, args.rounds, l2, sampler, path, rows)
 
 
 if __name__ == "__main__":

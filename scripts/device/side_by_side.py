@@ -145,10 +145,14 @@ def burst_rounds(calls: dict[str, Callable], rounds: int, l2: int, sampler, path
             write_rows(path, rows)
 
 
-def burst_and_report(entries: dict[str, Callable], case, checks: dict[str, str], rounds: int, l2: int, sampler,
-                     path: Path, rows: list[dict]) -> None:  # fmt: skip
-    """burst_rounds over one case's entries (each row tagged with the case's shape and its check), then
-    each entry's median over the rounds and its GB/s of the case's bytes, printed."""
+def check_and_burst(entries: dict[str, Callable], case, rounds: int, l2: int, sampler, path: Path,
+                    rows: list[dict], drop_failures: bool = False) -> None:  # fmt: skip
+    """One case's sweep: check_entries against the case's float64 reference (freed before timing),
+    burst_rounds over the entries that passed (each row tagged with the case's shape and its check),
+    then each entry's median over the rounds and its GB/s of the case's bytes, printed."""
+    reference = case.family.reference(case.inputs, case.params)
+    checks = check_entries(case.family, case.dtype_name, entries, reference, case.shape, drop_failures)
+    del reference
     columns = {label: {"shape": case.shape, "check": checks[label]} for label in entries}
     burst_rounds(entries, rounds, l2, sampler, path, rows, columns)
     print(f"\n{case.shape}: medians over rounds")

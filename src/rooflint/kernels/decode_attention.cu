@@ -457,7 +457,7 @@ struct Layout {
 // per-thread unpacking whatever G is.
 enum DecodePath { kAuto = 0, kCudaCores = 1, kTensorCores = 2 };
 
-// The path for this GPU and group, or -1 where the asked one cannot run (tensor cores below sm_80).
+// The path for this GPU, or -1 where the asked one cannot run (tensor cores below sm_80).
 inline int resolve_path(long long path) {
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
