@@ -1,9 +1,13 @@
 """The layers of docs/architecture.md, checked on every import of every module (lazy ones too).
 
 core < outputs < analysis < engine < cli: a module may import its own layer and those below it,
-never one above. kernels (families) may import core and engine.cuda_build only, and only models
-import them by name (a model is built from named families); everything else asks the registry.
-models (whole models) may import anything below cli; only cli imports models.
+never one above. kernels (families) may import core, engine.cuda_build and the kernels' own shared
+helpers (rooflint.kernels, rooflint.kernels.common), and only models import them by name (a model is
+built from named families); everything else asks the registry. models (whole models) may import
+anything below cli; only cli imports models.
+
+Two more rules over the same imports: no import circle anywhere (a lazy import inside a function that
+closes one counts), and no `_private` name imported from another package.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import rooflint
 PACKAGE = Path(rooflint.__file__).parent
 ORDER = ("core", "outputs", "analysis", "engine", "cli")
 # Modules a family may import beside rooflint.core: the nvcc build helper is how a .cu becomes a variant.
+# Inside rooflint.kernels a family imports its own package, kernels/__init__ (sm_count, cuda_dtype) and
+# kernels/common/ (helpers shared across families); another family only by its public names.
 KERNEL_MAY_IMPORT = ("rooflint.core", "rooflint.kernels", "rooflint.engine.cuda_build")
 
 
@@ -125,6 +131,10 @@ def test_every_module_is_in_a_known_layer():
         ("rooflint.analysis.lint", "rooflint.engine.worker", False),
         ("rooflint.kernels.softmax", "rooflint.engine.cuda_build", True),
         ("rooflint.kernels.softmax", "rooflint.engine.timing", False),
+        ("rooflint.kernels.softmax.triton", "rooflint.kernels.common.pdl", True),
+        ("rooflint.kernels.gelu_linear.cuda", "rooflint.engine.cuda_build", True),
+        ("rooflint.models.ops.decode_layers", "rooflint.kernels.gelu_linear.skinny", True),
+        ("rooflint.engine.worker", "rooflint.models.ops.sample", False),
         ("rooflint.engine.worker", "rooflint.kernels.softmax", False),
         ("rooflint.models.llama", "rooflint.engine.bench", True),
         ("rooflint.models.llama", "rooflint.kernels.attention", True),
@@ -151,4 +161,183 @@ def test_imports_are_read_from_the_source(tmp_path):
     assert [violation("rooflint.core.bad", name) for _, name in found] == [
         "core sits below engine",
         "core sits below cli",
+    ]
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the rooflint modules it imports (lazy imports too; ``from pkg import submodule`` is the
+    submodule). A module's import of its own enclosing package is left out: Python runs a package's
+    ``__init__`` before any module inside it, so that order is fixed by the language. A family package's
+    ``__init__`` imports its implementation modules at its end so they register their variants; each of
+    them imports FAMILY back from the package, which is that fixed order, not a circle."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        targets = graph.setdefault(importer, set())
+        for _, imported in imports_of(path, root):
+            if imported.startswith(root.name) and not importer.startswith(imported + ".") and imported != importer:
+                targets.add(imported)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, one per strongly connected group of modules, as a path that closes on
+    itself (``a -> b -> a``); Tarjan's algorithm, iterative so deep graphs need no recursion."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1 or node in graph.get(node, ()):
+                    groups.append(_closed_path(graph, sorted(group)))
+    return groups
+
+
+def _closed_path(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A shortest circle through the group's first module, by breadth-first search inside the group."""
+    first, members = group[0], set(group)
+    came_from: dict[str, str] = {}
+    frontier = [first]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph.get(node, ())):
+                if child == first:
+                    path = [node]
+                    while path[-1] != first:
+                        path.append(came_from[path[-1]])
+                    return [first, *reversed(path[:-1]), first] if node != first else [first, first]
+                if child in members and child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    return group
+
+
+def test_no_import_circle_anywhere():
+    found = [" -> ".join(path) for path in cycles(import_graph())]
+    assert found == [], "import circles:\n" + "\n".join(found)
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def package_of(path: Path, root: Path = PACKAGE) -> str:
+    name = module_name(path, root)
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def private_imports(path: Path, root: Path = PACKAGE) -> list[str]:
+    """Each `_private` module or name this file imports from a package other than its own."""
+    here = package_of(path, root)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            pairs = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            pairs = [(module, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, name in pairs:
+            if not module.startswith(root.name):
+                continue
+            parts = module.split(".")
+            private_at = next((i for i, part in enumerate(parts) if _private(part)), None)
+            if private_at is not None:
+                owner = ".".join(parts[:private_at])  # the package the private module belongs to
+            elif name is not None and _private(name):
+                owner = module if _is_module(module + ".__init__", root) else module.rsplit(".", 1)[0]
+            else:
+                continue
+            if owner != here:
+                shown = f"{module}.{name}" if name else module
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno} imports {shown} from {owner}")
+    return found
+
+
+def test_no_private_name_is_imported_from_another_package():
+    found = [line for path in sorted(PACKAGE.rglob("*.py")) for line in private_imports(path)]
+    assert found == [], "\n".join(found)
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "rooflint"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_lazy_import_that_closes_a_circle_is_found_and_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "kernels/__init__.py": "",
+            "kernels/gemm.py": "from rooflint.kernels.small import tile\n",
+            "kernels/small.py": "def tile():\n    from rooflint.kernels import gemm\n",
+            "kernels/fam/__init__.py": "FAMILY = 1\nfrom rooflint.kernels.fam import triton\n",
+            "kernels/fam/triton.py": "from rooflint.kernels.fam import FAMILY\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["rooflint.kernels.small"] == {"rooflint.kernels.gemm"}  # `from pkg import submodule`
+    # A family package importing its implementations, which import FAMILY back, is no circle.
+    assert cycles(graph) == [["rooflint.kernels.gemm", "rooflint.kernels.small", "rooflint.kernels.gemm"]]
+
+
+def test_a_private_name_is_only_imported_inside_its_own_package(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "kernels/__init__.py": "",
+            "kernels/_helper.py": "",
+            "kernels/fam/__init__.py": "_check = 1\n",
+            "kernels/fam/triton.py": "from rooflint.kernels.fam import _check\nfrom rooflint.kernels import _helper\n",
+            "kernels/other.py": "from rooflint.kernels.fam import _check\nfrom rooflint.kernels._helper import x\n",
+        },
+    )
+    assert private_imports(root / "kernels/fam/triton.py", root) == [
+        "rooflint/kernels/fam/triton.py:2 imports rooflint.kernels._helper from rooflint.kernels"
+    ]
+    assert private_imports(root / "kernels/other.py", root) == [
+        "rooflint/kernels/other.py:1 imports rooflint.kernels.fam._check from rooflint.kernels.fam"
     ]

@@ -9,6 +9,8 @@ from rooflint.core.errors import UserError
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.kernels import attention
+from rooflint.kernels.attention.cuda import cuda_variant
+from rooflint.kernels.attention.triton import triton_attention
 
 
 # N=1 (one key), 17 (ragged, under one tile), 64 (whole tiles), 130 (several tiles plus a tail).
@@ -37,7 +39,7 @@ def test_triton_attention_reads_qkv_views_and_writes_token_major_rows_in_place(c
     qkv = torch.randn(b, n, 3, h, d, generator=torch.Generator().manual_seed(5)).to(dtype)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, H, N, D], strided
     out = torch.full((b, n, h, d), float("nan"), dtype=dtype)
-    got = attention.triton_attention(q, k, v, causal, out.transpose(1, 2))
+    got = triton_attention(q, k, v, causal, out.transpose(1, 2))
     assert got.data_ptr() == out.data_ptr() and not torch.isnan(out).any()
     inputs = {"q": q.contiguous(), "k": k.contiguous(), "v": v.contiguous()}
     want = attention.reference(inputs, {"B": b, "H": h, "N": n, "D": d, "causal": causal})
@@ -72,14 +74,14 @@ def test_every_sdpa_backend_is_its_own_eager_row_after_the_baseline():
 def test_a_backend_that_cannot_take_the_inputs_is_skipped_with_the_reason():
     # On CPU SDPA has no cuDNN backend: pinned to it, the variant must skip, not error.
     from rooflint.core.errors import VariantSkipped
-    from rooflint.kernels import _sdpa
+    from rooflint.kernels.common import sdpa as sdpa_backends
 
     family = get_family("attention")
     params = {"B": 1, "H": 1, "N": 16, "D": 64, "causal": False}
     case = family.build_case("custom", params, "bf16", torch.device("cpu"))
     with pytest.raises(VariantSkipped, match="cudnn_attention backend does not take these inputs"):
-        _sdpa.pinned("CUDNN_ATTENTION", attention._sdpa_call)(case)
-    run = _sdpa.pinned("MATH", attention._sdpa_call)(case)
+        sdpa_backends.pinned("CUDNN_ATTENTION", attention._sdpa_call)(case)
+    run = sdpa_backends.pinned("MATH", attention._sdpa_call)(case)
     assert run.note == "SDPA backend: math (pinned)"
 
 
@@ -177,7 +179,7 @@ def test_cuda_attention_skips_a_head_dim_it_is_not_built_for(monkeypatch):
         params = {"B": 1, "H": 2, "N": 64, "D": 256, "causal": False}
 
     with pytest.raises(VariantSkipped, match="head_dim 64 or 128"):
-        attention.cuda_variant(Case())
+        cuda_variant(Case())
 
 
 def test_unfused_attention_says_when_its_scores_do_not_fit():

@@ -1,4 +1,4 @@
-"""The split tail of the Gluon attention's grid (kernels/_attention_tail.py): which tiles the plan
+"""The split tail of the Gluon attention's grid (kernels/attention/gluon_tail.py): which tiles the plan
 splits and into what key ranges, and the merge kernel (Triton, run by the interpreter on CPU tensors)
 against float64 attention. The Gluon kernel that writes the partials runs only on an sm_90 GPU: the
 GPU tier checks the two together (tests/gpu/test_gpu_attention_gluon.py)."""
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from rooflint.kernels import _attention_tail as tail
+from rooflint.kernels.attention import gluon_tail as tail
 
 LOG2E = 1.4426950408889634
 

@@ -40,7 +40,10 @@ def files(tmp_path_factory) -> dict[str, str]:
     blocker = root / "blocker"
     blocker.write_text("a file where a folder would have to be")
     (root / "folder").mkdir()
+    binary = root / "binary.toml"
+    binary.write_bytes(bytes(range(256)) * 4)  # a binary file given where a TOML spec belongs
     return {
+        "BINARY": str(binary),
         "RESULTS": str(write(run(), root / "results")),
         "NEGATIVE": str(write(negative, root / "negative")),
         "ZERO": str(write(zero, root / "zero")),
@@ -91,6 +94,26 @@ CASES = [
     ("bench_unknown_dtype", ["bench", "vector_add", "--dtype", "int3"], ["unknown dtype 'int3'", "valid:"]),
     ("bench_unknown_size", ["bench", "vector_add", "--size", "huge"], ["unknown size 'huge'", "valid:"]),
     ("bench_out_under_a_file", ["bench", "vector_add", "--out", "UNWRITABLE"], ["cannot write"]),
+    # Every flag is checked before any work: none is ignored, none is found bad after the run.
+    ("bench_spec_file_missing", ["bench", "vector_add", "--spec-file", "FOLDER/none.toml"], ["does not exist"]),
+    ("bench_spec_file_binary", ["bench", "vector_add", "--spec-file", "BINARY"], ["is not a TOML text file"]),
+    ("specs_spec_file_binary", ["specs", "--spec-file", "BINARY"], ["is not a TOML text file"]),
+    (
+        "roofline_spec_file_missing",
+        ["roofline", "RESULTS", "--spec-file", "FOLDER/none.toml", "--out", "OUT/roofline"],
+        ["spec file", "does not exist"],
+    ),
+    ("bench_junit_unwritable", ["bench", "vector_add", "--junit", "UNWRITABLE/j.xml"], ["cannot write JUnit report"]),
+    ("bench_empty_variants", ["bench", "vector_add", "--variants", ""], ["--variants", "names nothing"]),
+    ("bench_all_and_unknown", ["bench", "all", "nosuch"], ["unknown family 'nosuch'", "valid:"]),
+    (
+        "bench_size_beyond_memory",
+        ["bench", "vector_add", "--size", "n=100000000000000"],
+        ["needs at least", "for its inputs and outputs", "pick a smaller --size"],
+    ),
+    ("doctor_gpu_unknown", ["doctor", "--gpu", "nosuch"], ["unknown GPU 'nosuch'", "valid:"]),
+    ("doctor_json_unwritable", ["doctor", "--json", "UNWRITABLE/d.json"], ["cannot write doctor report"]),
+    ("model_unknown_config", ["model", "gpt2", "--config", "gpt2-huge"], ["unknown gpt2 config 'gpt2-huge'", "valid:"]),
 ]
 
 
@@ -135,6 +158,8 @@ def test_bad_input_is_one_line_and_exit_2(outcomes, name, expected):
     assert "Traceback" not in everything
     errors = [line for line in done.stderr.splitlines() if line.lower().startswith("error")]
     assert len(errors) == 1, done.stderr  # one clear line, and only one
+    assert [line for line in done.stderr.splitlines() if line.strip()] == errors  # no Usage/Try, no "building"
+    assert not done.stdout.strip(), done.stdout  # nothing printed (a doctor table, a bench row) before it
     for text in expected:
         assert text in done.stderr, done.stderr
     assert not (bench_out / "results.csv").exists()  # nothing was measured

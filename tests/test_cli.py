@@ -122,12 +122,12 @@ def test_roofline_without_results_predicts_every_family(tmp_path):
     assert result.exit_code == 0, result.output
     import csv
 
-    with open(tmp_path / "roofline-t4.csv", newline="") as handle:
+    with open(tmp_path / "roofline.csv", newline="") as handle:
         points = [row for row in csv.DictReader(handle) if row["point_kind"] == "predicted"]
     from rooflint.core.registry import family_names
 
     assert {p["family"] for p in points} == set(family_names())
-    assert (tmp_path / "roofline-t4.png").stat().st_size > 0
+    assert (tmp_path / "roofline.png").stat().st_size > 0
 
 
 def test_spec_file_describes_an_unknown_gpu(tmp_path):

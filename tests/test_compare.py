@@ -15,6 +15,7 @@ from rooflint.analysis.compare import (
     NEW_ONLY,
     NOISY,
     NOW_FAILING,
+    NOW_MISSING,
     SAME,
     SLOWER,
     STILL_FAILING,
@@ -86,7 +87,7 @@ def test_parse_threshold_rejects(text):
 
 def test_missing_rows_are_listed_on_both_sides(tmp_path):
     base_rows = run()
-    new_rows = run()[:3]  # softmax/triton vanished from NEW
+    new_rows = run()[:2]  # NEW ran vector_add only: softmax is not its business
     new_rows.append(run()[0])
     new_rows[-1].variant = "cuda"  # and a new variant appeared
     base = read_results(write(base_rows, tmp_path / "base"))
@@ -97,8 +98,18 @@ def test_missing_rows_are_listed_on_both_sides(tmp_path):
     assert verdicts[("vector_add", "cuda")] == NEW_ONLY
     assert not result.regressions
     text = result.to_markdown()
-    assert "1 row only in `BASE`" in text and "softmax / triton / bf16" in text
+    assert "2 rows only in `BASE`" in text and "softmax / triton / bf16" in text
     assert "1 row only in `NEW`" in text and "vector_add / cuda" in text
+
+
+def test_an_ok_variant_missing_from_a_family_new_ran_is_a_regression(tmp_path):
+    base = read_results(write(run(), tmp_path / "base"))
+    new = read_results(write(run()[:3], tmp_path / "new"))  # softmax ran, but its triton row vanished
+    result = compare_frames(base, new, 0.05)
+    verdicts = {(e.family, e.variant): e.verdict for e in result.entries}
+    assert verdicts[("softmax", "triton")] == NOW_MISSING
+    assert [(e.family, e.variant) for e in result.regressions] == [("softmax", "triton")]
+    assert "**now missing**" in result.to_markdown()
 
 
 def test_gpu_mismatch_is_refused_unless_allowed(tmp_path):
@@ -169,7 +180,7 @@ def test_fail_on_missing_and_duplicates(tmp_path):
     dup = run(scale=1.5)[1]
     dup.timestamp = "2026-11-21T10:00:00+00:00"  # a newer duplicate of vector_add/triton wins
     base = write(base_rows + [dup], tmp_path / "base")
-    new = write(run(scale=1.5)[:3], tmp_path / "new")
+    new = write(run(scale=1.5)[:2], tmp_path / "new")  # softmax not run: listed, not failed
     plain = runner.invoke(app, ["compare", str(base), str(new)])
     assert plain.exit_code == 0, plain.output  # vector_add/triton matches the newer 1.5x baseline row
     assert "had 1 duplicate rows; the newest timestamp of each was kept" in plain.output

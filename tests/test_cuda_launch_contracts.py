@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rooflint.kernels import attention, decode_attention, kv_cache
+import rooflint.kernels
+from rooflint.kernels.attention.cuda import cuda_attention
+from rooflint.kernels.decode_attention.cuda import cuda_decode
+from rooflint.kernels.decode_attention.plans import DecodeWorkspace
+from rooflint.kernels.kv_cache.cuda import cuda_kv_copy
 
-KERNELS = Path(attention.__file__).parent
+KERNELS = Path(rooflint.kernels.__file__).parent
 
 
 class RecordingLibrary:
@@ -26,8 +30,9 @@ class RecordingLibrary:
 
 
 def signature(source: str, function: str) -> list[str]:
-    """The C parameter types of ``function`` in kernels/<source>, without the stream."""
-    text = (KERNELS / source).read_text()
+    """The C parameter types of ``function`` in kernels/<family>/<source>, without the stream."""
+    (path,) = KERNELS.rglob(source)
+    text = path.read_text()
     match = re.search(rf'extern "C" int {function}\((.*?)\)\s*{{', text, re.S)
     assert match, f"{function} not found in {source}"
     params = [p.strip() for p in match.group(1).split(",")]
@@ -58,8 +63,8 @@ def test_decode_attention_launch_passes_the_strides_of_a_view():
     cache = torch.zeros(b, h, capacity, d, dtype=torch.bfloat16)
     k = v = cache[:, :, :length]
     library = RecordingLibrary()
-    ws = decode_attention.DecodeWorkspace(q, h, length)
-    decode_attention.cuda_decode(library, q, k, v, ws)
+    ws = DecodeWorkspace(q, h, length)
+    cuda_decode(library, q, k, v, ws)
     assert_matches(library, "decode_attention.cu")
     args = library.calls[0][1]
     assert args[0] is q and args[1] is k  # no copies: the kernel reads the views
@@ -69,7 +74,7 @@ def test_decode_attention_launch_passes_the_strides_of_a_view():
 def test_attention_launch():
     q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
     library = RecordingLibrary()
-    attention.cuda_attention(library, q, q, q, True, torch.empty_like(q))
+    cuda_attention(library, q, q, q, True, torch.empty_like(q))
     assert_matches(library, "attention.cu")
 
 
@@ -78,6 +83,6 @@ def test_kv_copy_launch(scatter):
     rows = torch.zeros(4, 8, dtype=torch.bfloat16)
     pool = torch.zeros(32, 8, dtype=torch.bfloat16)
     library = RecordingLibrary()
-    kv_cache.cuda_kv_copy(library, rows, rows, pool, pool, torch.arange(4), 4, 8, scatter)
+    cuda_kv_copy(library, rows, rows, pool, pool, torch.arange(4), 4, 8, scatter)
     assert_matches(library, "kv_cache.cu")
     assert library.calls[0][1][7] == int(scatter)

@@ -12,7 +12,8 @@ import pytest
 import rooflint.kernels
 from rooflint.engine.cuda_build import compile_source, nvcc_path
 
-SOURCES = sorted(Path(rooflint.kernels.__file__).parent.glob("*.cu"))
+# Beside each family module (kernels/<family>/<family>.cu and its other sources) and in plugins' place.
+SOURCES = sorted(Path(rooflint.kernels.__file__).parent.rglob("*.cu"))
 ARCHS = ("sm_75", "sm_80", "sm_90", "sm_90a")
 
 
@@ -22,3 +23,10 @@ def test_compiles_with_warnings_as_errors(source, tmp_path):
     # One nvcc call builds every target: the host side compiles once, so CI's 2 cores spend their
     # time in the device passes (an error still names the arch that failed).
     compile_source(source, tmp_path / f"{source.stem}.o", ARCHS, shared=False)
+
+
+def test_every_cuda_source_is_found_inside_its_family_package():
+    names = {source.name for source in SOURCES}
+    # one per CUDA family, plus the Hopper and decode-GEMM sources that sit beside their family's
+    assert {"softmax.cu", "attention_hopper.cu", "gelu_linear_hopper.cu", "skinny_pdl.cu"} <= names
+    assert all(source.parent.name != "kernels" for source in SOURCES)  # none left loose in kernels/

@@ -7,19 +7,16 @@ from kernel_checks import assert_variant_matches_reference
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
-from rooflint.kernels import decode_attention
-from rooflint.kernels.decode_attention import (
-    PAGE,
+from rooflint.kernels.decode_attention import plans
+from rooflint.kernels.decode_attention.plans import (
     DecodeWorkspace,
     cache_layout,
     kv_layout,
-    paged_copy,
     q_layout,
     split_plan,
-    triton_decode,
-    triton_paged_decode,
     wave_plan,
 )
+from rooflint.kernels.decode_attention.triton import PAGE, paged_copy, preload_tiles, triton_decode, triton_paged_decode
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
 # G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split;
@@ -202,7 +199,7 @@ def test_paged_and_dense_decode_walk_many_tiles_per_split(monkeypatch, shape, dt
     """With one SM the plan gives few, long splits: several 64-key tiles per program, each tile's
     block-table entries read a tile ahead, the last tile of a split partial (517 = 320 + 197 tokens
     over G=1; 300 over G=4; 1000 in one split over G=4; 130 = 128 + 2 over G=8)."""
-    monkeypatch.setattr(decode_attention, "sm_count", lambda device, on_cpu: 1)
+    monkeypatch.setattr(plans, "sm_count", lambda device, on_cpu: 1)  # DecodeWorkspace plans by it
     b, h, h_kv, c, d = shape
     torch_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     inputs, want = decode_case(*shape, torch_dtype)
@@ -239,7 +236,7 @@ def test_triton_paged_decode_reads_a_qkv_view_and_the_first_length_tokens(h_kv, 
 @pytest.mark.parametrize("chunk,block_n,d,tiles", [(128, 64, 64, 2), (128, 32, 64, 4), (128, 64, 128, 0),
                                                    (100, 64, 64, 0), (256, 64, 64, 0), (64, 64, 32, 1)])  # fmt: skip
 def test_a_chunk_is_loaded_before_the_wait_only_where_its_registers_allow(chunk, block_n, d, tiles):
-    assert decode_attention.preload_tiles(chunk, block_n, d) == tiles
+    assert preload_tiles(chunk, block_n, d) == tiles
 
 
 # GPT-2's decode (H = 12, D = 64) at context 576: 5 splits of two 64-key tiles; and the SHAPES.
@@ -254,7 +251,7 @@ def test_decode_with_its_chunk_loaded_before_the_wait_matches_reference(shape, d
     inputs, want = decode_case(*shape, torch_dtype)
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     ws = DecodeWorkspace(q, h_kv, c)
-    tiles = decode_attention.preload_tiles(ws.chunk, block_n, d)
+    tiles = preload_tiles(ws.chunk, block_n, d)
     assert tiles > 0 or d == 128  # every shape but D = 128 takes the preloaded path
     k_pool, v_pool, table = paged_copy(k, v, torch.Generator().manual_seed(2))
     family = get_family("decode_attention")

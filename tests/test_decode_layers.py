@@ -1,4 +1,4 @@
-"""The persistent decode-layers kernel (kernels/_decode_layers.py) against float64, in Triton's CPU interpreter.
+"""The persistent decode-layers kernel (models/ops/decode_layers.py) against float64, in Triton's CPU interpreter.
 
 Under the interpreter the kernel runs one program that does every work item between its grid
 barriers: these tests check the work decomposition (GEMM tiles and K splits, context splits and
@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from test_model_gpt2 import FUSED_DECODE
 from test_model_gpt2 import request as model_request
 
-from rooflint.kernels import _decode_layers as dl
-from rooflint.kernels._decode_layers import BLOCK_K, BLOCK_KEYS, MAX_ROWS, MAX_SPLITS, PHASES
 from rooflint.kernels.kv_cache import BLOCK_SIZE as PAGE
 from rooflint.models.attribution import PERSISTENT_OP, Attribution, OpTime, split_phases
 from rooflint.models.cache import KVCache
-from rooflint.models.engine import run_model
 from rooflint.models.kernel_sets import make_kernel_set
+from rooflint.models.model_run import run_model
+from rooflint.models.ops import decode_layers as dl
+from rooflint.models.ops.decode_layers import BLOCK_K, BLOCK_KEYS, MAX_ROWS, MAX_SPLITS, PHASES
 from rooflint.outputs.results import OK
 
 LAYERS = 2

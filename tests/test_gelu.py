@@ -5,7 +5,7 @@ from kernel_checks import assert_variant_matches_reference
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
-from rooflint.kernels.gelu import triton_gelu
+from rooflint.kernels.gelu.triton import triton_gelu
 
 SHAPES = [(1, 1), (3, 1000), (5, 4097), (2, 70000)]
 

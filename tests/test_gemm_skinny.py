@@ -1,11 +1,11 @@
-"""The decode GEMM (kernels/_gemm_skinny.py) against float64, in Triton's CPU interpreter."""
+"""The decode GEMM (kernels/gelu_linear/skinny.py) against float64, in Triton's CPU interpreter."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from rooflint.kernels import _gemm_skinny
-from rooflint.kernels._gemm_skinny import (
+from rooflint.kernels.gelu_linear import skinny
+from rooflint.kernels.gelu_linear.skinny import (
     TILES,
     KVAppend,
     SkinnyTile,
@@ -77,7 +77,7 @@ def test_explicit_tile_is_used():
     x, w = torch.randn(4, 64), torch.randn(32, 64)
     got = skinny_linear(x, w, tile=SkinnyTile(16, 64, 1, 4))
     assert torch.allclose(got.double(), x.double() @ w.double().T, atol=1e-5)
-    assert _gemm_skinny.MAX_ROWS == 16
+    assert skinny.MAX_ROWS == 16
 
 
 def layer_norm64(x, g, beta, eps):
@@ -115,7 +115,7 @@ def test_split_k_sums_every_partial_once_and_resets_its_counters(splits, dtype):
     for _ in range(2):  # the second call reuses the workspace: its counters must be back at zero
         got = skinny_linear(x, w, b, residual=stream, splits=splits)
         assert torch.allclose(got.double(), want, atol=TOL[dtype] * 2, rtol=TOL[dtype] * 2)
-    for _part, count in _gemm_skinny._SplitWorkspace._cache.values():
+    for _part, count in skinny._SplitWorkspace._cache.values():
         assert int(count.abs().sum()) == 0
 
 
@@ -154,11 +154,11 @@ def test_kv_append_scatters_k_and_v_columns_into_their_slots(heads, head_dim, kv
 
 def test_choose_splits_cuts_long_rows_of_a_narrow_projection():
     tile = choose_tile(768, 132)
-    assert (tile.block_n, _gemm_skinny.choose_splits(768, 3072, tile, 132)) == (16, 4)  # 48 tiles x 4 of 768
-    assert _gemm_skinny.choose_splits(768, 768, tile, 132) == 1  # rows of 768: a split costs more than it brings
-    assert _gemm_skinny.choose_splits(768, 256, tile, 132) == 1  # one K step: nothing to split
-    assert _gemm_skinny.choose_splits(768, 8192, tile, 132) == _gemm_skinny.MAX_SPLITS
-    assert _gemm_skinny.choose_splits(8192, 3072, choose_tile(8192, 132), 132) == 1  # 256 tiles: enough programs
+    assert (tile.block_n, skinny.choose_splits(768, 3072, tile, 132)) == (16, 4)  # 48 tiles x 4 of 768
+    assert skinny.choose_splits(768, 768, tile, 132) == 1  # rows of 768: a split costs more than it brings
+    assert skinny.choose_splits(768, 256, tile, 132) == 1  # one K step: nothing to split
+    assert skinny.choose_splits(768, 8192, tile, 132) == skinny.MAX_SPLITS
+    assert skinny.choose_splits(8192, 3072, choose_tile(8192, 132), 132) == 1  # 256 tiles: enough programs
 
 
 @pytest.mark.parametrize(
@@ -167,22 +167,22 @@ def test_choose_splits_cuts_long_rows_of_a_narrow_projection():
      (1024, 12, 8), (5120, 8, 0), (6400, 8, 0), (1616, 8, 0), (64, 8, 0), (192, 8, 0)],
 )  # fmt: skip
 def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
-    from rooflint.kernels import _skinny_pdl
+    from rooflint.kernels.gelu_linear import skinny_pdl
 
-    assert _skinny_pdl.steps_for(k, m) == steps
+    assert skinny_pdl.steps_for(k, m) == steps
     if steps:
         warps = k // (16 * steps)
-        assert k == 16 * steps * warps and (4 if m <= 8 else 8) <= warps <= _skinny_pdl.MAX_WARPS
+        assert k == 16 * steps * warps and (4 if m <= 8 else 8) <= warps <= skinny_pdl.MAX_WARPS
         assert m <= 8 or steps <= 8  # two X tiles only with the shorter shares
 
 
 def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
-    from rooflint.kernels import _skinny_pdl
+    from rooflint.kernels.gelu_linear import skinny_pdl
 
     x, w = torch.zeros(8, 768, dtype=torch.bfloat16), torch.zeros(64, 768, dtype=torch.bfloat16)
-    assert _skinny_pdl.fits(x, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
-    assert not _skinny_pdl.fits(x.float(), w.float(), None, torch.zeros(8, 64))  # fp32: no MMA for it
+    assert skinny_pdl.fits(x, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
+    assert not skinny_pdl.fits(x.float(), w.float(), None, torch.zeros(8, 64))  # fp32: no MMA for it
     wide = torch.zeros(8, 771, dtype=torch.bfloat16)[:, :768]  # rows 771 apart: not 16-byte aligned
-    assert not _skinny_pdl.fits(wide, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
-    assert not _skinny_pdl.fits(torch.zeros(8, 1616, dtype=torch.bfloat16), torch.zeros(64, 1616, dtype=torch.bfloat16),
+    assert not skinny_pdl.fits(wide, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
+    assert not skinny_pdl.fits(torch.zeros(8, 1616, dtype=torch.bfloat16), torch.zeros(64, 1616, dtype=torch.bfloat16),
                                 None, torch.zeros(8, 64, dtype=torch.bfloat16))  # fmt: skip

@@ -11,7 +11,7 @@ from kernel_checks import compile_gluon_for_sm90
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.registry import get_family
-from rooflint.kernels import _attention_gluon as ag
+from rooflint.kernels.attention import gluon as ag
 
 needs_gluon = pytest.mark.skipif(not ag.HAS_GLUON, reason="this Triton has no Gluon Hopper ops")
 

@@ -12,7 +12,7 @@ from kernel_checks import compile_gluon_for_sm90
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.registry import get_family
-from rooflint.kernels import _gemm_gluon as gg
+from rooflint.kernels.gelu_linear import gluon as gg
 
 needs_gluon = pytest.mark.skipif(not gg.HAS_GLUON, reason="this Triton has no Gluon Hopper ops")
 

@@ -17,7 +17,9 @@ from rooflint.cli.app import app
 from rooflint.core import roofs
 from rooflint.core.errors import UserError
 from rooflint.core.specs import spec_from_rows
-from rooflint.engine import bench, measuring, timing, worker
+from rooflint.engine import bench, measuring, timer, timing, worker
+from rooflint.engine.settings import MeasureSettings, Regime
+from rooflint.kernels.decode_attention.plans import split_plan, wave_plan
 from rooflint.outputs.report import build_report
 from rooflint.outputs.results import SKIPPED, ResultWriter, json_safe, read_results, row_from_record
 
@@ -100,7 +102,9 @@ def test_cuda_graphs_time_through_graph_replays(monkeypatch):
 
     monkeypatch.setattr(graph_timing, "launch_overhead", fake_launch_overhead)
     monkeypatch.setattr(timing, "time_cuda", lambda *a, **k: pytest.fail("--cuda-graphs must not use event timing"))
-    got = timing.measure(lambda: None, device="cuda", l2_bytes=50 * 2**20, nvtx_name="f/v", cuda_graphs=True)
+    got = timer.measure(
+        lambda: None, device="cuda", regime=Regime.BURST, l2_bytes=50 * 2**20, nvtx_name="f/v", cuda_graphs=True
+    )
     assert got.mode == "cuda_graph" and got.median_ms == 0.5 and got.launch_overhead_ms == 0.007
     assert seen["l2_bytes"] == 50 * 2**20 and seen["nvtx_name"] == "f/v"
 
@@ -145,9 +149,9 @@ def test_devices_shard_whole_families_and_each_worker_chooses_its_own_spec(monke
         size="small",
         device="cuda",
         devices=[2, 5],
-        cuda_graphs=True,
         roof="measured",
         gpu="h100",
+        measure=MeasureSettings(cuda_graphs=True),
     )
     writer = ResultWriter(tmp_path)
     bench.run(bench.BenchPlan(request, bench.plan(request)), writer, None, lambda row: None)
@@ -159,7 +163,7 @@ def test_devices_shard_whole_families_and_each_worker_chooses_its_own_spec(monke
     for job in by_device.values():
         # The parent builds no GPU spec: each worker reads its own device, with the request's choices.
         assert job["spec"] is None and job["device"] == "cuda"
-        assert job["cuda_graphs"] is True and job["roof"] == "measured" and job["gpu"] == "h100"
+        assert job["measure"]["cuda_graphs"] is True and job["roof"] == "measured" and job["gpu"] == "h100"
     assert {p.name for p in tmp_path.glob("worker-gpu*.log")} == {"worker-gpu2.log", "worker-gpu5.log"}
     assert len(read_results(tmp_path / "results.csv")) == sum(len(job["tasks"]) for job in by_device.values())
 
@@ -196,7 +200,7 @@ def test_worker_judges_rows_on_the_measured_roof_it_chose(monkeypatch, tmp_path,
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
     n = 1 << 16
     task = {"family": "vector_add", "variant": "eager", "dtype": "fp32", "size": "custom", "params": {"n": n}}
-    job = {"device": "cpu", "roof": "measured", "tasks": [task]}
+    job = {"device": "cpu", "roof": "measured", "measure": MeasureSettings().to_dict(), "tasks": [task]}
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(job)))
     worker.main()
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -240,7 +244,6 @@ def test_the_models_cuda_set_decodes_with_the_benchs_cuda_plan():
     # The bench's `cuda` decode variant splits the cache by waves of the blocks an SM holds
     # (cuda_plan); the CUDA kernel set of `rooflint model` must run the same plan, not the Triton
     # kernels' default (split_plan), or the model would time a launch shape the bench never measured.
-    from rooflint.kernels import decode_attention
     from rooflint.models.kernel_sets import CudaKernels, TritonKernels
 
     b, h, h_kv, length, d = 4, 32, 8, 8192, 128  # 12 splits of 704 tokens by waves, 16 of 512 by default
@@ -248,12 +251,12 @@ def test_the_models_cuda_set_decodes_with_the_benchs_cuda_plan():
     cuda_set = object.__new__(CudaKernels)  # its __init__ builds with nvcc and needs a GPU
     cuda_set._workspaces, cuda_set._libraries = {}, {"decode_attention": FakeDecodeLibrary(3)}
     ws = cuda_set._workspace(q, h_kv, length)
-    assert (ws.splits, ws.chunk) == decode_attention.wave_plan(b, h_kv, length, 3 * 132)
+    assert (ws.splits, ws.chunk) == wave_plan(b, h_kv, length, 3 * 132)
     assert cuda_set._libraries["decode_attention"].asked == [("rooflint_decode_blocks_per_sm", d, h // h_kv, 2, 0)]
     assert cuda_set._workspace(q, h_kv, length) is ws  # one workspace per length, planned once
 
     triton_set = object.__new__(TritonKernels)
     triton_set._workspaces = {}
     ws = triton_set._workspace(q, h_kv, length)
-    assert (ws.splits, ws.chunk) == decode_attention.split_plan(b, h_kv, length, 132)
-    assert decode_attention.split_plan(b, h_kv, length, 132) != decode_attention.wave_plan(b, h_kv, length, 3 * 132)
+    assert (ws.splits, ws.chunk) == split_plan(b, h_kv, length, 132)
+    assert split_plan(b, h_kv, length, 132) != wave_plan(b, h_kv, length, 3 * 132)

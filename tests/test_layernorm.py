@@ -6,6 +6,7 @@ from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
 from rooflint.kernels import layernorm as ln
+from rooflint.kernels.layernorm.triton import triton_layernorm
 
 # hidden 1 (var 0: y = b), odd widths (unaligned rows), 256 (a whole tile: the unmasked path),
 # 4097 (just past a power of two) and 70001 (wider than one register tile: the looped kernel).
@@ -29,7 +30,7 @@ def test_looped_kernel_matches_reference(gelu, dtype):
     case = family.build_case("custom", params, dtype, torch.device("cpu"))
     x, w, b = case["x"], case["weight"], case["bias"]
     y, mean, rstd = torch.empty_like(x), torch.empty(6), torch.empty(6)
-    ln.triton_layernorm(x, w, b, y, mean, rstd, gelu=gelu, max_block=256)
+    triton_layernorm(x, w, b, y, mean, rstd, gelu=gelu, max_block=256)
     output = y if gelu else (y, mean, rstd)
     verdict = check(family, dtype, output, family.reference(case.inputs, params))
     assert verdict.passed, verdict.message
@@ -44,7 +45,7 @@ def test_statistics_stay_accurate_far_from_zero(max_block):
     case.inputs["x"] = case["x"] + 100.0
     x, w, b = case["x"], case["weight"], case["bias"]
     y, mean, rstd = torch.empty_like(x), torch.empty(4), torch.empty(4)
-    ln.triton_layernorm(x, w, b, y, mean, rstd, max_block=max_block)
+    triton_layernorm(x, w, b, y, mean, rstd, max_block=max_block)
     verdict = check(family, "fp32", (y, mean, rstd), family.reference(case.inputs, params))
     assert verdict.passed, verdict.message
 

@@ -6,6 +6,8 @@ from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
 from rooflint.kernels import layernorm_backward as lnb
+from rooflint.kernels.layernorm_backward.cuda import cuda_layernorm_backward
+from rooflint.kernels.layernorm_backward.triton import SHARED_RESERVE, rows_stages, triton_layernorm_backward
 
 SHAPES = [(1, 1), (3, 1000), (70, 1), (70, 1000), (5, 4097)]
 
@@ -16,7 +18,7 @@ def assert_triton_launch_matches_autograd(rows, hidden, dtype, **launch):
     params = {"rows": rows, "hidden": hidden}
     case = family.build_case("custom", params, dtype, torch.device("cpu"))
     args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
-    output = lnb.triton_layernorm_backward(*args, **launch)
+    output = triton_layernorm_backward(*args, **launch)
     verdict = check(family, dtype, output, family.reference(case.inputs, params))
     assert verdict.passed, verdict.message
 
@@ -43,10 +45,10 @@ def test_many_programs_and_few_rows_agree():
     family = get_family("layernorm_backward")
     case = family.build_case("custom", {"rows": 3, "hidden": 1000}, "fp32", torch.device("cpu"))
     args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
-    one = lnb.triton_layernorm_backward(*args, programs=1)
+    one = triton_layernorm_backward(*args, programs=1)
     out = lnb.allocate(case["x"], case["weight"], 3)
     out[3].fill_(float("nan"))
-    three = lnb.triton_layernorm_backward(*args, out=out)
+    three = triton_layernorm_backward(*args, out=out)
     for a, b in zip(one, three):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
@@ -104,16 +106,16 @@ def test_partial_sums_over_more_than_one_step_match_autograd(dtype):
 
 def test_rows_stages_fit_every_program_in_shared_memory():
     hopper, ampere, turing = 233472, 167936, 65536  # shared memory per SM: H100/H200, A100, T4
-    assert lnb.rows_stages(4096, 2, 2, hopper) == 4  # 3 row buffers of 16 KB per program
-    assert lnb.rows_stages(8192, 2, 2, ampere) == 3  # 2 of 32 KB
-    assert lnb.rows_stages(4096, 2, 2, turing) == 1  # room for one buffer, which would overlap nothing
-    assert lnb.rows_stages(4096, 4, 2, hopper) == 1  # fp32: the pipelined kernel needs too many registers
+    assert rows_stages(4096, 2, 2, hopper) == 4  # 3 row buffers of 16 KB per program
+    assert rows_stages(8192, 2, 2, ampere) == 3  # 2 of 32 KB
+    assert rows_stages(4096, 2, 2, turing) == 1  # room for one buffer, which would overlap nothing
+    assert rows_stages(4096, 4, 2, hopper) == 1  # fp32: the pipelined kernel needs too many registers
     for shared in (hopper, ampere, turing):
         for block in (256, 1024, 4096, 8192):
             for per_sm in (1, 2, 4):
-                stages = lnb.rows_stages(block, 2, per_sm, shared)
+                stages = rows_stages(block, 2, per_sm, shared)
                 assert stages in (1, 3, 4)
-                assert stages == 1 or per_sm * ((stages - 1) * 2 * block * 2 + lnb.SHARED_RESERVE) <= shared
+                assert stages == 1 or per_sm * ((stages - 1) * 2 * block * 2 + SHARED_RESERVE) <= shared
 
 
 # Odd shapes through every path of the fused variants, on a GPU (pytest -m gpu with
@@ -143,7 +145,7 @@ def test_gpu_fused_variants_match_autograd_on_odd_shapes(variant, dtype):
         programs = lnb.num_programs(rows, device, per_sm)
         out = lnb.allocate(case["x"], case["weight"], programs)
         out[3].fill_(float("nan"))
-        run = lnb.triton_layernorm_backward if variant == "triton" else lnb.cuda_layernorm_backward
+        run = triton_layernorm_backward if variant == "triton" else cuda_layernorm_backward
         output = run(*args, out=out)
         verdict = check(family, dtype, output, family.reference(case.inputs, params))
         if not verdict.passed:

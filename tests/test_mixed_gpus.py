@@ -65,8 +65,8 @@ def test_report_judges_each_gpu_on_its_own_roof(tmp_path, drawn):
     sections = {section.gpu: section for section in report["_sections"]}
     assert sections["h100_sxm"].spec == get_spec("h100_sxm")
     assert sections["a100_80gb_sxm"].spec == get_spec("a100_80gb_sxm")
-    assert drawn["roofline_h100_sxm"][0].bandwidth_gbps == 3350
-    assert drawn["roofline_a100_80gb_sxm"][0].bandwidth_gbps == 2039
+    assert drawn["roofline-h100_sxm"][0].bandwidth_gbps == 3350
+    assert drawn["roofline-a100_80gb_sxm"][0].bandwidth_gbps == 2039
     payload = json.loads(write_report(files, "json"))
     ceilings = {g["gpu"]: g["ceilings"]["memory_bandwidth_gbps"] for g in payload["gpus"]}
     assert ceilings == {"h100_sxm": 3350, "a100_80gb_sxm": 2039}
@@ -95,7 +95,7 @@ def test_roofline_without_gpu_draws_each_gpu_of_the_file_on_its_own_roof(tmp_pat
     # --gpu still picks one roof, projecting rows measured elsewhere onto it.
     drawn.clear()
     done = CliRunner().invoke(app, ["roofline", str(results), "--gpu", "t4", "--out", str(tmp_path / "t4")])
-    assert done.exit_code == 0 and set(drawn) == {"roofline-t4"}
+    assert done.exit_code == 0 and set(drawn) == {"roofline"}  # one roof: the plain name
 
 
 def test_roofline_draws_rows_whose_gpu_column_is_an_alias_as_measured(tmp_path, drawn):
@@ -106,9 +106,9 @@ def test_roofline_draws_rows_whose_gpu_column_is_an_alias_as_measured(tmp_path, 
     results = write(run("h100"), tmp_path / "alias")  # "h100": an alias of the table's h100_sxm
     done = CliRunner().invoke(app, ["roofline", str(results), "--out", str(tmp_path / "out")])
     assert done.exit_code == 0, done.output
-    spec, labels = drawn["roofline-h100_sxm"]
+    spec, labels = drawn["roofline"]  # one GPU: the plain name, as bench gives it
     assert spec == get_spec("h100_sxm") and len(labels) == 4
-    assert drawn.titles["roofline-h100_sxm"].endswith(": measured")  # not projected onto its own GPU
+    assert drawn.titles["roofline"].endswith(": measured")  # not projected onto its own GPU
 
 
 def test_measured_roof_rows_from_elsewhere_are_drawn_on_the_ceilings_they_recorded(tmp_path, drawn, monkeypatch):

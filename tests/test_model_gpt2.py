@@ -27,8 +27,10 @@ from rooflint.models import attribution as attribution_module
 from rooflint.models import checks, gpt2
 from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
-from rooflint.models.engine import ModelRequest, PhaseResult, SetResult, run_model, step_message
 from rooflint.models.kernel_sets import EagerKernels, make_kernel_set
+from rooflint.models.model_run import run_model
+from rooflint.models.outcome import ModelRequest, PhaseResult, SetResult
+from rooflint.models.rows import step_message
 from rooflint.models.runner import Runner
 from rooflint.outputs.report import build_report
 from rooflint.outputs.results import FAILED, OK, read_results
@@ -266,9 +268,19 @@ def test_rows_go_through_results_report_and_compare(eager_run, tmp_path):
     }
     for shape, row in steps.iterrows():
         assert row["status"] == OK and row["median_ms"] > 0
-        tokens_per_s = float(row["message"].split(";")[0].removeprefix("tok/s="))
-        per_step = {"prefill": 2 * 16, "decode": 2, "generate": 2 * 33}[shape.split("phase=")[1].split(",")[0]]
-        assert math.isclose(tokens_per_s, per_step / (row["median_ms"] / 1e3), rel_tol=1e-3)
+        phase = shape.split("phase=")[1].split(",")[0]
+        assert row["phase"] == phase and row["batch"] == 2
+        assert row["context"] == {"prefill": 16, "decode": 8 + 33 // 2, "generate": 8 + 33}[phase]
+        per_step = {"prefill": 2 * 16, "decode": 2, "generate": 2 * 33}[phase]
+        assert math.isclose(row["tokens_per_s"], per_step / (row["median_ms"] / 1e3), rel_tol=1e-9)
+        assert "tok/s" not in row["message"]  # the numbers are columns now, not text
+        if phase == "generate":  # the whole loop has no cost model, so no floor
+            assert math.isnan(row["floor_ms"]) and math.isnan(row["pct_of_floor"])
+        else:
+            assert row["floor_ms"] > 0 and row["pct_of_floor"] == row["pct_of_roof"]
+            assert math.isclose(row["pct_of_floor"], 100 * row["floor_ms"] / row["median_ms"], rel_tol=1e-9)
+    ops = frame[~frame["shape"].str.startswith("op=step")]
+    assert (ops["phase"] != "").all() and ops["tokens_per_s"].isna().all() and ops["floor_ms"].isna().all()
     ops = frame[frame["shape"].str.contains("phase=prefill") & ~frame["shape"].str.startswith("op=step")]
     assert PREFILL_OPS <= {shape.split(",")[0].removeprefix("op=") for shape in ops["shape"]}
     # fp32 matmuls are judged on the CUDA cores (no TF32), so their FLOPs sit in cuda_flops.
@@ -387,7 +399,7 @@ def test_without_transformers_the_command_says_how_to_install_it(monkeypatch, tm
 
 def test_triton_decode_reads_the_paged_cache_in_place(monkeypatch):
     """Decode attention gets the cache's pools and block table, not a copy, and agrees with SDPA."""
-    from rooflint.kernels import decode_attention
+    from rooflint.kernels.decode_attention import triton as decode_triton
     from rooflint.models.cache import KVCache
     from rooflint.models.kernel_sets import make_kernel_set
 
@@ -397,13 +409,13 @@ def test_triton_decode_reads_the_paged_cache_in_place(monkeypatch):
     for pool in cache.pools(0):
         pool.copy_(torch.randn(pool.shape, generator=gen))
     seen = {}
-    real = decode_attention.triton_paged_decode
+    real = decode_triton.triton_paged_decode
 
     def spy(q, k_pool, v_pool, table, *args):
         seen.update(k=k_pool, table=table)
         return real(q, k_pool, v_pool, table, *args)
 
-    monkeypatch.setattr(decode_attention, "triton_paged_decode", spy)
+    monkeypatch.setattr(decode_triton, "triton_paged_decode", spy)  # the kernel set imports it at call time
     q = torch.randn(batch, 1, 3, heads, d, generator=gen)[:, :, 0].transpose(1, 2)
     triton_set = make_kernel_set("triton", torch.float32, torch.device("cpu"), d, 1e-5)
     got = triton_set.attend_decode(q, cache, 0, length)
@@ -505,8 +517,8 @@ def test_a_set_worker_stopped_by_the_deadline_reports_one_line(monkeypatch):
 
 
 def test_only_the_decode_steps_kernels_launch_inside_the_pdl_chain(monkeypatch):
-    # kernels/_pdl.py: PDL is for a decode step's chain of kernels, not the prompt's prefill.
-    from rooflint.kernels import _pdl
+    # kernels/common/pdl.py: PDL is for a decode step's chain of kernels, not the prompt's prefill.
+    from rooflint.kernels.common import pdl
     from rooflint.models.kernel_sets import EagerKernels
 
     loaded = build(TINY, "tiny", torch.float32, torch.device("cpu"))
@@ -515,7 +527,7 @@ def test_only_the_decode_steps_kernels_launch_inside_the_pdl_chain(monkeypatch):
     linear = EagerKernels.linear
 
     def spy(self, x, w, b, residual=None):
-        seen.append((x.shape[0], _pdl._IN_CHAIN.get()))
+        seen.append((x.shape[0], pdl._IN_CHAIN.get()))
         return linear(self, x, w, b, residual)
 
     monkeypatch.setattr(EagerKernels, "linear", spy)
@@ -523,4 +535,4 @@ def test_only_the_decode_steps_kernels_launch_inside_the_pdl_chain(monkeypatch):
     runner.generate(torch.zeros((1, 8), dtype=torch.long))
     assert {chained for rows, chained in seen if rows == 8} == {False}  # the prompt's prefill
     assert {chained for rows, chained in seen if rows == 1} == {True}  # the decode step
-    assert not _pdl._IN_CHAIN.get()
+    assert not pdl._IN_CHAIN.get()

@@ -14,7 +14,8 @@ from fakes import FakeNvmlDevice
 from rooflint.core.specs import measured_spec
 from rooflint.engine import nvml, throttle
 from rooflint.engine.nvml import GpuProcess, NullSampler, NvmlSampler, Reading, Recording, Sampler, Telemetry
-from rooflint.engine.throttle import Reference, ThrottlePolicy
+from rooflint.engine.settings import MeasureSettings, Regime, ThrottlePolicy
+from rooflint.engine.throttle import Reference
 from rooflint.engine.timing import summarize
 from rooflint.engine.worker import Task, Worker
 
@@ -208,7 +209,7 @@ def _worker(script, processes=(), retries=3, sleeps=None):
         timer=fake_timer,
         sleep=(sleeps if sleeps is not None else []).append,
         reference_clock_mhz=1980.0,
-        policy=ThrottlePolicy(0.9, retries, 2.0),
+        settings=MeasureSettings(throttle=ThrottlePolicy(0.9, retries, 2.0)),
     )
 
 
@@ -236,6 +237,8 @@ def test_worker_notes_another_process_on_the_gpu():
 
 
 def test_a_cpu_worker_without_fakes_records_nan_clocks_and_its_regime():
-    row = Worker("cpu", CPU, regime="burst").run(Task("vector_add", "eager", "fp32", "custom", {"n": 1024}))
+    row = Worker("cpu", CPU, MeasureSettings(Regime.BURST)).run(
+        Task("vector_add", "eager", "fp32", "custom", {"n": 1024})
+    )
     assert row.status == "ok" and row.regime == "burst" and row.timing_mode == "cpu_wall"
     assert math.isnan(row.sm_clock_mhz) and math.isnan(row.energy_per_call_j) and not row.throttled

@@ -162,12 +162,13 @@ def test_profile_bad_input(tmp_path):
 def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path, monkeypatch):
     # With --ncu, each variant is built once here: its kernel list and its time come from the same
     # build; only ncu's child process builds it again (it must: it runs under the profiler).
-    from rooflint.engine import bench, profile, timing
+    from rooflint.engine import device as device_module
+    from rooflint.engine import profile, timing
     from rooflint.engine.timing import summarize
 
     built, timed, profiled = [], [], []
     real_build = profile.build
-    monkeypatch.setattr(bench, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(device_module, "resolve_device", lambda device: "cuda")
     monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
     monkeypatch.setattr("rooflint.core.specs.current_gpu_spec", lambda spec_file=None, gpu=None: get_spec("h100"))
     monkeypatch.setattr(profile, "build", lambda fam, v, size, dtype, device: built.append(v.name)

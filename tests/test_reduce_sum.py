@@ -6,6 +6,7 @@ from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
 from rooflint.kernels import reduce_sum as rs
+from rooflint.kernels.reduce_sum.triton import RowSum
 
 # (1, n): one vector, split across programs; (rows, n): row sums, one or more programs per row.
 # 1 << 17 is a whole number of tiles: no partial last tile.
@@ -20,7 +21,7 @@ def test_triton_matches_reference(rows, cols, dtype):
 
 def test_long_vector_is_split_and_combined_deterministically():
     x = rs.randn([1, 300_007], torch.bfloat16, torch.device("cpu"), torch.Generator().manual_seed(1))
-    row_sum = rs.RowSum(x, block=1024)
+    row_sum = RowSum(x, block=1024)
     assert row_sum.splits > 1  # the last-program-done combine is what runs
     first = row_sum().clone()
     second = row_sum()

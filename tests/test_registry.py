@@ -64,11 +64,52 @@ def write_family(folder, module, name):
     (folder / f"{module}.py").write_text(FAMILY_SOURCE.format(name=name))
 
 
-def test_builtins_are_every_public_module_of_the_kernels_package():
+def test_builtins_are_every_public_package_and_module_of_the_kernels_package():
     names = registry.family_names()
-    assert {"vector_add", "softmax", "attention", "kv_cache"} <= set(names)
-    assert not [name for name in names if name.startswith("_")]  # kernels/_sdpa.py is a helper
+    assert {"vector_add", "softmax", "attention", "kv_cache", "layernorm_gelu"} <= set(names)
+    assert not [name for name in names if name.startswith("_")]
+    assert not set(names) & registry.RESERVED  # common/ (shared helpers) and templates/ are no families
     assert registry.sources()["softmax"].describe() == "rooflint.kernels.softmax (built-in)"
+    # A package family (softmax/) and a single-module one (layernorm_gelu.py) load alike, with the
+    # variants its implementation modules register.
+    assert {"eager", "triton", "cuda"} <= set(registry.get_family("softmax").variants)
+    assert {"eager", "triton", "cuda"} <= set(registry.get_family("layernorm_gelu").variants)
+
+
+def test_listing_the_families_imports_none_of_them():
+    # Names come from the folder listing: `rooflint list` must not load every kernel to name them.
+    script = (
+        "import sys\nfrom rooflint.core import registry\nnames = registry.family_names()\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('rooflint.kernels.'))\n"
+        "assert 'softmax' in names and not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_a_public_subpackage_is_a_family_and_the_reserved_ones_are_not(tmp_path, monkeypatch):
+    kernels = tmp_path / "fake_kernels"
+    for folder in ("newfam", "common", "templates", "_private"):
+        (kernels / folder).mkdir(parents=True)
+        (kernels / folder / "__init__.py").write_text("")
+    (kernels / "__init__.py").write_text("")
+    (kernels / "single.py").write_text("")
+    (kernels / "_helper.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "BUILTIN_PACKAGE", "fake_kernels")
+    assert [source.name for source in registry._builtins()] == ["newfam", "single"]
+
+
+def test_a_family_package_finds_its_cuda_source_beside_it():
+    from rooflint.engine import cuda_build
+    from rooflint.kernels import layernorm
+    from rooflint.kernels.layernorm import cuda
+
+    # From the package (a model's kernel set asks this way) and from the implementation module by name.
+    assert cuda_build.family_source(layernorm.__file__).name == "layernorm.cu"
+    assert cuda_build.family_source(layernorm.__file__).is_file()
+    assert cuda_build.family_source(cuda.__file__, "layernorm") == cuda_build.family_source(layernorm.__file__)
+    # A plugin's single module keeps its own stem.
+    assert cuda_build.family_source("/plugins/mykernels/rmsnorm.py").name == "rmsnorm.cu"
 
 
 def test_environment_plugin_claiming_a_builtin_name_is_an_error_naming_both(plugin_dir, monkeypatch):
@@ -197,8 +238,9 @@ NO_TRITON_CHECK = textwrap.dedent(
     from rooflint.engine.worker import missing_requirement
 
     assert not HAS_TRITON and sys.modules["triton"] is None
-    for module in pkgutil.iter_modules(rooflint.kernels.__path__):
-        importlib.import_module(f"rooflint.kernels.{module.name}")
+    for module in pkgutil.walk_packages(rooflint.kernels.__path__, "rooflint.kernels."):
+        if not module.name.startswith("rooflint.kernels.templates"):  # new-family's source, not importable as is
+            importlib.import_module(module.name)  # every family package's implementations, and common/
     triton_rows = 0
     for name in family_names():
         for variant in get_family(name).variants.values():
@@ -208,7 +250,7 @@ NO_TRITON_CHECK = textwrap.dedent(
                 triton_rows += 1
     print("triton variants", triton_rows)
     import torch
-    from rooflint.kernels.vector_add import triton_add
+    from rooflint.kernels.vector_add.triton import triton_add
     try:
         triton_add(torch.ones(4), torch.ones(4))
     except VariantSkipped as skipped:

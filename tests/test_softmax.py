@@ -5,7 +5,7 @@ from kernel_checks import assert_variant_matches_reference
 from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
-from rooflint.kernels.softmax import MAX_FUSED_COLS, triton_softmax
+from rooflint.kernels.softmax.triton import MAX_FUSED_COLS, triton_softmax
 
 
 @pytest.mark.parametrize("cols", [1, 1000, 4097])

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rooflint.core.errors import UserError
-from rooflint.engine import timing
-from rooflint.engine.bench import BenchRequest
+from rooflint.engine import timer, timing
 from rooflint.engine.nvml import Reading, Recording, Sampler
+from rooflint.engine.request import BenchRequest
+from rooflint.engine.settings import MeasureSettings, Regime, ThrottlePolicy
 
 
 def test_clean_flush_writes_then_reads_the_whole_buffer(monkeypatch):
@@ -154,11 +158,11 @@ def test_cooling_gives_up_at_its_cap():
 
 def test_measure_times_on_the_cpu_and_records_the_regime():
     calls = []
-    measured = timing.measure(lambda: calls.append(1), device="cpu", regime="burst")
+    measured = timer.measure(lambda: calls.append(1), device="cpu", regime="burst")
     assert measured.mode == "cpu_wall" and measured.regime == "burst" and not measured.l2_flushed
     assert measured.calls == measured.n_samples and math.isnan(measured.telemetry.sm_clock_mhz)
-    with pytest.raises(ValueError, match="unknown regime 'hot'"):
-        timing.measure(lambda: None, device="cpu", regime="hot")
+    with pytest.raises(UserError, match="unknown regime 'hot'"):
+        timer.measure(lambda: None, device="cpu", regime="hot")
 
 
 def test_cpu_sustained_heats_up_before_timing(monkeypatch):
@@ -177,10 +181,29 @@ def test_cpu_sustained_heats_up_before_timing(monkeypatch):
         ("recovery_delay_s", -2.0, "must be 0 or more seconds"),
     ],
 )
-def test_bench_rejects_bad_timing_options(field, value, message):
+def test_measure_settings_reject_bad_timing_options(field, value, message):
     with pytest.raises(UserError, match=message):
-        BenchRequest(**{field: value})
-    assert BenchRequest().regime == "burst"
+        MeasureSettings.from_options(**{field: value})
+    assert BenchRequest().measure.regime is Regime.BURST
+
+
+def test_measure_settings_take_the_default_for_each_option_not_given():
+    settings = MeasureSettings.from_options(regime="sustained", throttle_threshold=None, throttle_retries=5)
+    assert settings == MeasureSettings(Regime.SUSTAINED, throttle=ThrottlePolicy(retries=5))
+    assert MeasureSettings.from_options() == MeasureSettings()
+
+
+@given(
+    regime=st.sampled_from(list(Regime)),
+    cuda_graphs=st.booleans(),
+    threshold=st.floats(min_value=0.01, max_value=1.0),
+    retries=st.integers(min_value=0, max_value=10),
+    delay=st.floats(min_value=0.0, max_value=60.0),
+)
+def test_measure_settings_survive_the_trip_to_a_measuring_process(regime, cuda_graphs, threshold, retries, delay):
+    settings = MeasureSettings(regime, cuda_graphs, ThrottlePolicy(threshold, retries, delay))
+    sent = json.loads(json.dumps(settings.to_dict()))  # as the job line carries it
+    assert sent["regime"] == regime.value and MeasureSettings.from_dict(sent) == settings
 
 
 def test_every_cuda_timer_samples_flush_spin_start_call_end_in_that_order(monkeypatch):

@@ -8,6 +8,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.registry import get_family
 from rooflint.engine import timing as timing_module
 from rooflint.engine.correctness import relative_error
+from rooflint.engine.settings import Regime
 from rooflint.engine.timing import summarize, time_cpu
 
 
@@ -41,7 +42,7 @@ class FakeClock:
 def test_cpu_timer_sizes_its_sample_from_the_budget_and_drops_the_first_call(monkeypatch, rep_ms, samples):
     clock = FakeClock()
     monkeypatch.setattr(timing_module, "time", clock)
-    timing = time_cpu(clock.call, warmup_ms=10, rep_ms=rep_ms)
+    timing = time_cpu(clock.call, warmup_ms=10, rep_ms=rep_ms, regime=Regime.BURST)
     # The second call (2 ms) sizes the sample: 101 ms of budget is 50 whole calls, within [MIN, MAX].
     assert timing.n_samples == samples
     # Warm-up calls ran between the two sizing calls and the n timed ones.

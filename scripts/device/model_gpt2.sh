@@ -22,17 +22,16 @@ rooflint doctor >"$OUT/doctor.txt" 2>&1 || echo "(rooflint doctor: exit $?)" >>"
 # Build the CUDA kernels the cuda set loads, in parallel, and wait for them before anything is
 # timed: five nvcc processes beside the timed sets slowed Hugging Face generate (CPU-bound) by a
 # third in one run (reports/models/README.md). cuda_build caches each .so.
-for family in layernorm attention kv_cache decode_attention gelu_linear; do
+# Each .cu is found by name in the installed package, wherever its family keeps it; the triton
+# set's decode GEMM under PDL is skinny_pdl.cu.
+for source in layernorm attention kv_cache decode_attention gelu_linear skinny_pdl; do
   python3 -c "
+import sys
+from pathlib import Path
+import rooflint
 from rooflint.engine import cuda_build
-from rooflint.kernels import $family as m
-cuda_build.load(cuda_build.family_source(m.__file__))" >"$OUT/build-$family.log" 2>&1 &
+cuda_build.load(next(Path(rooflint.__file__).parent.rglob(sys.argv[1] + '.cu')))" "$source" >"$OUT/build-$source.log" 2>&1 &
 done
-# and the triton set's decode GEMM under PDL (kernels/skinny_pdl.cu)
-python3 -c "
-from rooflint.engine import cuda_build
-from rooflint.kernels import _skinny_pdl as m
-cuda_build.load(cuda_build.family_source(m.__file__, 'skinny_pdl'))" >"$OUT/build-skinny_pdl.log" 2>&1 &
 wait
 
 run_model() {  # config, seconds allowed
@@ -60,8 +59,12 @@ for path in sorted(Path(sys.argv[1]).glob("*/results.csv")):
     for _, row in steps.iterrows():
         phase = row["shape"].split("phase=")[1].split(",")[0]
         message = str(row["message"])
-        tok_s = message.split(";")[0].removeprefix("tok/s=") if message.startswith("tok/s=") else "-"
-        pct = f"{float(row['pct_of_roof']):.1f}" if str(row["pct_of_roof"]) not in ("", "nan") else "-"
+        if "tokens_per_s" in frame.columns:  # results with the model columns
+            tok_s = f"{float(row['tokens_per_s']):.4g}" if str(row["tokens_per_s"]) not in ("", "nan") else "-"
+        else:  # older results: tok/s inside the message
+            tok_s = message.split(";")[0].removeprefix("tok/s=") if message.startswith("tok/s=") else "-"
+        pct_column = "pct_of_floor" if "pct_of_floor" in frame.columns else "pct_of_roof"
+        pct = f"{float(row[pct_column]):.1f}" if str(row[pct_column]) not in ("", "nan") else "-"
         ms = f"{float(row['median_ms']):.4g}" if str(row["median_ms"]) not in ("", "nan") else "-"
         rows.append((row["family"], row["variant"], phase, row["status"], tok_s, ms, pct))
 print(f"\n{'model':<18} {'kernels':<12} {'phase':<9} {'status':<7} {'tok/s':>10} {'ms':>10} {'% floor':>8}")

@@ -1,4 +1,4 @@
-"""GPU tier: the Gluon attention (`triton_gluon`, kernels/_attention_gluon.py) against float64 on an
+"""GPU tier: the Gluon attention (`triton_gluon`, kernels/attention/gluon.py) against float64 on an
 sm_90 GPU, at each head dim it is built for (64, 128, and 256 with 64-key tiles). Gluon has no CPU
 interpreter, so this is its only numerical check: N=1 (one key, one ragged tile), N=64 (at D=256 one
 whole key tile, the first warpgroup's rows ending a tile before the second's), whole tiles (no mask
@@ -14,7 +14,7 @@ import torch
 from kernel_checks import assert_attention_matches_float64, assert_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.kernels import _attention_gluon as gluon_attention
+from rooflint.kernels.attention import gluon as gluon_attention
 
 pytestmark = pytest.mark.gpu
 

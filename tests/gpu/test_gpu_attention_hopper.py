@@ -14,7 +14,7 @@ import torch
 from kernel_checks import assert_attention_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.kernels import _attention_hopper as hopper
+from rooflint.kernels.attention import hopper as hopper
 
 pytestmark = pytest.mark.gpu
 

@@ -1,7 +1,7 @@
 """GPU tier: the decode step's kernels with programmatic dependent launch, chained in a CUDA graph.
 
 On sm_90 the decode GEMM and the decode-attention kernels launch with PDL and load constant bytes
-(weights, earlier cache rows) into registers before they wait (kernels/_pdl.py). A kernel that
+(weights, earlier cache rows) into registers before they wait (kernels/common/pdl.py). A kernel that
 read another kernel's output before its wait would pass alone and fail only in a chain, so this
 chains them in one graph, as a decode step does, and checks every output against float64 after
 each replay.
@@ -13,8 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rooflint.kernels import _gemm_skinny, decode_attention
-from rooflint.kernels._pdl import decode_chain, pdl_enabled
+from rooflint.kernels.common.pdl import decode_chain, pdl_enabled
+from rooflint.kernels.decode_attention.plans import DecodeWorkspace
+from rooflint.kernels.decode_attention.triton import triton_paged_decode
+from rooflint.kernels.gelu_linear import skinny
 
 pytestmark = pytest.mark.gpu
 
@@ -48,7 +50,7 @@ def test_chained_decode_kernels_in_a_graph_match_float64(dtype, pdl, monkeypatch
     qkv_w, qkv_b = randn(3 * D_MODEL, D_MODEL, scale=D_MODEL**-0.5), randn(3 * D_MODEL, scale=0.1)
     proj_w, proj_b = randn(D_MODEL, D_MODEL, scale=D_MODEL**-0.5), randn(D_MODEL, scale=0.1)
     up_w, down_w = randn(FFN, D_MODEL, scale=D_MODEL**-0.5), randn(D_MODEL, FFN, scale=FFN**-0.5)
-    folded = _gemm_skinny.fold_layer_norm(ln_w, ln_b, qkv_w, qkv_b)
+    folded = skinny.fold_layer_norm(ln_w, ln_b, qkv_w, qkv_b)
     pages_per_head = CAPACITY // 16
     k_pool = randn(ROWS * HEADS * pages_per_head, 16, 1, HEAD_DIM)
     v_pool = randn(ROWS * HEADS * pages_per_head, 16, 1, HEAD_DIM)
@@ -57,17 +59,17 @@ def test_chained_decode_kernels_in_a_graph_match_float64(dtype, pdl, monkeypatch
     slots = (torch.arange(ROWS * HEADS, device=device) * CAPACITY + length - 1).to(torch.int64)
     x = randn(ROWS, D_MODEL)
     q_view = torch.empty((ROWS, HEADS, 1, HEAD_DIM), dtype=dtype, device=device)
-    ws = decode_attention.DecodeWorkspace(q_view, HEADS, length)
-    append = _gemm_skinny.KVAppend(k_pool.view(-1, HEAD_DIM), v_pool.view(-1, HEAD_DIM), slots, D_MODEL, HEADS,
+    ws = DecodeWorkspace(q_view, HEADS, length)
+    append = skinny.KVAppend(k_pool.view(-1, HEAD_DIM), v_pool.view(-1, HEAD_DIM), slots, D_MODEL, HEADS,
                                    HEAD_DIM)  # fmt: skip
 
     def step():
-        qkv = _gemm_skinny.skinny_norm_linear(x, folded, 1e-5, append=append)
+        qkv = skinny.skinny_norm_linear(x, folded, 1e-5, append=append)
         q = qkv[:, :D_MODEL].view(ROWS, HEADS, 1, HEAD_DIM)
-        a = decode_attention.triton_paged_decode(q, k_pool, v_pool, table, HEADS, length, ws)
-        h = _gemm_skinny.skinny_linear(a.reshape(ROWS, D_MODEL), proj_w, proj_b, residual=x)  # split K
-        u = _gemm_skinny.skinny_linear(h, up_w, None, gelu=True)
-        return qkv, _gemm_skinny.skinny_linear(u, down_w, None, residual=h)  # split K
+        a = triton_paged_decode(q, k_pool, v_pool, table, HEADS, length, ws)
+        h = skinny.skinny_linear(a.reshape(ROWS, D_MODEL), proj_w, proj_b, residual=x)  # split K
+        u = skinny.skinny_linear(h, up_w, None, gelu=True)
+        return qkv, skinny.skinny_linear(u, down_w, None, residual=h)  # split K
 
     def expected():
         x64 = x.double()

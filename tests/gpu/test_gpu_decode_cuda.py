@@ -13,6 +13,8 @@ import torch
 from rooflint.engine import cuda_build
 from rooflint.engine.correctness import check
 from rooflint.kernels import decode_attention as da
+from rooflint.kernels.decode_attention.cuda import CUDA_PATHS, cuda_decode, cuda_plan
+from rooflint.kernels.decode_attention.plans import DecodeWorkspace, cache_layout, q_layout
 
 pytestmark = pytest.mark.gpu
 
@@ -39,8 +41,8 @@ def inputs(b, h, h_kv, c, d, dtype, capacity=None, seed=0):
 
 def run(library, q, k, v, path, plan=None):
     h_kv, c = k.shape[1], k.shape[2]
-    ws = da.DecodeWorkspace(q, h_kv, c, plan=plan or da.cuda_plan(library, q, h_kv, c, path))
-    out = da.cuda_decode(library, q, k, v, ws, path).clone()
+    ws = DecodeWorkspace(q, h_kv, c, plan=plan or cuda_plan(library, q, h_kv, c, path))
+    out = cuda_decode(library, q, k, v, ws, path).clone()
     torch.cuda.synchronize()
     return out
 
@@ -79,7 +81,7 @@ def test_each_split_kernel_reads_strided_views_in_place(library, path):
     qkv = torch.randn((2, 1, 3 * 8 * 128), dtype=torch.bfloat16, device="cuda")
     qkv[:, :, : 8 * 128] = q.reshape(2, 1, 8 * 128)
     q_view = qkv[:, :, : 8 * 128].view(2, 1, 8, 128).transpose(1, 2)
-    assert da.q_layout(q_view)[1] == 3 * 8 * 128 and da.cache_layout(k, v)[2] == 1024
+    assert q_layout(q_view)[1] == 3 * 8 * 128 and cache_layout(k, v)[2] == 1024
     assert_matches_float64(run(library, q_view, k, v, path), params, q, k, v, "bf16")
 
 
@@ -87,9 +89,9 @@ def test_auto_picks_tensor_cores_on_sm80_and_up(library):
     # The occupancy query answers for the kernel that would run: auto agrees with the forced path.
     chosen = "tensor_cores" if torch.cuda.get_device_capability()[0] >= 8 else "cuda_cores"
     for group in (1, 4):
-        auto = library.query("rooflint_decode_blocks_per_sm", 128, group, 2, da.CUDA_PATHS["auto"])
-        assert auto == library.query("rooflint_decode_blocks_per_sm", 128, group, 2, da.CUDA_PATHS[chosen])
+        auto = library.query("rooflint_decode_blocks_per_sm", 128, group, 2, CUDA_PATHS["auto"])
+        assert auto == library.query("rooflint_decode_blocks_per_sm", 128, group, 2, CUDA_PATHS[chosen])
     # The two kernels hold different numbers of blocks an SM at G = 4, so the check above can fail.
-    cores = library.query("rooflint_decode_blocks_per_sm", 128, 4, 2, da.CUDA_PATHS["cuda_cores"])
+    cores = library.query("rooflint_decode_blocks_per_sm", 128, 4, 2, CUDA_PATHS["cuda_cores"])
     if chosen == "tensor_cores":
-        assert cores != library.query("rooflint_decode_blocks_per_sm", 128, 4, 2, da.CUDA_PATHS["tensor_cores"])
+        assert cores != library.query("rooflint_decode_blocks_per_sm", 128, 4, 2, CUDA_PATHS["tensor_cores"])

@@ -19,7 +19,9 @@ from kernel_checks import assert_matches_float64
 from rooflint.core.registry import get_family
 from rooflint.engine import cuda_build
 from rooflint.engine.correctness import check
-from rooflint.kernels import _gemm_small, gelu_linear
+from rooflint.kernels import gelu_linear
+from rooflint.kernels.gelu_linear import wavefit
+from rooflint.kernels.gelu_linear.cuda import cuda_hopper_gelu_linear
 
 pytestmark = pytest.mark.gpu
 
@@ -34,7 +36,7 @@ def test_warp_specialized_gemm_matches_float64(m, k, n, block_n, cluster):
 
     def gemm(case):
         out = torch.empty((m, n), dtype=case["x"].dtype, device="cuda")
-        return gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n, cluster)
+        return cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, block_n, cluster)
 
     label = f"cuda_hopper {m}x{k}->{n} block_n={block_n} cluster={cluster}"
     assert_matches_float64("gelu_linear", label, {"m": m, "k": k, "n": n}, gemm, m + n)
@@ -50,7 +52,7 @@ def test_warp_specialized_gemm_is_repeatable(cluster):
     library = cuda_build.load(cuda_build.family_source(gelu_linear.__file__, "gelu_linear_hopper"))
     params = {"m": 1000, "k": 2560, "n": 3000}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=7)
-    first = gelu_linear.cuda_hopper_gelu_linear(
+    first = cuda_hopper_gelu_linear(
         library,
         case["x"],
         case["w"],
@@ -62,7 +64,7 @@ def test_warp_specialized_gemm_is_repeatable(cluster):
     assert check(family, "bf16", first, family.reference(case.inputs, params)).passed
     out = torch.empty_like(first)
     for _ in range(30):
-        gelu_linear.cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, 0, cluster)
+        cuda_hopper_gelu_linear(library, case["x"], case["w"], case["b"], out, 0, cluster)
         assert torch.equal(out, first)
 
 
@@ -80,10 +82,10 @@ def test_triton_tma_gemms_match_float64_on_the_gpu(variant, m, k, n):
 @pytest.mark.parametrize(
     "tile",
     [
-        _gemm_small.GemmTile(128, 192, 64, 4, 8, 8, 1, warp_specialize=True),
-        _gemm_small.GemmTile(128, 256, 64, 4, 8, 16, 1, warp_specialize=True),
-        _gemm_small.GemmTile(128, 256, 64, 4, 8, 16, 1),  # the 4-stage tile before round 18
-        _gemm_small.TILES[0],  # the 8192^3 tile (3 stages since round 18)
+        wavefit.GemmTile(128, 192, 64, 4, 8, 8, 1, warp_specialize=True),
+        wavefit.GemmTile(128, 256, 64, 4, 8, 16, 1, warp_specialize=True),
+        wavefit.GemmTile(128, 256, 64, 4, 8, 16, 1),  # the 4-stage tile before round 18
+        wavefit.TILES[0],  # the 8192^3 tile (3 stages since round 18)
     ],
     ids=lambda t: t.label,
 )
@@ -95,7 +97,7 @@ def test_wavefit_tiles_match_float64_on_the_gpu(tile, early_bias):
         pytest.skip("the wave-fitted GEMM's tiles are sized for sm_90")
 
     def gemm(case):
-        return _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
+        return wavefit.prepare(case["x"], case["w"], case["b"], tile=tile, early_bias=early_bias)()
 
     params = {"m": 1000, "k": 776, "n": 3000}
     assert_matches_float64("gelu_linear", f"triton_wavefit {tile.label} early_bias={early_bias}", params, gemm, 3)
@@ -107,10 +109,10 @@ def test_wavefit_waves_match_float64_on_the_gpu(reverse):
     from its end, at ragged M, N and K (776: a part-filled last K step, first in a reversed wave)."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the wave-fitted GEMM's tiles are sized for sm_90")
-    tile = replace(_gemm_small.TILES[0], reverse_odd_waves=reverse)
+    tile = replace(wavefit.TILES[0], reverse_odd_waves=reverse)
 
     def gemm(case):
-        return _gemm_small.prepare(case["x"], case["w"], case["b"], tile=tile)()
+        return wavefit.prepare(case["x"], case["w"], case["b"], tile=tile)()
 
     params = {"m": 4100, "k": 776, "n": 8200}
     assert_matches_float64("gelu_linear", f"triton_wavefit {tile.label}", params, gemm, 5)

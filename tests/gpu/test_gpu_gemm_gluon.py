@@ -1,4 +1,4 @@
-"""GPU tier: the Gluon GEMM (gelu_linear's `triton_gluon`, kernels/_gemm_gluon.py) against float64 on
+"""GPU tier: the Gluon GEMM (gelu_linear's `triton_gluon`, kernels/gelu_linear/gluon.py) against float64 on
 an sm_90 GPU. Gluon has no CPU interpreter, so this is its only numerical check. Shapes pick at its
 edges: M and N not multiples of the 128 x 192 tile (zero-filled TMA reads, TMA stores clipped at M
 and N), a tile whose 64-wide side lies wholly past N, K shorter than one 64-deep step and not a
@@ -13,7 +13,7 @@ import torch
 from kernel_checks import assert_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
-from rooflint.kernels import _gemm_gluon
+from rooflint.kernels.gelu_linear import gluon as gemm_gluon
 
 pytestmark = pytest.mark.gpu
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 def _sm90_or_skip():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    reason = _gemm_gluon.unsupported_reason(torch.device("cuda"), torch.bfloat16, 64, 64)
+    reason = gemm_gluon.unsupported_reason(torch.device("cuda"), torch.bfloat16, 64, 64)
     if reason:
         pytest.skip(reason)
 
@@ -46,21 +46,21 @@ def test_gluon_gemm_is_repeatable():
 
 
 def test_a_traced_launch_gives_the_same_bits_and_ordered_stamps():
-    """The phase trace (scripts/device/gemm_phases.py) must not change what the kernel computes, and
+    """The phase trace (a launch with trace=, stamps per CTA) must not change what the kernel computes, and
     each CTA's stamps must follow its schedule: start, first bytes, every K step in order, last wgmma
     retired, stores issued, stores done; the producer starts before its last load is issued."""
     _sm90_or_skip()
     family = get_family("gelu_linear")
     case = family.build_case("custom", {"m": 1024, "k": 768, "n": 3072}, "bf16", torch.device("cuda"), seed=5)
     x, w, b = case["x"], case["w"], case["b"]
-    ctas, k_steps = _gemm_gluon.cta_count(1024, 3072), 768 // _gemm_gluon.BLOCK_K
-    trace = _gemm_gluon.trace_buffer(1024, 3072, "cuda")
-    plain = _gemm_gluon.prepare(x, w, b)().clone()
-    traced = _gemm_gluon.prepare(x, w, b, trace=trace)()
+    ctas, k_steps = gemm_gluon.cta_count(1024, 3072), 768 // gemm_gluon.BLOCK_K
+    trace = gemm_gluon.trace_buffer(1024, 3072, "cuda")
+    plain = gemm_gluon.prepare(x, w, b)().clone()
+    traced = gemm_gluon.prepare(x, w, b, trace=trace)()
     assert torch.equal(plain, traced)
-    fields = len(_gemm_gluon.TRACE_FIELDS)
+    fields = len(gemm_gluon.TRACE_FIELDS)
     for cta, row in enumerate(trace.view(ctas, -1).cpu().tolist()):
-        get = dict(zip(_gemm_gluon.TRACE_FIELDS, row, strict=False))
+        get = dict(zip(gemm_gluon.TRACE_FIELDS, row, strict=False))
         steps = row[fields : fields + k_steps]
         assert 0 < get["ns_start"] <= get["ns_end"], (cta, get)
         # Consumer 0 stamps the K steps; consumer 1 waits on the same stages, so its last wgmma retires
@@ -70,4 +70,4 @@ def test_a_traced_launch_gives_the_same_bits_and_ordered_stamps():
         order = [steps[0], get["c1_mma_done"], get["c1_stores_issued"], get["c1_stores_done"]]
         assert order == sorted(order), (cta, "consumer 1", order)
         assert get["producer_start"] <= get["producer_done"], (cta, get)
-        assert row[fields + k_steps :] == [0] * (_gemm_gluon.TRACE_STEPS - k_steps), (cta, "steps past K written")
+        assert row[fields + k_steps :] == [0] * (gemm_gluon.TRACE_STEPS - k_steps), (cta, "steps past K written")

@@ -1,4 +1,4 @@
-"""GPU tier: the greedy-sampling kernel (kernels/_sample.py) against torch.argmax, replayed in a
+"""GPU tier: the greedy-sampling kernel (models/ops/sample.py) against torch.argmax, replayed in a
 CUDA graph as a decode step runs it (its arrival counters must be back at zero after every replay)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rooflint.kernels import _sample
+from rooflint.models.ops import sample
 
 pytestmark = pytest.mark.gpu
 
@@ -18,11 +18,11 @@ def test_greedy_argmax_in_a_graph_matches_torch_every_replay(dtype):
     logits = padded[:, :50257]  # the triton set's padded lm_head, read in place
     tokens = torch.full((8, 16), -1, dtype=torch.long, device=device)
     token = torch.empty(8, 1, dtype=torch.long, device=device)
-    ws = _sample.GreedyWorkspace(8, 50257, device)
-    _sample.greedy_argmax(logits, tokens[:, 5:6], token, ws)  # compile outside the capture
+    ws = sample.GreedyWorkspace(8, 50257, device)
+    sample.greedy_argmax(logits, tokens[:, 5:6], token, ws)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        _sample.greedy_argmax(logits, tokens[:, 5:6], token, ws)
+        sample.greedy_argmax(logits, tokens[:, 5:6], token, ws)
     for seed in range(5):
         padded.copy_(torch.randn(8, 50304, generator=torch.Generator().manual_seed(seed)).to(dtype))
         graph.replay()

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rooflint.kernels import _gemm_skinny, _skinny_pdl
+from rooflint.kernels.gelu_linear import skinny, skinny_pdl
 
 pytestmark = pytest.mark.gpu
 
@@ -24,13 +24,13 @@ def pdl_on(monkeypatch):
 def ran_cuda(monkeypatch) -> list:
     """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton."""
     calls = []
-    launch = _skinny_pdl.launch
+    launch = skinny_pdl.launch
 
     def spy(*args):
         calls.append(args[0].shape)
         return launch(*args)
 
-    monkeypatch.setattr(_skinny_pdl, "launch", spy)
+    monkeypatch.setattr(skinny_pdl, "launch", spy)
     return calls
 
 
@@ -50,7 +50,7 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, monkeypatch):
     b = torch.randn(n, device="cuda", generator=gen).to(dtype)
     r = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
     for gelu, bias, residual in ((False, b, None), (True, b, None), (False, b, r), (False, None, None)):
-        got = _gemm_skinny.skinny_linear(x, w, bias, gelu=gelu, residual=residual)
+        got = skinny.skinny_linear(x, w, bias, gelu=gelu, residual=residual)
         want = F.linear(x.double(), w.double(), None if bias is None else bias.double())
         want = F.gelu(want, approximate="tanh") if gelu else want
         want = want + residual.double() if residual is not None else want
@@ -76,10 +76,10 @@ def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, monkeypat
     k_pool = torch.full((pool, head_dim), float("nan"), dtype=dtype, device="cuda")
     v_pool = torch.full((pool, head_dim), float("nan"), dtype=dtype, device="cuda")
     slots = torch.randperm(pool, device="cuda", generator=gen)[: m * heads].to(torch.int64)
-    append = _gemm_skinny.KVAppend(k_pool, v_pool, slots, n - 2 * width, heads, head_dim)
-    folded = _gemm_skinny.fold_layer_norm(g, beta, w, b)
+    append = skinny.KVAppend(k_pool, v_pool, slots, n - 2 * width, heads, head_dim)
+    folded = skinny.fold_layer_norm(g, beta, w, b)
     for gelu in (False, True):
-        got = _gemm_skinny.skinny_norm_linear(x, folded, 1e-5, gelu=gelu, append=append)
+        got = skinny.skinny_norm_linear(x, folded, 1e-5, gelu=gelu, append=append)
         want = F.linear(F.layer_norm(x.double(), (k,), g.double(), beta.double(), 1e-5), w.double(), b.double())
         want = F.gelu(want, approximate="tanh") if gelu else want
         err = (got.double() - want).abs().max().item()
@@ -97,6 +97,6 @@ def test_shapes_it_cannot_split_run_the_triton_kernel(monkeypatch):
     calls = ran_cuda(monkeypatch)
     x = torch.randn(8, 1600 + 16, device="cuda", dtype=torch.bfloat16)  # K = 1616: no whole-warp split
     w = torch.randn(48, 1616, device="cuda", dtype=torch.bfloat16)
-    got = _gemm_skinny.skinny_linear(x, w)
+    got = skinny.skinny_linear(x, w)
     assert not calls
     assert torch.allclose(got.double(), x.double() @ w.double().T, atol=0.5, rtol=2e-2)

@@ -26,11 +26,25 @@ run on GPU 0 of this one. Two files that share no row at all are bad input (exit
 must not pass on nothing.
 
 Rows that are not ok on one side: ok -> not ok (failed, skipped, oom, error, crashed) is a
-regression ("now failed"), because a variant that stops passing its correctness gate or stops
-building is worse than a slow one; not ok -> ok is "fixed"; not ok on both sides is "still
-<status>". Rows present on one side only are listed, never dropped.
+regression ("now <status>"), because a variant that stops passing its correctness gate, stops
+building or kills its process is worse than a slow one; so is a row that fails (failed, oom, error,
+crashed) in NEW where BASE only skipped it. not ok -> ok is "fixed"; failing on both sides is "still
+<status>"; a row NEW skipped (no GPU, no nvcc there) where BASE had it failing is "skipped", not
+"still failing": nothing was run to fail.
 
-A regression is any slower row or any ok -> not ok row; `rooflint compare` exits 1 if there is one.
+A row ok in BASE and absent from NEW, where NEW measured its family on its GPU, is a regression
+("now missing"): the variant vanished from a run that covered it (a worker lost without a row, a
+variant renamed or dropped). Families NEW did not run at all are listed as "only in base", never
+failed, so a run of a few families can be compared against a full reference.
+
+A regression is any slower, now failing or now missing row; `rooflint compare` exits 1 if there is one.
+
+A model's op=step rows (rooflint model) carry their throughput, tokens_per_s: where both sides
+have it, the change is judged on it like a time (tok/s down by more than the threshold is slower),
+and the table shows it beside the time.
+
+Library rows (third-party peers, kind "library") are matched like the others; where the two runs
+ran different releases of the library, a note names both versions.
 """
 
 from __future__ import annotations
@@ -45,24 +59,28 @@ from rooflint.analysis.lint import boost_clock_mhz, gpu_key, shared_gpu_note, th
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.outputs.merge import KEY, dedupe
-from rooflint.outputs.results import OK, ResultRow, row_from_record
+from rooflint.outputs.report_render import md_code, md_text
+from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, row_from_record
 
 SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
-NOW_FAILING, FIXED, STILL_FAILING = "now failing", "fixed", "still failing"
+NOW_FAILING, NOW_MISSING, FIXED, STILL_FAILING = "now failing", "now missing", "fixed", "still failing"
+SKIPPED_NOW = "skipped"
 BASE_ONLY, NEW_ONLY = "only in base", "only in new"
-REGRESSIONS = (SLOWER, NOW_FAILING)
+REGRESSIONS = (SLOWER, NOW_FAILING, NOW_MISSING)
 # Table order: what fails the build first, then what a reviewer should look at.
 _ORDER = {
     SLOWER: 0,
     NOW_FAILING: 1,
-    UNTRUSTED: 2,
-    NOISY: 3,
-    FASTER: 4,
-    FIXED: 5,
-    STILL_FAILING: 6,
-    SAME: 7,
-    BASE_ONLY: 8,
-    NEW_ONLY: 9,
+    NOW_MISSING: 2,
+    UNTRUSTED: 3,
+    NOISY: 4,
+    FASTER: 5,
+    FIXED: 6,
+    STILL_FAILING: 7,
+    SKIPPED_NOW: 8,
+    SAME: 9,
+    BASE_ONLY: 10,
+    NEW_ONLY: 11,
 }
 
 
@@ -85,6 +103,7 @@ class Measured:
     p80_ms: float
     message: str = ""
     throttled: str = ""  # why its time cannot be trusted (throttled, a shared GPU); "" when it can
+    tokens_per_s: float = math.nan  # a model step row's throughput; NaN on kernel rows
 
     @classmethod
     def of(cls, record: dict) -> Measured:
@@ -96,6 +115,7 @@ class Measured:
             number(record.get("p80_ms")),
             text(record.get("message")),
             untrusted_reason(row) if row.status == OK else "",
+            number(record.get("tokens_per_s")),
         )
 
     @property
@@ -103,14 +123,32 @@ class Measured:
         return self.status == OK and self.median_ms > 0
 
     @property
+    def failing(self) -> bool:
+        """Failed its check, ran out of memory, errored or crashed: a skip is not a failure."""
+        return self.status in FAILING_STATUSES
+
+    @property
     def has_spread(self) -> bool:
         return math.isfinite(self.p20_ms) and math.isfinite(self.p80_ms) and self.p80_ms >= self.p20_ms
+
+    @property
+    def has_throughput(self) -> bool:
+        return math.isfinite(self.tokens_per_s) and self.tokens_per_s > 0
+
+    def times(self, per_token: bool) -> tuple[float, float, float]:
+        """(median, p20, p80): in ms per call, or with ``per_token`` in ms per token from the
+        throughput, the spread scaled with it."""
+        if not per_token:
+            return self.median_ms, self.p20_ms, self.p80_ms
+        scale = 1e3 / self.tokens_per_s / self.median_ms
+        return self.median_ms * scale, self.p20_ms * scale, self.p80_ms * scale
 
     def cell(self) -> str:
         if not self.ok:
             return f"{self.status or '?'}"
         spread = f" [{self.p20_ms:.4g}–{self.p80_ms:.4g}]" if self.has_spread else ""
-        return f"{self.median_ms:.4g}{spread}"
+        throughput = f" ({self.tokens_per_s:.4g} tok/s)" if self.has_throughput else ""
+        return f"{self.median_ms:.4g}{spread}{throughput}"
 
 
 def untrusted_reason(row: ResultRow) -> str:
@@ -125,19 +163,22 @@ def untrusted_reason(row: ResultRow) -> str:
 
 def classify(base: Measured, new: Measured, threshold: float) -> tuple[str, float]:
     """The verdict for one joined pair and the relative change of the median (NaN if not both ok)."""
-    if not base.ok and not new.ok:
-        return STILL_FAILING, math.nan
-    if not new.ok:
+    if not new.ok and (base.ok or (new.failing and not base.failing)):
         return NOW_FAILING, math.nan
+    if not base.ok and not new.ok:
+        return (STILL_FAILING if new.failing else SKIPPED_NOW), math.nan
     if not base.ok:
         return FIXED, math.nan
-    change = new.median_ms / base.median_ms - 1.0
+    per_token = base.has_throughput and new.has_throughput  # a model's step: its tok/s decides
+    base_median, base_p20, base_p80 = base.times(per_token)
+    new_median, new_p20, new_p80 = new.times(per_token)
+    change = new_median / base_median - 1.0
     if base.throttled or new.throttled:
         return UNTRUSTED, change  # the clock moved, so the change says nothing about the code
     if abs(change) <= threshold:
         return SAME, change
     if base.has_spread and new.has_spread:
-        separated = new.p20_ms > base.p80_ms if change > 0 else new.p80_ms < base.p20_ms
+        separated = new_p20 > base_p80 if change > 0 else new_p80 < base_p20
         if not separated:
             return NOISY, change
     return (SLOWER if change > 0 else FASTER), change
@@ -235,6 +276,8 @@ def compare_frames(
             f"{base_name} ({len(base_rows)} rows) and {new_name} ({len(new_rows)} rows) share no "
             f"({', '.join(key)}) row: nothing to compare; compare results of the same families, shapes and GPU"
         )
+    # Where NEW ran a family on a GPU, every variant BASE had ok there should be in it.
+    covered = {(str(r["family"]), str(r["gpu"])) for r in new_rows.values()}
     entries = []
     for k in list(base_rows) + [k for k in new_rows if k not in base_rows]:
         b, n = base_rows.get(k), new_rows.get(k)
@@ -248,12 +291,27 @@ def compare_frames(
         if b is None:
             entry.verdict = NEW_ONLY
         elif n is None:
-            entry.verdict = BASE_ONLY
+            family, on = str(b["family"]), str(b["gpu"])
+            ran = (family, on) in covered if "gpu" in key else any(f == family for f, _ in covered)
+            entry.verdict = NOW_MISSING if ran and entry.base.ok else BASE_ONLY
         else:
             entry.verdict, entry.change = classify(entry.base, entry.new, threshold)
+            upgrade = library_change(b, n)
+            if upgrade:
+                notes.append(f"{entry.family} / {entry.variant} / {entry.dtype} / {entry.shape}: {upgrade}")
         entries.append(entry)
     entries.sort(key=lambda e: (_ORDER[e.verdict], e.family, e.variant, e.dtype, e.shape))
     return Comparison(entries, threshold, base_name, new_name, notes)
+
+
+def library_change(base: dict, new: dict) -> str:
+    """Where a library row (matched like any other) ran another release of its library: the change
+    is the library's, not the code under test's. "" when it is no library row or the same release."""
+    library = text(new.get("library")) or text(base.get("library"))
+    before, after = text(base.get("library_version")), text(new.get("library_version"))
+    if not library or before == after:
+        return ""
+    return f"{library} {before or '(no version)'} -> {after or '(no version)'}: another release of the library"
 
 
 def _change_cell(entry: Entry) -> str:
@@ -263,13 +321,22 @@ def _change_cell(entry: Entry) -> str:
 def _verdict_cell(entry: Entry) -> str:
     if entry.verdict == NOW_FAILING:
         why = entry.new.message.splitlines()[0][:80] if entry.new and entry.new.message else ""
-        return f"**now {entry.new.status}**" + (f": {why}" if why else "")
+        return f"**now {md_text(entry.new.status)}**" + (f": {md_text(why)}" if why else "")
+    if entry.verdict == NOW_MISSING:
+        return "**now missing**: no row in NEW, though NEW ran this family on this GPU"
     if entry.verdict == STILL_FAILING:
-        return f"still {entry.new.status}"
+        return f"still {md_text(entry.new.status)}"
+    if entry.verdict == SKIPPED_NOW:
+        why = entry.new.message.splitlines()[0][:80] if entry.new.message else ""
+        return "skipped" + (f": {md_text(why)}" if why else "")
     if entry.verdict == UNTRUSTED:
         sides = [(name, m.throttled) for name, m in (("base", entry.base), ("new", entry.new)) if m and m.throttled]
-        return "untrusted: " + "; ".join(f"{name}: {why}" for name, why in sides)
+        return "untrusted: " + "; ".join(f"{name}: {md_text(why)}" for name, why in sides)
     return f"**{entry.verdict}**" if entry.regression else entry.verdict
+
+
+def _side(measured: Measured | None) -> str:
+    return measured.cell() if measured is not None else "-"
 
 
 def _table(entries: list[Entry]) -> list[str]:
@@ -279,8 +346,9 @@ def _table(entries: list[Entry]) -> list[str]:
     ]
     for e in entries:
         lines.append(
-            f"| {e.family} | {e.variant} | {e.dtype} | `{e.shape}` | {e.gpu} | {e.base.cell()} | "
-            f"{e.new.cell()} | {_change_cell(e)} | {_verdict_cell(e)} |"
+            f"| {md_text(e.family)} | {md_text(e.variant)} | {md_text(e.dtype)} | `{md_code(e.shape)}` | "
+            f"{md_text(e.gpu)} | {_side(e.base)} | "
+            f"{_side(e.new)} | {_change_cell(e)} | {_verdict_cell(e)} |"
         )
     return lines
 
@@ -300,7 +368,8 @@ def render_markdown(result: Comparison) -> str:
         "",
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
-        "(reported, not failed). A variant that was ok and now fails, skips or crashes is a regression. "
+        "(reported, not failed). A variant that was ok and now fails, errors, skips, crashes or is missing "
+        "from a family NEW ran is a regression. "
         "A pair where either side ran throttled, or beside another process on its GPU, is untrusted: "
         "its clock or its neighbour, not its code, may explain the change.",
     ]
@@ -317,5 +386,9 @@ def render_markdown(result: Comparison) -> str:
         missing = [e for e in result.entries if e.verdict == verdict]
         if missing:
             lines += ["", f"**{len(missing)} row{'s' * (len(missing) != 1)} only in `{title}`:**", ""]
-            lines += [f"- {e.family} / {e.variant} / {e.dtype} / `{e.shape}` / {e.gpu}" for e in missing]
+            lines += [
+                f"- {md_text(e.family)} / {md_text(e.variant)} / {md_text(e.dtype)} / "
+                f"`{md_code(e.shape)}` / {md_text(e.gpu)}"
+                for e in missing
+            ]
     return "\n".join(lines) + "\n"

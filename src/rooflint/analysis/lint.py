@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from rooflint.core.fmt import finite
 from rooflint.core.roofline import CUDA_CORE_PRECISION
 from rooflint.core.specs import GpuSpec, builtin_specs, detect, spec_from_rows, unit_precisions
-from rooflint.outputs.results import FAILED, OK, SHARED_GPU_NOTE, ResultRow
+from rooflint.outputs.results import CRASHED, ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, ResultRow
 
 
 class Severity:
@@ -420,6 +420,9 @@ def lint_row(
 
 
 def _correctness(row: ResultRow) -> list[Finding]:
+    if row.status in (CRASHED, ERROR, OOM):
+        why = row.message.splitlines()[0][:160] if row.message else "no message"
+        return [Finding(Severity.ERROR, "not_measured", f"{row.status}: {why}", row_label(row))]
     if row.status == FAILED or (finite(row.rel_error) and finite(row.tolerance) and row.rel_error > row.tolerance):
         detail = (
             f"relative error {row.rel_error:.3g} > tolerance {row.tolerance:.3g}"
@@ -555,6 +558,9 @@ def lint_file(
     for i, (row, dram) in enumerate(zip(data.rows, measured)):
         spec = fixed
         if spec is None:
+            if not row.gpu and row.status != OK:
+                out.append((row, _correctness(row)))  # nothing timed (a crash in an older file): no roof needed
+                continue
             if not row.gpu:
                 raise UserError(f"{path}: row {row_label(row)!r} names no gpu; add a gpu column or pass --gpu")
             if row.gpu not in cache:

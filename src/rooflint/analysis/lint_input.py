@@ -19,6 +19,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.core.paths import existing_file
 from rooflint.core.specs import CUDA_PRECISIONS, TENSOR_PRECISIONS
+from rooflint.outputs.result_file import check_table
 from rooflint.outputs.results import FAILED, OK, ResultRow, read_results, rows_from_frame
 
 PLAIN_REQUIRED = ("kernel",)
@@ -64,6 +65,7 @@ def _numbers(frame: pd.DataFrame, column: str) -> list[float]:
 
 
 def _read_plain(path: Path) -> LintInput:
+    check_table(path, PLAIN_REQUIRED)  # ragged, cut short, a second header: refused as for results files
     try:
         frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], skipinitialspace=True)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
@@ -85,6 +87,10 @@ def _read_plain(path: Path) -> LintInput:
             if bad.any():
                 line = int(bad.idxmax()) + 2  # header is line 1
                 raise UserError(f"{path} line {line}: {column} {frame[column][bad.idxmax()]!r} is not a number")
+            infinite = numbers.abs() == math.inf
+            if infinite.any():
+                where = infinite.idxmax()
+                raise UserError(f"{path} line {int(where) + 2}: {column} {numbers[where]} is not a finite number")
             negative = numbers < 0
             if negative.any():
                 where = negative.idxmax()

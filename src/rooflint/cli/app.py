@@ -15,6 +15,7 @@ import typer
 
 from rooflint import __version__
 from rooflint.cli.commands import (
+    ab,
     bench,
     ceilings,
     compare,
@@ -45,6 +46,7 @@ app = typer.Typer(
 # (name, function) in the order `rooflint --help` lists them: measure, then analyse, then set up.
 COMMANDS = (
     ("bench", bench.bench_command),
+    ("ab", ab.ab_command),
     ("list", listing.list_command),
     ("specs", specs.specs_command),
     ("roofline", roofline.roofline_command),
@@ -97,7 +99,15 @@ def main() -> None:
         # click package before): recognise them by shape, so rooflint imports no click of its own.
         show, code = getattr(error, "show", None), getattr(error, "exit_code", None)
         if isinstance(code, int) and callable(show):
-            show()
+            # click prints Usage, Try and Error on three lines; one line says it all and where to look.
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            context = getattr(error, "ctx", None)
+            where = getattr(context, "command_path", "") or "rooflint"
+            err_console.print(
+                f"[bold red]error:[/] {escape(' '.join(message.split()))} (see {escape(where)} --help)",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(code)
         if isinstance(code, int):
             sys.exit(code)

@@ -11,15 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from rooflint.core.errors import UserError
 
-# The five implementation kinds, in the order bench runs them (after the family's baseline,
-# which always runs first so every later row can carry its speedup when it is written).
-VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda")
+# The implementation kinds, in the order bench runs them (after the family's baseline, which
+# always runs first so every later row can carry its speedup when it is written). ``library`` is a
+# third-party kernel (FlashAttention, FlashInfer, Liger, quack): the peers rooflint's own are judged by.
+VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda", "library")
+LIBRARY_KIND = "library"
 
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -35,6 +37,24 @@ DEFAULT_TOLERANCES = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
 NEEDS_CUDA = "cuda"  # a CUDA GPU
 NEEDS_TRITON = "triton"  # the triton package (and a GPU, unless TRITON_INTERPRET=1)
 NEEDS_NVCC = "nvcc"  # nvcc, to build the family's .cu source
+
+
+class LibraryPeer(Protocol):
+    """The third-party library a ``library`` variant calls (rooflint.kernels.common.libraries.Library).
+
+    A protocol, so the engine asks any library the same two questions without importing the kernels.
+    """
+
+    name: str  # the distribution pip installs, e.g. "liger-kernel": the row's ``library`` column
+
+    def version(self) -> str:
+        """The installed version, or "" when it is not installed."""
+        ...
+
+    def missing(self, device: str) -> str | None:
+        """Why it cannot run on ``device`` here (not installed: with the install line; an
+        unsupported GPU), or None."""
+        ...
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -113,6 +133,7 @@ class Variant:
     dtypes: tuple[str, ...] | None = None  # None: every dtype of the family
     description: str = ""
     baseline: bool = False  # declared with @FAMILY.variant(..., baseline=True); see Family.baseline
+    library: LibraryPeer | None = None  # the third-party library a ``library`` variant calls
 
 
 def shape_label(params: Mapping[str, Any]) -> str:
@@ -161,6 +182,7 @@ class Family:
         modeled_bytes: Callable[[dict[str, Any], str], float] | None = None,
         dtypes: Sequence[str] | None = None,
         baseline: bool = False,
+        library: LibraryPeer | None = None,
     ) -> Callable[[Builder], Builder]:
         """Register a variant builder: ``builder(case) -> zero-argument callable``.
 
@@ -168,11 +190,20 @@ class Family:
         ``triton_table``/``triton_fused`` with ``kind="triton"``. ``modeled_bytes(params, dtype)``
         is the HBM traffic this implementation really moves, where it is more than the ideal.
         ``baseline=True`` makes this the variant every row's ``speedup_vs_eager`` divides by
-        (at most one per family; see ``Family.baseline``).
+        (at most one per family; see ``Family.baseline``). ``library`` names the third-party
+        library a ``kind="library"`` variant calls; it runs only where that library imports and
+        supports the GPU, and its rows record the library and its version.
         """
-        kind = kind or name
+        kind = kind or (LIBRARY_KIND if library is not None else name)
         if kind not in VARIANT_KINDS:
             raise ValueError(f"variant kind {kind!r} is not one of {VARIANT_KINDS}")
+        if (kind == LIBRARY_KIND) != (library is not None):
+            raise ValueError(
+                f"variant {name!r} of {self.name}: a library variant needs library=..., "
+                f"and only kind={LIBRARY_KIND!r} takes one"
+            )
+        if library is not None and baseline:
+            raise ValueError(f"variant {name!r} of {self.name}: a library variant cannot be the baseline")
         if name in self.variants:
             raise ValueError(f"variant {name!r} registered twice in family {self.name}")
         declared = next((v.name for v in self.variants.values() if v.baseline), None)
@@ -192,6 +223,7 @@ class Family:
                 dtypes=tuple(dtypes) if dtypes else None,
                 description=(build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else "",
                 baseline=baseline,
+                library=library,
             )
             return build
 

@@ -50,3 +50,21 @@ def write_text(path: Path, text: str, what: str = "file") -> None:
         path.write_text(text)
     except OSError as error:
         raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+
+
+def writable_file(path: Path | str, what: str = "file") -> Path:
+    """Prove ``path`` can be written (its folder created, the file opened for writing) before any
+    work whose result goes there, or fail with one line naming it. An existing file is left as is."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"cannot write {what} {path}: it is a directory; give a file name")
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a"):
+            pass
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+    return path

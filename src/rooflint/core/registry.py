@@ -1,9 +1,10 @@
 """Find kernel families by name, with no central list to edit.
 
 Three sources, in this order:
-- built-ins: every public module of ``rooflint.kernels`` (a module ``softmax.py`` defines the family
-  ``softmax``; subpackages are not families), found by listing the package, so adding a file is all a
-  new built-in needs;
+- built-ins: every public module and public subpackage of ``rooflint.kernels`` (``softmax/``, whose
+  ``__init__`` defines the family ``softmax``, or a single module ``layernorm_gelu.py``), found by
+  listing the package by name, so adding a package or a file is all a new built-in needs. The
+  subpackages in RESERVED hold what families share and are not families;
 - installed plugins: the entry-point group ``rooflint.families``, where an entry's name is the
   family name and its value the module defining ``FAMILY`` (``fused_rmsnorm = "mykernels.rmsnorm"``);
 - quick experiments: ``ROOFLINT_FAMILY_MODULES=mykernels.rmsnorm,...``, modules that define FAMILY.
@@ -28,6 +29,9 @@ from rooflint.core.family import Family
 PLUGIN_VARIABLE = "ROOFLINT_FAMILY_MODULES"
 ENTRY_POINT_GROUP = "rooflint.families"
 BUILTIN_PACKAGE = "rooflint.kernels"
+# Subpackages of rooflint.kernels that are not families: shared helpers (common/), new-family's source
+# (templates/) and the CUDA headers (include/, no Python in it).
+RESERVED = frozenset({"common", "templates", "include"})
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,9 @@ class FamilySource:
 
 def _builtins() -> list[FamilySource]:
     package = importlib.import_module(BUILTIN_PACKAGE)
-    # Modules only: private helpers (_sdpa) and subpackages (templates/, new-family's source) are not families.
+    # Decided by name, importing no family: listing names must not load torch and every kernel.
     modules = pkgutil.iter_modules(package.__path__)
-    names = sorted(m.name for m in modules if not m.name.startswith("_") and not m.ispkg)
+    names = sorted(m.name for m in modules if not m.name.startswith("_") and m.name not in RESERVED)
     return [FamilySource(name, f"{BUILTIN_PACKAGE}.{name}", "built-in") for name in names]
 
 

@@ -19,14 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rooflint.core.specs import GpuSpec
+from rooflint.core.gpu_spec import CUDA_CORE_PRECISION, GpuSpec
 
 if TYPE_CHECKING:  # family imports torch; lint, compare and report need only this module's maths
     from rooflint.core.family import Cost
-
-# CUDA-core work in every rooflint variant (and in PyTorch's own kernels, through opmath) runs in
-# fp32 even for fp16/bf16 tensors, so fp32 is the CUDA-core precision whatever the storage dtype.
-CUDA_CORE_PRECISION = "fp32"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,19 @@ the format of hardware_specs/gpus.toml, plus l2_bandwidth_gbps, which the datash
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rooflint.core import paths
 from rooflint.core.errors import UserError
-from rooflint.core.specs import NUMBER_FIELDS, GpuSpec, SpecValue, tomllib
+from rooflint.core.gpu_spec import NUMBER_FIELDS, GpuSpec, SpecValue
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 # --roof choices. The datasheet is the default: it is the same for every copy of a GPU, so % of
 # roof compares across machines and sessions; measured ceilings are opt-in and labelled.

@@ -18,75 +18,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
+from rooflint.core.gpu_spec import CUDA_CORE_PRECISION, NUMBER_FIELDS, GpuSpec, SpecValue
+from rooflint.core.gpu_spec import CUDA_PRECISIONS as CUDA_PRECISIONS  # the precisions, named here too
+from rooflint.core.gpu_spec import TENSOR_PRECISIONS as TENSOR_PRECISIONS
+from rooflint.core.roofs import DEFAULT_ROOF, roof_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-
-# Precisions a tensor core or a CUDA core may run in, as they appear in spec keys.
-TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8")
-CUDA_PRECISIONS = ("fp32", "fp16")
-NUMBER_FIELDS = (
-    ("memory_bandwidth_gbps", "l2_mib", "sm_count", "boost_clock_mhz")
-    + tuple(f"tensor_{p}_tflops" for p in TENSOR_PRECISIONS)
-    + tuple(f"cuda_{p}_tflops" for p in CUDA_PRECISIONS)
-)
-
-
-@dataclass(frozen=True)
-class SpecValue:
-    value: float
-    source: str
-    halved_from_sparse: bool = False
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    key: str
-    name: str
-    values: dict[str, SpecValue]
-    match: tuple[str, ...] = ()
-    # "datasheet" for the table, "measured" for ceilings measured on this machine (CPU runs,
-    # `rooflint ceilings`), "user" for a --spec-file.
-    origin: str = "datasheet"
-    overrides: dict[str, str] = field(default_factory=dict)  # field -> why it differs from the table
-
-    def get(self, name: str) -> float | None:
-        item = self.values.get(name)
-        return item.value if item else None
-
-    @property
-    def bandwidth_gbps(self) -> float:
-        return self.values["memory_bandwidth_gbps"].value
-
-    @property
-    def l2_bytes(self) -> int:
-        return int(self.get("l2_mib") or 0) * 2**20
-
-    def tensor_peak_tflops(self, precision: str) -> float | None:
-        return self.get(f"tensor_{precision}_tflops")
-
-    def cuda_peak_tflops(self, precision: str) -> float | None:
-        return self.get(f"cuda_{precision}_tflops")
-
-    def with_device_properties(self, sm_count: int, l2_bytes: int) -> GpuSpec:
-        """The device's own SM count and L2 size override the table (cut-down and new SKUs differ)."""
-        values = dict(self.values)
-        overrides = dict(self.overrides)
-        for name, value in (("sm_count", float(sm_count)), ("l2_mib", l2_bytes / 2**20)):
-            if value and self.get(name) != value:
-                values[name] = SpecValue(value, "read from the device at run time")
-                overrides[name] = f"table {self.get(name)}, device {value:g}"
-        return replace(self, values=values, overrides=overrides)
 
 
 def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
@@ -145,7 +91,13 @@ def load_spec_file(path: Path | str) -> dict[str, GpuSpec]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"spec file {path} does not exist")
-    return load_table(path.read_text(), "user", str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"spec file {path} is not a TOML text file (byte {error.start} is not UTF-8)") from None
+    except OSError as error:
+        raise UserError(f"cannot read spec file {path}: {error.strerror or error}") from None
+    return load_table(text, "user", str(path))
 
 
 def all_specs(spec_file: Path | str | None = None) -> dict[str, GpuSpec]:
@@ -194,8 +146,6 @@ def current_gpu_spec(spec_file: Path | str | None = None, gpu: str | None = None
     count and L2 size applied, and ``roof`` ("datasheet", the default, or "measured") laid over it."""
     import torch
 
-    from rooflint.core.roofs import DEFAULT_ROOF, roof_spec
-
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     specs = all_specs(spec_file)
     spec = get_spec(gpu, spec_file) if gpu else detect(props.name, specs)
@@ -214,8 +164,6 @@ def unit_precisions(compute_unit: str, precision: str, dtype: str) -> tuple[str,
     A row records the precision of its dominant unit only; the other unit takes rooflint's
     convention: tensor cores in the storage dtype, CUDA-core math in fp32.
     """
-    from rooflint.core.roofline import CUDA_CORE_PRECISION
-
     tensor = precision if compute_unit == "tensor" and precision else dtype
     cuda = precision if compute_unit == "cuda" and precision else CUDA_CORE_PRECISION
     return tensor, cuda

@@ -6,7 +6,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -14,64 +14,23 @@ import torch
 from rooflint.analysis.lint import lint_text
 from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES
-from rooflint.core.paths import output_dir
+from rooflint.core.paths import output_dir, writable_file
 from rooflint.core.registry import get_family, resolve_families
-from rooflint.core.roofs import DEFAULT_ROOF, ROOF_CHOICES
+from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.selection import check_variant_names, select_variants
-from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
+from rooflint.core.specs import GpuSpec, get_spec, load_spec_file, spec_from_rows
 from rooflint.engine import fleet
+from rooflint.engine.ceilings import measure_cpu_ceilings
+from rooflint.engine.device import resolve_device
 from rooflint.engine.measuring import run_worker
+from rooflint.engine.request import BenchPlan, BenchRequest
 from rooflint.engine.worker import Task
+from rooflint.outputs.folder_lock import FolderLock, refuse_if_busy
 from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter
 
 # What a bench measures when the user says nothing: bf16, on the GPU when there is one, the large
 # size there (it fills an H100 with 4x its L2) and the small one on a CPU (large takes minutes there).
 DEFAULT_DTYPES = ("bf16",)
-DEFAULT_OUT = Path("rooflint-out")
-
-
-@dataclass
-class BenchRequest:
-    """A bench as the user asked for it; ``prepare`` fills every default and checks every field once."""
-
-    families: list[str] = field(default_factory=lambda: ["all"])
-    variants: list[str] = field(default_factory=list)  # names or kinds; empty means all
-    dtypes: list[str] = field(default_factory=list)  # empty means DEFAULT_DTYPES; ["all"] means every dtype
-    size: str | None = None  # None: large on a GPU, small on a CPU
-    device: str | None = None  # None: cuda when a GPU is visible
-    devices: list[int] = field(default_factory=list)  # GPU indices to shard families over
-    scheduler: str | None = None  # a Dask scheduler address, or "local": run as a fleet (engine/fleet)
-    gpu_types: list[str] = field(default_factory=list)  # fleet GPU types that each run the whole plan
-    spec_file: str | None = None
-    gpu: str | None = None
-    cuda_graphs: bool = False
-    roof: str = DEFAULT_ROOF  # or "measured": the ceilings `rooflint ceilings` stored for this GPU
-    out: Path = DEFAULT_OUT
-    junit: Path | None = None
-    regime: str = "burst"  # or "sustained": back to back after a heat-up (docs/timing.md)
-    throttle_threshold: float = 0.90  # median SM clock under this share of the loaded clock: throttled
-    throttle_retries: int = 3  # re-timings of a throttled row before it is kept and marked
-    recovery_delay_s: float = 2.0  # wait before each re-timing
-
-    def __post_init__(self) -> None:
-        from rooflint.engine.timing import REGIMES
-
-        if self.regime not in REGIMES:
-            raise UserError(f"unknown regime {self.regime!r}; valid: {', '.join(REGIMES)}")
-        if not 0 < self.throttle_threshold <= 1:
-            raise UserError(f"--throttle-threshold {self.throttle_threshold} must be in (0, 1], e.g. 0.9")
-        if self.throttle_retries < 0:
-            raise UserError(f"--throttle-retries {self.throttle_retries} must be 0 or more")
-        if not self.recovery_delay_s >= 0:
-            raise UserError(f"--recovery-delay {self.recovery_delay_s} must be 0 or more seconds")
-
-
-@dataclass
-class BenchPlan:
-    """A checked request with its defaults filled in, and the tasks it expands to."""
-
-    request: BenchRequest
-    tasks: list[Task]
 
 
 @dataclass
@@ -100,6 +59,13 @@ def prepare(request: BenchRequest) -> BenchPlan:
     filled.size = request.size or ("large" if filled.device == "cuda" else "small")
     if filled.roof not in ROOF_CHOICES:
         raise UserError(f"unknown roof {filled.roof!r}; valid: {', '.join(ROOF_CHOICES)}")
+    if filled.spec_file:
+        load_spec_file(filled.spec_file)  # missing, binary or not TOML: refused before the run, not ignored
+    # Every place a result goes is proved writable now, not after the measuring.
+    output_dir(filled.out)
+    refuse_if_busy(filled.out)
+    if filled.junit:
+        writable_file(filled.junit, "JUnit report")
     if filled.gpu is not None:
         get_spec(filled.gpu, filled.spec_file)  # an unknown --gpu is bad input on any device
     fleet.settle(filled)  # --scheduler, --gpu-types; several --devices run as a local fleet
@@ -110,7 +76,60 @@ def prepare(request: BenchRequest) -> BenchPlan:
         bad = [i for i in filled.devices if i < 0 or i >= count]
         if bad:
             raise UserError(f"--devices: no GPU {bad[0]}; this machine has {count} (valid: 0..{count - 1})")
-    return BenchPlan(filled, plan(filled))
+    tasks = plan(filled)
+    if not filled.scheduler:  # a cluster's workers have their own memory
+        check_fits(tasks, filled.device, filled.devices)
+    return BenchPlan(filled, tasks)
+
+
+def check_fits(tasks: list[Task], device: str, devices: list[int]) -> None:
+    """Refuse a size whose inputs and outputs alone (the cost model's fewest bytes) exceed the
+    memory they would be built in: such a row could only run out of memory or crash, after the
+    earlier rows had been measured for nothing."""
+    available, where = _memory_bytes(device, devices)
+    if not available:
+        return  # unknown here (no NVML): the worker reports it as oom, as before
+    for task in {(t.family, t.dtype, json_key(t.params)): t for t in tasks}.values():
+        try:
+            needed = float(get_family(task.family).cost(task.params, task.dtype).bytes)
+        except Exception:  # noqa: BLE001 - a cost model that cannot price a shape: let the row say so
+            continue
+        if needed > available:
+            raise UserError(
+                f"size {task.key.split('/', 3)[3]} of {task.family} ({task.dtype}) needs at least "
+                f"{needed / 1e9:,.1f} GB for its inputs and outputs, more than {where}'s {available / 1e9:,.1f} GB; "
+                "pick a smaller --size"
+            )
+
+
+def _memory_bytes(device: str, devices: list[int]) -> tuple[float, str]:
+    """(bytes, what they are) of the memory a bench's inputs live in: this machine's RAM on a CPU;
+    the smallest GPU's memory through NVML on CUDA, read without a CUDA context of this process's
+    own (the workers must find the GPU free of other processes); 0 where it cannot be read."""
+    import os
+
+    if device != "cuda":
+        try:
+            return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
+        except (ValueError, OSError, AttributeError):
+            return 0.0, ""
+    try:
+        import pynvml
+
+        from rooflint.engine.nvml import NvmlDevice
+
+        sizes = [
+            float(pynvml.nvmlDeviceGetMemoryInfo(NvmlDevice.open(index).handle).total) for index in (devices or [None])
+        ]
+    except Exception:  # noqa: BLE001 - no NVML: the check is skipped, never the bench
+        return 0.0, ""
+    return min(sizes), "the GPU"
+
+
+def json_key(params: dict) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: None) -> BenchOutcome:
@@ -120,26 +139,35 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
     """
     request = bench.request
     output_dir(request.out)
-    cpu_spec = None
-    if request.device == "cpu":
-        from rooflint.engine.ceilings import measure_cpu_ceilings
+    with FolderLock(request.out):  # one bench per folder: two writers would interleave their rows
+        keep_previous(request.out)
+        cpu_spec = None
+        if request.device == "cpu":
+            cpu_spec = measure_cpu_ceilings()
+        writer = ResultWriter(request.out)
+        interrupted = False
+        try:
+            run(bench, writer, cpu_spec, on_row)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            writer.close()
+        written = write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec)
+        if request.junit:
+            from rooflint.outputs.junit import write_junit
 
-        cpu_spec = measure_cpu_ceilings()
-    writer = ResultWriter(request.out)
-    interrupted = False
-    try:
-        run(bench, writer, cpu_spec, on_row)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        writer.close()
-    written = write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec)
-    if request.junit:
-        from rooflint.outputs.junit import write_junit
-
-        write_junit(writer.rows, request.junit)
-        written.append(request.junit)
+            write_junit(writer.rows, request.junit)
+            written.append(request.junit)
     return BenchOutcome(writer.rows, written, writer.csv_path, interrupted)
+
+
+def keep_previous(out: Path) -> None:
+    """The last run's results become results.prev.csv/.json: a run that is cut short, or measures
+    nothing, never takes the previous numbers with it."""
+    for name in ("results.csv", "results.json"):
+        current = out / name
+        if current.exists():
+            current.replace(current.with_name(name.replace("results.", "results.prev.")))
 
 
 def write_plots(
@@ -147,13 +175,13 @@ def write_plots(
 ) -> list[Path]:
     """One roofline per GPU that measured rows, each drawn on that GPU's own roof.
 
-    A one-GPU run keeps the names roofline.png/.svg/.csv; a run over several GPU types writes
-    roofline-<gpu>.* for each.
+    Named by outputs.plot.roofline_base: roofline.png/.svg/.csv for a one-GPU run, roofline-<gpu>.*
+    for each GPU type of a run over several.
     """
     import pandas as pd
 
     from rooflint.core.roofs import measured_overlay, roof_spec
-    from rooflint.outputs.plot import plot_roofline
+    from rooflint.outputs.plot import plot_roofline, roofline_base
     from rooflint.outputs.points import points_from_results
 
     measured = [row for row in rows if row.status == OK]
@@ -173,7 +201,7 @@ def write_plots(
                 if spec is None:
                     raise
         frame = pd.DataFrame([dataclasses.asdict(r) for r in own])
-        base = out / ("roofline" if len(gpus) == 1 else f"roofline-{gpu}")
+        base = roofline_base(out, gpu, several=len(gpus) > 1)
         title = f"rooflint roofline: {spec.name}"
         written += plot_roofline(points_from_results(frame), spec, base, title, measured_overlay(spec))
     return written
@@ -181,7 +209,11 @@ def write_plots(
 
 def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepare()
     """Every (family, dtype, shape, variant) to run, validated before anything starts."""
-    families = resolve_families(request.families)
+    # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
+    named = [name for name in request.families if name != "all"]
+    families = resolve_families(named) if named else []
+    if not named or "all" in request.families:
+        families = resolve_families(["all"])
     for dtype in request.dtypes:
         if dtype not in DTYPES:
             raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
@@ -212,16 +244,6 @@ def shard(tasks: list[Task], devices: list[int]) -> dict[int, list[Task]]:
         lightest = min(shards, key=lambda d: len(shards[d]))
         shards[lightest].extend(family_tasks)
     return shards
-
-
-def resolve_device(device: str | None) -> str:
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cuda", "cpu"):
-        raise UserError(f"unknown device {device!r}; valid: cuda, cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda asked for, but no CUDA GPU is visible; use --device cpu")
-    return device
 
 
 def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Callable[[ResultRow], None]) -> None:

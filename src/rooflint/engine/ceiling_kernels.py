@@ -86,8 +86,8 @@ def fma_tflops(sm_count: int, timer: Timer, iters: int = 4096) -> float:
 
 
 # A read stream: HBM serves pure reads with no read/write bus turnaround, so it runs faster than a
-# copy (on the H200, SDPA decode read its KV cache at 4587 GB/s against a 4231 GB/s copy). The
-# memory ceiling is the best stream the GPU really sustains, so it is measured both ways.
+# copy (a decode kernel streaming its KV cache can beat the copy ceiling). The memory ceiling is
+# the best stream the GPU really sustains, so it is measured both ways.
 READ_BLOCK = 4096  # fp32 per load step of a program: 16 KB, 16 bytes per thread per load at 8 warps
 READ_UNROLL = 4  # independent loads issued before the first add: bytes in flight (Little's law)
 # (programs per SM, warps): a few shapes, the best one taken, since a ceiling is an upper bound.

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from rooflint.core.specs import GpuSpec, measured_spec
+from rooflint.engine.device import resolve_device
 
 _CPU_SPEC: GpuSpec | None = None
 
@@ -210,7 +211,6 @@ def measure_and_store(
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
     from rooflint.core.roofs import save_ceilings
     from rooflint.core.specs import current_gpu_spec, get_spec
-    from rooflint.engine.bench import resolve_device
 
     if gpu:
         get_spec(gpu, spec_file)  # an unknown --gpu is refused before a minute of measuring, on a CPU too

@@ -156,6 +156,9 @@ def load(source: Path | str, arch: str | None = None) -> CudaLibrary:
 
 
 def family_source(module_file: str, name: str | None = None) -> Path:
-    """The .cu beside a family module: ``family_source(__file__)`` -> kernels/<family>.cu."""
+    """The .cu beside a family module: ``family_source(__file__)`` -> <family>.cu beside <family>.py,
+    or <family>/<family>.cu from a family package's ``__init__.py``; ``name`` picks another source
+    in the same folder (``family_source(__file__, "softmax")`` from softmax/cuda.py)."""
     path = Path(module_file)
-    return path.with_name(f"{name or path.stem}.cu")
+    stem = path.parent.name if path.stem == "__init__" else path.stem
+    return path.with_name(f"{name or stem}.cu")

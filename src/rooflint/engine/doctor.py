@@ -24,13 +24,14 @@ from typing import Any, Protocol
 
 from rooflint.engine import nvml
 from rooflint.engine.nvml import SLOWDOWN_REASONS, Sampler, Telemetry
+from rooflint.engine.settings import Regime, ThrottlePolicy
 
 NAN = math.nan
-THRESHOLD = 0.90  # the loaded SM clock must reach 90% of the maximum, as bench's throttle check
+THRESHOLD = ThrottlePolicy().threshold  # the loaded SM clock's share of the maximum, as bench's throttle check
 # ... unless the only reason NVML gives is the software power cap: back-to-back bf16 matmuls draw
-# a Hopper to its 700 W limit, and a healthy H100/H200 then clocks at 1245-1605 MHz (63-81% of
-# 1980; reports/h100, reports/h200). That is the sustained power regime, not a fault. Under 60%
-# (the 390-1000 MHz of the throttled H100 in issue 11) it is unfit whatever the reason.
+# a Hopper to its power limit, and a healthy one then clocks well under its maximum. That is the
+# sustained power regime, not a fault. Under 60% (where a GPU that really throttles sits) it is
+# unfit whatever the reason.
 POWER_CAP_FLOOR = 0.60
 TIMER_TOLERANCE = 0.05  # rooflint's timer and do_bench must agree within 5% on a large copy
 COPY_GIB = 1.0  # each side of the timer-check copy: 2 GiB moved, far beyond any L2
@@ -165,7 +166,7 @@ class TorchProbe:
     def loaded(self, sampler: Sampler) -> Telemetry:
         from rooflint.engine.timing import loaded_telemetry
 
-        return loaded_telemetry(sampler, "burst")
+        return loaded_telemetry(sampler, Regime.BURST)
 
     def datasheet(self) -> tuple[float, float, float, str]:
         from rooflint.core.errors import UserError

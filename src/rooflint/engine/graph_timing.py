@@ -32,6 +32,7 @@ import torch
 
 from rooflint.engine import timing
 from rooflint.engine.nvml import NullSampler, Sampler
+from rooflint.engine.settings import Regime
 
 TARGET_REPLAY_MS = 2.0  # one replay long enough that the event resolution (~0.5 us) is negligible
 MAX_CALLS = 1000  # caps the graph's size (and capture time) for the shortest kernels
@@ -71,7 +72,7 @@ def time_cuda_graph(
     n_calls: int | None = None,
     rep_ms: float = timing.REP_MS,
     sampler: Sampler | None = None,
-    regime: str = "burst",
+    regime: Regime,
 ) -> timing.Timing:
     """Capture n_calls calls of fn in one CUDA graph; time replays with events; report per call.
 
@@ -105,7 +106,7 @@ def time_stream(
     l2_bytes: int,
     nvtx_name: str = "",
     rep_ms: float = timing.REP_MS,
-    regime: str = "burst",
+    regime: Regime,
 ) -> timing.Timing:
     """The same n_calls launched one after another from Python, as an eager program would: where
     the host enqueues slower than the GPU runs, the GPU idles and these events time the gaps."""
@@ -124,7 +125,7 @@ def launch_overhead(
     nvtx_name: str = "",
     rep_ms: float = timing.REP_MS,
     sampler: Sampler | None = None,
-    regime: str = "burst",
+    regime: Regime,
 ) -> tuple[timing.Timing, float]:
     """Graph time per call, and launch overhead: back-to-back call time minus graph time, per call.
     The sampler reads the graph replays, whose time the row keeps."""
@@ -146,12 +147,12 @@ def _time_batches(
     rep_ms: float,
     mode: str,
     sampler: Sampler | None,
-    regime: str,
+    regime: Regime,
 ) -> timing.Timing:
     sampler = sampler or NullSampler()
     flush = timing.l2_flush(l2_bytes)
     replays = replays_for(_estimate_ms(run_batch, calls=2), rep_ms)
-    sustained = regime == "sustained"
+    sustained = regime == Regime.SUSTAINED
     if sustained:
 
         def chunk() -> None:

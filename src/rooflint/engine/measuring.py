@@ -5,9 +5,9 @@ its CUDA context with it, never the caller: the caller writes a `crashed` row fo
 running and starts a fresh process for the rest.
 
 One process can take many jobs, one JSON line each. A Dask worker keeps its process across tasks
-(``MeasuringProcess`` held in ``fleet/task.py``): starting one costs 6-10 s on an H200 (torch and
-CUDA start-up, the reference clock under load, Inductor's first compile), paid once per task in the
-first fleet run, which then took 210 s on two GPUs against 141 s on one (reports/fleet).
+(``MeasuringProcess`` held in ``fleet/task.py``): starting one pays torch and CUDA start-up, the
+reference clock under load and Inductor's first compile, seconds that would otherwise be paid
+again for every task.
 """
 
 from __future__ import annotations
@@ -23,8 +23,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from rooflint.core.specs import GpuSpec, spec_to_dict
+from rooflint.engine.request import BenchRequest
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
+
+# The measuring process, started so that Ctrl-C ends it the way the default action of SIGINT does:
+# at once and silently. A terminal's Ctrl-C reaches the whole process group, and Python's own
+# handler would otherwise print a KeyboardInterrupt traceback into worker.log from wherever the
+# child was (importing torch takes seconds). The parent reports the interruption.
+WORKER_BOOT = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "import runpy; runpy.run_module('rooflint.engine.worker', run_name='__main__', alter_sys=True)"
+)
 
 
 def worker_env(device_index: int | None) -> dict[str, str]:
@@ -72,7 +82,7 @@ class MeasuringProcess:
         self.close()
         self._log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rooflint.engine.worker"],
+            [sys.executable, "-c", WORKER_BOOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -106,7 +116,7 @@ def run_worker(
     device: str,
     device_index: int | None,
     spec: GpuSpec | None,
-    request: Any,
+    request: BenchRequest,
     log_path: Path,
     on_row: Callable[[ResultRow], None],
     process: MeasuringProcess | None = None,
@@ -114,11 +124,14 @@ def run_worker(
     """Run tasks in a measuring process, restarting it after a crash, until every task has a row.
 
     ``process``: one kept by the caller across calls (a Dask worker's); else one for this call only.
-    ``request`` is the bench's BenchRequest (its measuring settings travel with each job).
+    ``request``: the bench's; its spec choice and measuring settings travel with each job.
     """
     own = process is None
     process = process or MeasuringProcess(device_index, log_path)
-    host = socket.gethostname()  # on the rows made here, for a crash or a broken worker
+    # Where the rows made here (a crash, a broken worker) were run: the worker's own stamp once it
+    # has sent one, else what this process can tell without touching the GPU. A crashed row with no
+    # GPU would match no row of the run it is compared with, and a crash would pass as "missing".
+    where = parent_where(device, device_index, spec, request)
     remaining = list(tasks)
     try:
         while remaining:
@@ -127,12 +140,8 @@ def run_worker(
                 "spec": spec_to_dict(spec) if spec is not None else None,
                 "spec_file": request.spec_file,
                 "gpu": request.gpu,
-                "cuda_graphs": request.cuda_graphs,
                 "roof": request.roof,
-                "regime": request.regime,
-                "throttle_threshold": request.throttle_threshold,
-                "throttle_retries": request.throttle_retries,
-                "recovery_delay_s": request.recovery_delay_s,
+                "measure": request.measure.to_dict(),
                 "tasks": [dataclasses.asdict(t) for t in remaining],
             }
             started: str | None = None
@@ -141,6 +150,8 @@ def run_worker(
             for event in process.jobs(job):
                 if event.get("event") == "start":
                     started = event["task"]
+                elif event.get("event") == "where":
+                    where = {name: event["row"].get(name) for name in WHERE_FIELDS}
                 elif event.get("event") == "row":
                     on_row(row_from_record(event["row"]))
                     done.add(event["task"])
@@ -153,21 +164,62 @@ def run_worker(
                 # It died before any task started: its environment is broken, not one variant.
                 for task in remaining:
                     message = f"worker failed to start (exit {code}): {tail}"
-                    on_row(host_row(task, ERROR, message, host))
+                    on_row(host_row(task, ERROR, message, where))
                 return
             crashed = next(t for t in remaining if t.key == started)
-            on_row(host_row(crashed, CRASHED, f"process died (exit {code}): {tail}", host))
+            on_row(host_row(crashed, CRASHED, f"process died (exit {code}): {tail}", where))
             remaining = [t for t in remaining if t.key != started]
     finally:
         if own:
             process.close()
 
 
-def host_row(task: Task, status: str, message: str, host: str) -> ResultRow:
-    """A row the parent writes for a task its worker never finished (no GPU was read for it)."""
-    row = base_row(task, task.kind, status, message)
-    row.host = host
+# The columns that say where a row was run: the parent copies them onto the rows it writes itself.
+WHERE_FIELDS = (
+    "gpu",
+    "device_name",
+    "device_index",
+    "sm_count",
+    "l2_bytes",
+    "torch_version",
+    "triton_version",
+    "cuda_version",
+    "rooflint_version",
+    "git_commit",
+    "ceiling_source",
+    "host",
+)
+
+
+def host_row(task: Task, status: str, message: str, where: dict[str, Any]) -> ResultRow:
+    """A row the parent writes for a task its worker never finished, stamped with where it ran."""
+    from rooflint.engine.environment import timestamp
+
+    record = {**dataclasses.asdict(base_row(task, task.kind, status, message)), **where}
+    row = row_from_record({name: value for name, value in record.items() if value is not None})
+    row.timestamp = timestamp()
     return row
+
+
+def parent_where(device: str, device_index: int | None, spec: GpuSpec | None, request: BenchRequest) -> dict[str, Any]:
+    """Where a worker runs, as this process can tell it without a CUDA context of its own: the CPU's
+    measured spec, the GPU named with --gpu, or the GPU's name through NVML."""
+    from rooflint import __version__
+    from rooflint.core.specs import all_specs, detect, get_spec
+
+    where: dict[str, Any] = {"host": socket.gethostname(), "rooflint_version": __version__, "device_index": -1}
+    if spec is not None or device != "cuda":  # a CPU run: the ceilings measured at start
+        return {**where, "gpu": spec.key if spec is not None else "cpu", "device_name": spec.name if spec else "cpu"}
+    where["device_index"] = device_index if device_index is not None else 0
+    name = ""
+    try:
+        from rooflint.engine.nvml import NvmlDevice
+
+        name = NvmlDevice.open(device_index).name()
+    except Exception:  # noqa: BLE001 - no NVML here: the row still names the host and the --gpu
+        pass
+    found = get_spec(request.gpu, request.spec_file) if request.gpu else detect(name, all_specs(request.spec_file))
+    return {**where, "device_name": name, "gpu": found.key if found is not None else ""}
 
 
 def log_tail(path: Path) -> str:

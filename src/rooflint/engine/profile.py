@@ -278,7 +278,7 @@ def run_profile(
     from rooflint.core.paths import output_dir
     from rooflint.core.specs import current_gpu_spec
     from rooflint.engine import timing
-    from rooflint.engine.bench import resolve_device
+    from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
 
     fam = get_family(family)

@@ -1,8 +1,8 @@
 """Throttle detection and retry (nvbench's model), and the row columns NVML fills.
 
 A row is throttled when, over its timed samples, either
-- its median SM clock is under ``threshold`` (90%) of the reference clock: the clock this GPU held
-  under a dense matmul load when the run started; or
+- its median SM clock is under ``threshold`` (engine/settings.ThrottlePolicy) of the reference
+  clock: the clock this GPU held under a dense matmul load when the run started; or
 - NVML reported a thermal or hardware slowdown (hw_slowdown, hw_thermal, sw_thermal, hw_power_brake).
 A throttled row waits ``recovery_delay_s`` for the GPU to cool down and is timed again, up to
 ``retries`` times; a row still throttled after that is kept, marked throttled=True, with the reason.
@@ -20,17 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rooflint.engine.nvml import SLOWDOWN_REASONS, Telemetry
+from rooflint.engine.settings import Regime, ThrottlePolicy
 
 if TYPE_CHECKING:
     from rooflint.engine.timing import Timing
     from rooflint.outputs.results import ResultRow
-
-
-@dataclass(frozen=True)
-class ThrottlePolicy:
-    threshold: float = 0.90  # a row's median SM clock under this share of the reference is throttled
-    retries: int = 3  # re-timings of a throttled row before it is kept and marked
-    recovery_delay_s: float = 2.0  # wait before each re-timing: a hot GPU regains its clock in seconds
 
 
 @dataclass(frozen=True)
@@ -41,7 +35,7 @@ class Reference:
     origin: str = "measured under load at start"
 
 
-def reference_clock(loaded_mhz: float, max_mhz: float, regime: str, threshold: float) -> Reference:
+def reference_clock(loaded_mhz: float, max_mhz: float, regime: Regime, threshold: float) -> Reference:
     """The reference for throttle detection.
 
     It is the SM clock measured at the start of the run under the regime's own load (a 0.3 s
@@ -52,7 +46,7 @@ def reference_clock(loaded_mhz: float, max_mhz: float, regime: str, threshold: f
     clock is replaced by that maximum. Sustained rows run at the power cap by design, so their
     reference is the settled clock, whatever it is.
     """
-    if regime == "burst" and math.isfinite(max_mhz) and max_mhz > 0:
+    if regime == Regime.BURST and math.isfinite(max_mhz) and max_mhz > 0:
         if not math.isfinite(loaded_mhz) or loaded_mhz < threshold * max_mhz:
             return Reference(max_mhz, "NVML's max SM clock (the GPU was already slow under load at start)")
     return Reference(loaded_mhz)
@@ -125,7 +119,7 @@ def fill_row(row: ResultRow, judged: Judged) -> None:
     """Copy clocks, power, energy and the throttle verdict onto a row whose cost is already set."""
     timing = judged.timing
     telemetry = timing.telemetry or Telemetry()
-    row.regime = timing.regime
+    row.regime = str(timing.regime)
     row.sm_clock_mhz = telemetry.sm_clock_mhz
     row.sm_clock_min_mhz = telemetry.sm_clock_min_mhz
     row.mem_clock_mhz = telemetry.mem_clock_mhz

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from rooflint.engine.nvml import NullSampler, Sampler, Telemetry, settled
+from rooflint.engine.settings import Regime
 
 WARMUP_MS = 25.0  # long enough for module load, autotuning replays and clock ramp-up
 REP_MS = 200.0  # timed budget per variant
@@ -34,7 +35,6 @@ SUSTAINED_REP_MS = 1000.0  # longer in sustained: the energy counter ticks every
 MIN_SAMPLES = 10
 MAX_SAMPLES = 2000
 MIN_FLUSH_BYTES = 256 * 2**20
-REGIMES = ("burst", "sustained")
 HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to compare
 HEAT_MAX_S = 10.0
 CHUNK_MS = 50.0  # work enqueued between two checks of the heat-up's settle test
@@ -47,13 +47,11 @@ COOL_POLL_S = 0.05
 COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: no longer falling
 # ...and a row that comes this long after the last timed row (the run's first, one after a compile)
 # first heats the GPU for PREHEAT_S, so that it too starts a second after compute-bound work. A row
-# right after another starts well under a second after it (its build and float64 check; a
-# reference's rows end about 1 s apart, timing included); one whose kernel compiles, 1-3 s. Round
-# 19's 3 s let those start from an idle GPU: `triton_wavefit` at 8192^3 ran at 1,800 MHz against its
-# neighbours' 1,965 in every reference (round 20, scripts/device/preheat_ab.py: after 4 s of idle, no
-# heat ran 0.7-1.4% slower; 0.25-0.5 s of heat within 0.1% of a row after a row). Not 0.5 s: round
-# 22's census (scripts/device/gap_census) found the 23 rows a bench has 0.5-1 s after the last
-# unbiased unheated (0.9998x), and heating them would add ~12 s a bench.
+# right after another starts well under a second after it (its build and float64 check); one whose
+# kernel compiles, 1-3 s later. From an idle GPU the power limiter clocks the first burst of
+# compute-bound work down, so such a row would run slower than its neighbours; a short heat brings
+# it back to their state. The threshold is not lower because rows 0.5-1 s after the last already
+# start from that state, and heating them too would only lengthen every bench.
 IDLE_BEFORE_PREHEAT_S = 1.0
 PREHEAT_S = 0.5
 
@@ -68,7 +66,7 @@ class Timing:
     l2_flushed: bool
     calls: int = 0  # calls inside the timed window (a graph replay holds several)
     busy_ms: float = math.nan  # time the timed calls took, summed: the window minus flushes and spins
-    regime: str = "burst"
+    regime: Regime = Regime.BURST
     telemetry: Telemetry | None = None  # what NVML read while the timed samples ran
     launch_overhead_ms: float = math.nan  # --cuda-graphs: back-to-back call time minus graph time
 
@@ -129,10 +127,9 @@ class L2Flush:
 
     A write alone leaves the L2 full of the flush buffer's dirty lines; the timed call's misses
     must then write them back to DRAM before reusing their slots, so the call pays for the flush's
-    writes (write-then-read made a bf16 add up to 19% faster at a 48 MiB working set on an H200).
-    The read-back pass evicts the dirty lines (their write-back happens in the flush, untimed) and
-    leaves clean ones, which the call drops for free. ``clean=False`` is the old write-only flush,
-    kept for scripts/device/flush_effect.py.
+    writes and a memory-bound kernel looks slower than it is. The read-back pass evicts the dirty
+    lines (their write-back happens in the flush, untimed) and leaves clean ones, which the call
+    drops for free. ``clean=False`` is the write-only flush, kept to measure that difference.
     """
 
     def __init__(self, l2_bytes: int, clean: bool = True, device: str = "cuda") -> None:
@@ -222,7 +219,7 @@ def cool_down(
     depend on the rows before it. The power limiter acts on power averaged over about a second
     (NVML's reading is such an average too): a row timed right after a compute-bound row starts
     with that average high and is clocked down within its 200 ms, while the first row of a run
-    starts cool (round 17 measured the same cuDNN kernel 1.5% apart in two adjacent rows).
+    starts cool: the same kernel would time differently in two adjacent rows.
     Returns the seconds waited (0 without NVML, or when the GPU is already cool)."""
     if not sampler.available:
         return 0.0
@@ -251,9 +248,7 @@ def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=
     """Burst: bring the GPU to the state every row starts from, a second or so after compute-bound
     work (cool_down). A row more than IDLE_BEFORE_PREHEAT_S after the last one (the run's first; one
     whose kernel compiled) would otherwise start from an idle GPU, whose clock differs from its
-    neighbours' either way: round 17 measured a run's first row at 1980 MHz and the same cuDNN kernel
-    in the next row at 1860 (H200); round 19's rows after a 1-3 s compile ran 100-200 MHz below
-    theirs, the power limiter clocking down an idle GPU's first burst of matmuls.
+    neighbours': the power limiter clocks down an idle GPU's first burst of matmuls.
     `heat` runs compute-bound work (bf16 matmuls by default) for PREHEAT_S first in that case."""
     if not sampler.available:
         return
@@ -313,7 +308,7 @@ def time_cuda(
         spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
         n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
         samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin)
-    return dataclasses.replace(summarize(samples, "cuda_events", True), regime="burst", telemetry=telemetry)
+    return dataclasses.replace(summarize(samples, "cuda_events", True), regime=Regime.BURST, telemetry=telemetry)
 
 
 def time_cuda_sustained(
@@ -349,7 +344,7 @@ def time_cuda_sustained(
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
     heat_up(chunk, sampler, min_s=heat_min_s, max_s=heat_max_s)
     samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin_cycles=0)
-    return dataclasses.replace(summarize(samples, "cuda_events", True), regime="sustained", telemetry=telemetry)
+    return dataclasses.replace(summarize(samples, "cuda_events", True), regime=Regime.SUSTAINED, telemetry=telemetry)
 
 
 def timed_samples(
@@ -380,7 +375,7 @@ def time_cpu(
     warmup_ms: float = WARMUP_MS,
     rep_ms: float = REP_MS,
     sampler: Sampler | None = None,
-    regime: str = "burst",
+    regime: Regime,
 ) -> Timing:
     """Wall-clock timing with the same statistics; CPU caches are not flushed (recorded as such).
     Sustained runs the calls for HEAT_MIN_S first, so the CPU's turbo has settled too."""
@@ -389,7 +384,7 @@ def time_cpu(
     started = time.perf_counter()
     fn()
     estimate_ms = max((time.perf_counter() - started) * 1e3, 1e-3)
-    if regime == "sustained":
+    if regime == Regime.SUSTAINED:
         per_chunk = max(1, int(CHUNK_MS / estimate_ms))
         heat_up(lambda: [fn() for _ in range(per_chunk)], sampler, max_s=HEAT_MIN_S)
     deadline = time.perf_counter() + warmup_ms / 1e3
@@ -404,32 +399,6 @@ def time_cpu(
             samples.append((time.perf_counter() - t0) * 1e3)
     measured = summarize(samples, "cpu_wall", False)
     return dataclasses.replace(measured, regime=regime, telemetry=recording.telemetry)
-
-
-def measure(
-    fn: Callable[[], Any],
-    *,
-    device: str,
-    regime: str = "burst",
-    sampler: Sampler | None = None,
-    l2_bytes: int = 0,
-    nvtx_name: str = "",
-    cuda_graphs: bool = False,
-) -> Timing:
-    """The worker's timer: the CPU wall clock, CUDA graphs, or CUDA events in the chosen regime."""
-    if regime not in REGIMES:
-        raise ValueError(f"unknown regime {regime!r}; valid: {', '.join(REGIMES)}")
-    sampler = sampler or NullSampler()
-    if device != "cuda":
-        return time_cpu(fn, sampler=sampler, regime=regime)
-    if cuda_graphs:
-        from rooflint.engine.graph_timing import launch_overhead
-
-        graphed, overhead = launch_overhead(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler, regime=regime)
-        return dataclasses.replace(graphed, launch_overhead_ms=overhead)
-    if regime == "sustained":
-        return time_cuda_sustained(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
-    return time_cuda(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
 
 
 # ------------------------------------------------------------------- the reference clock
@@ -462,18 +431,18 @@ def run_for(chunk: Callable[[], None], seconds: float, clock: Callable[[], float
         chunk()
 
 
-def loaded_telemetry(sampler: Sampler, regime: str = "burst", burst_s: float = 0.3, ramp_s: float = 0.5) -> Telemetry:
+def loaded_telemetry(sampler: Sampler, regime: Regime, burst_s: float = 0.3, ramp_s: float = 0.5) -> Telemetry:
     """Clocks, power and reasons under back-to-back bf16 matmuls: 0.3 s of them after a 0.5 s
     ramp from idle (burst), or after a heat-up until power and clock settle (sustained). Its SM
     clock is the reference a run's rows are judged against for throttling."""
     if not sampler.available or not torch.cuda.is_available():
         return Telemetry()
     chunk = matmul_chunk()
-    # cuBLAS picks its kernel and the clock leaves idle. A shorter ramp (50 ms) caught the H100's
-    # power controller mid-step from idle: 1575 MHz with sw_power_cap at a lagging 141 W, while
-    # the bench rows right after it ran at 1980 MHz (reports/h100/doctor-before.txt).
+    # cuBLAS picks its kernel and the clock leaves idle. A much shorter ramp catches the power
+    # controller mid-step from idle, reporting a power cap and a clock far under the one the bench
+    # rows right after it run at.
     run_for(chunk, ramp_s)
-    if regime == "sustained":
+    if regime == Regime.SUSTAINED:
         heat_up(chunk, sampler)
     with sampler.record() as recording:
         run_for(chunk, burst_s)

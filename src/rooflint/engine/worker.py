@@ -30,7 +30,8 @@ from rooflint.core.triton_compat import HAS_TRITON
 from rooflint.engine import environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
-from rooflint.engine.throttle import ThrottlePolicy
+from rooflint.engine.settings import MeasureSettings
+from rooflint.engine.timer import measure
 from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
 
 
@@ -60,6 +61,10 @@ class Task:
 
 def missing_requirement(variant: Variant, device: str) -> str | None:
     """Why a variant cannot run on this machine, or None."""
+    if variant.library is not None:  # a third-party peer: installed, and built for this GPU?
+        reason = variant.library.missing(device)
+        if reason:
+            return reason
     for need in variant.needs:
         if need == NEEDS_CUDA and device != "cuda":
             return "needs a CUDA GPU"
@@ -73,7 +78,11 @@ def missing_requirement(variant: Variant, device: str) -> str | None:
 def base_row(task: Task, kind: str, status: str, message: str = "") -> ResultRow:
     from rooflint.core.family import shape_label
 
+    variant = get_family(task.family).variants.get(task.variant)
+    library = variant.library if variant is not None else None
     return ResultRow(
+        library=library.name if library is not None else "",
+        library_version=library.version() if library is not None else "",
         family=task.family,
         variant=task.variant,
         kind=kind,
@@ -90,10 +99,8 @@ class Worker:
         self,
         device: str,
         spec: GpuSpec,
-        cuda_graphs: bool = False,
+        settings: MeasureSettings | None = None,
         *,
-        regime: str = "burst",
-        policy: ThrottlePolicy | None = None,
         sampler: nvml.Sampler | None = None,
         timer: Callable[..., timing.Timing] | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -103,14 +110,13 @@ class Worker:
         sampler and timer drive the throttle retry on a CPU. ``timer(fn, nvtx_name=, sampler=)``."""
         self.device = device
         self.spec = spec
-        self.cuda_graphs = cuda_graphs
-        self.regime = regime
-        self.policy = policy or ThrottlePolicy()
+        self.settings = settings = settings or MeasureSettings()
+        regime = settings.regime
         self.sampler = sampler if sampler is not None else nvml.sampler_for(device)
         before = self.sampler.compute_processes()  # before this process makes its CUDA context
         self.env = environment.collect(device)
         self.timer = timer or functools.partial(
-            timing.measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=cuda_graphs
+            measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=settings.cuda_graphs
         )
         self.sleep = sleep
         if reference_clock_mhz is None and device == "cuda":
@@ -119,7 +125,7 @@ class Worker:
             math.nan if reference_clock_mhz is None else reference_clock_mhz,
             self.sampler.max_sm_clock_mhz(),
             regime,
-            self.policy.threshold,
+            settings.throttle.threshold,
         )
         self.own_pids = nvml.own_pids(before, self.sampler.compute_processes())
         self._warned_processes: set[int] = set()
@@ -192,7 +198,7 @@ class Worker:
         judged = throttle.time_until_unthrottled(
             functools.partial(self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler),
             self.reference,
-            self.policy,
+            self.settings.throttle,
             self.sleep,
         )
         measured = judged.timing
@@ -274,6 +280,9 @@ def main() -> None:
         key = tuple(sorted((name, json.dumps(value, sort_keys=True)) for name, value in job.items()))
         if worker is None or key != settings:
             worker, settings = _worker_for(job), key
+        # Where this worker measures, before any task: a row the parent writes for a task that
+        # killed this process carries the same GPU, device and host as the rows measured here.
+        emit({"event": "where", "row": json_safe(dataclasses.asdict(worker._stamp(ResultRow(*[""] * 7))))})
         for raw in tasks:
             task = Task(**raw)
             emit({"event": "start", "task": task.key})
@@ -290,16 +299,16 @@ def _worker_for(job: dict[str, Any]) -> Worker:
         spec = spec_from_dict(job["spec"])
     else:
         spec = current_gpu_spec(job.get("spec_file"), job.get("gpu"), job.get("roof"))
-    return Worker(
-        device,
-        spec,
-        job.get("cuda_graphs", False),
-        regime=job.get("regime", "burst"),
-        policy=ThrottlePolicy(
-            job.get("throttle_threshold", 0.90), job.get("throttle_retries", 3), job.get("recovery_delay_s", 2.0)
-        ),
-    )
+    return Worker(device, spec, MeasureSettings.from_dict(job["measure"]))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (KeyboardInterrupt, BrokenPipeError):
+        # Ctrl-C reaches the whole process group and the parent stops reading: the run was stopped,
+        # nothing broke, so worker.log gets no traceback (nor one from flushing the closed stdout).
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(130)

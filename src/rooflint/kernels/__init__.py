@@ -1,8 +1,13 @@
-"""Kernel families, one module each: ``rooflint.kernels.<family>`` defines ``FAMILY``.
+"""Kernel families: ``rooflint.kernels.<family>`` defines ``FAMILY``.
 
-Every public module here is a built-in family (rooflint.core.registry lists this package), so a new
-family is one new file; its CUDA source, if any, sits beside it as ``<family>.cu`` and includes
-``rooflint/common.cuh`` from ``include/`` (on nvcc's include path, and shipped in the wheel).
+A family with several files is a package: its ``__init__`` holds the family (sizes, inputs, the
+float64 reference, the cost model, the PyTorch variants and FAMILY) and imports its implementation
+modules at its end (``triton.py``, ``cuda.py``, ``gluon.py``, ...), which register their variants on
+FAMILY; its CUDA sources sit beside them (``<family>.cu``, ``<family>_hopper.cu``) and include
+``rooflint/common.cuh`` from ``include/`` (on nvcc's include path, and shipped in the wheel). A
+one-file family may stay a module (``layernorm_gelu.py``). rooflint.core.registry lists this package
+by name, so a new family is one new package or file. ``common/`` holds what several families share;
+it and ``templates/`` are not families. This module holds the two helpers every family uses.
 """
 
 

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size
 from rooflint.engine import cuda_build
 from rooflint.kernels import layernorm as ln
+from rooflint.kernels.layernorm.cuda import cuda_layernorm
+from rooflint.kernels.layernorm.triton import triton_layernorm
 
 SQRT_2_OVER_PI = 0.7978845608028654
 
@@ -128,13 +130,13 @@ def triton_variant(case):
     """layernorm's Triton kernel with the GELU epilogue, no mean/rstd stores"""
     x, w, b = case["x"].contiguous(), case["weight"], case["bias"]
     y = torch.empty_like(x)
-    return lambda: ln.triton_layernorm(x, w, b, y, gelu=True)
+    return lambda: triton_layernorm(x, w, b, y, gelu=True)
 
 
 @FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
 def cuda_variant(case):
     """layernorm.cu instantiated with the GELU epilogue, no mean/rstd stores"""
-    library = cuda_build.load(cuda_build.family_source(ln.__file__))
+    library = cuda_build.load(cuda_build.family_source(ln.__file__, "layernorm"))
     x, w, b = case["x"].contiguous(), case["weight"], case["bias"]
     y = torch.empty_like(x)
-    return lambda: ln.cuda_layernorm(library, x, w, b, y, gelu=True)
+    return lambda: cuda_layernorm(library, x, w, b, y, gelu=True)

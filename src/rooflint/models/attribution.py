@@ -12,7 +12,7 @@ runs in the step outside every range is unattributed.
 What is neither an op's nor unattributed is idle: on a GPU the gaps between kernels (launch-bound
 stretches), on a CPU the Python between op ranges.
 
-Kernels launched with programmatic dependent launch (kernels/_pdl.py) overlap: a decode GEMM
+Kernels launched with programmatic dependent launch (kernels/common/pdl.py) overlap: a decode GEMM
 starts while the kernel before it runs, loads its weights and waits. A kernel's time is then what
 it adds to the step, its end less the later of its start and every earlier kernel's end; without
 overlap that is its duration. The ops' times still sum to the GPU's busy time, never above it.
@@ -77,7 +77,7 @@ PERSISTENT_OP = "decoder_layers"  # the range of a kernel that runs several ops 
 
 def split_phases(attribution: Attribution, shares: dict[str, tuple[float, int]] | None) -> Attribution:
     """Split the persistent kernel's op into its phases' ops, each its ``(share, calls)`` of the
-    time (measured inside the kernel: kernels/_decode_layers.py). Without shares it stays whole."""
+    time (measured inside the kernel: models/ops/decode_layers.py). Without shares it stays whole."""
     whole = attribution.ops.get(PERSISTENT_OP)
     if whole is None or not shares:
         return attribution

@@ -130,6 +130,12 @@ class ModelSpec(ABC):
         """The epsilon of the model's norms (a kernel set swaps a norm only where its kernel uses the same)."""
         return 1e-5
 
+    def kernel_set(self, name: str, dtype: torch.dtype, device: torch.device, head_dim: int, eps: float) -> Any:
+        """The kernel set ``name`` for this model's forward (a model with its own slots overrides it)."""
+        from rooflint.models.kernel_sets import make_kernel_set
+
+        return make_kernel_set(name, dtype, device, head_dim, eps)
+
     # ---- running ------------------------------------------------------------------------
     @abstractmethod
     def forward(

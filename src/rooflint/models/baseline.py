@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from rooflint.models import measure
-from rooflint.models.base import Phase
-from rooflint.models.rows import phase_floor, total_cost
+from rooflint.models.outcome import PhaseResult
+from rooflint.models.rows import phase_floor, phase_of, total_cost
 
 
 def set_attention(hf, implementation: str) -> None:
@@ -22,13 +22,13 @@ def set_attention(hf, implementation: str) -> None:
         hf.config._attn_implementation = implementation
 
 
-def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled: bool = False) -> dict:
+def run_baselines(
+    loaded, request, device, gpu_spec, ids, prompt, log, compiled: bool = False
+) -> dict[str, PhaseResult]:
     """The quick baselines (SDPA, eager, generate), or with ``compiled`` the torch.compile one."""
-    from rooflint.models.engine import PhaseResult
-
     hf, dims, dtype = loaded.hf, loaded.dims, request.dtype
     batch, new = request.batch, request.new_tokens
-    prefill = Phase("prefill", batch, request.seq, request.seq)
+    prefill = phase_of("prefill", request)
     costs = loaded.spec.op_costs(dims, prefill, dtype)
     floor = phase_floor(total_cost(costs), gpu_spec, dtype)
     results: dict[str, PhaseResult] = {}
@@ -62,8 +62,7 @@ def run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled:
                             do_sample=False, pad_token_id=dims.vocab - 1)  # fmt: skip
 
         timed, _ = measure.time_generation(generate, lambda: None, 0, device, request.rep_ms)
-        phase = Phase("generate", batch, new, request.prompt + new)
-        results["hf_generate"] = PhaseResult(phase, timed, batch * new, {})
+        results["hf_generate"] = PhaseResult(phase_of("generate", request), timed, batch * new, {})
     finally:
         set_attention(hf, "eager")
     return results

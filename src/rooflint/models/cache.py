@@ -27,7 +27,7 @@ class KVCache:
         self.pages = batch * kv_heads * self.capacity // BLOCK_SIZE
         shape = (self.pages, BLOCK_SIZE, 1, head_dim)
         # One tensor per pool for all layers, [L, pages, 16, 1, D], each layer a view: a persistent
-        # kernel that runs every layer (kernels/_decode_layers.py) walks layers by an offset.
+        # kernel that runs every layer (models/ops/decode_layers.py) walks layers by an offset.
         self.k_layers = torch.zeros((layers, *shape), dtype=dtype, device=device)
         self.v_layers = torch.zeros((layers, *shape), dtype=dtype, device=device)
         self.k = list(self.k_layers.unbind(0))

@@ -175,7 +175,7 @@ class GPT2(ModelSpec):
         with rec("embedding"):
             x = kernels.embedding(ids, start, weights.wte, weights.wpe)  # [B*T, d]
         if "decoder_layers" in fused:
-            # every layer in one persistent kernel (kernels/_decode_layers.py); the attribution
+            # every layer in one persistent kernel (models/ops/decode_layers.py); the attribution
             # splits its time into the fused ops below by the kernel's own phase clock
             with rec("decoder_layers"):
                 x = kernels.decode_layers(x, weights.layers, cache, start, heads)

@@ -1,13 +1,10 @@
 """Each kernel set of a GPU run measured in a process of its own.
 
-Measured on an H100 (scripts/device/decode_probe.py --loop; docs/perf-notes/kernels-at-limit.md):
-GPT-2's triton decode loop replayed its 127 step graphs at 0.416 ms/step as the only set in a
-process, and at 0.477 ms/step after the eager set had captured, replayed and destroyed its own
-graphs in the same process. Each graph's kernels ran exactly as fast (one replay under the profiler:
-0.42 ms either way, the same kernel times); the GPU sat idle for a median 59 us before each graph
-instead of ~1 us, while the host was 47 us per replay ahead of it. Whatever state the driver keeps
-from the first set's graphs, a set's numbers must not depend on which set ran before it, so each
-set gets a fresh process: it rebuilds the model from the same seed (the same weights), recomputes
+A decode loop that replays CUDA graphs runs slower in a process where another set has already
+captured, replayed and destroyed its own graphs: each graph's kernels run exactly as fast, but the
+GPU idles before each graph although the host is well ahead of it (docs/perf-notes). Whatever state
+the driver keeps from the first set's graphs, a set's numbers must not depend on which set ran
+before it, so each set gets a fresh process: it rebuilds the model from the same seed (the same weights), recomputes
 Hugging Face's reference, checks and times itself, and sends its SetResult back. A worker that
 dies takes only its own set with it; rows of the sets before it are on disk already.
 """
@@ -15,21 +12,19 @@ dies takes only its own set with it; rows of the sets before it are on disk alre
 from __future__ import annotations
 
 import multiprocessing
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from rooflint.core.specs import GpuSpec
-    from rooflint.models.engine import ModelRequest, SetResult
+from rooflint.core.specs import GpuSpec
+from rooflint.models.catalog import get_model
+from rooflint.models.kernel_set_run import inputs, load, references, resolve_device, run_set
+from rooflint.models.outcome import ModelRequest, SetResult
+from rooflint.outputs.results import ERROR
 
 
 def run_set_isolated(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
     """run_set in a spawned process (never forked: the parent holds a CUDA context).
 
     Ctrl-C (or `timeout -s INT` on the parent alone) stops the worker at once and propagates, so
-    the engine closes its results with every earlier set's rows."""
-    from rooflint.models.engine import SetResult
-    from rooflint.outputs.results import ERROR
-
+    the model run closes its results with every earlier set's rows."""
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     worker = context.Process(target=_worker, args=(send, name, request, gpu_spec), daemon=True)
@@ -52,9 +47,6 @@ def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
     try:
         result = _measure_alone(name, request, gpu_spec)
     except BaseException as error:  # anything run_set did not turn into a result: report it, one line
-        from rooflint.models.engine import SetResult
-        from rooflint.outputs.results import ERROR
-
         # KeyboardInterrupt (the deadline's SIGINT) has no message: splitlines() is then empty
         first = next(iter(str(error).splitlines()), "")[:200]
         result = SetResult(name, ERROR, f"{type(error).__name__} in its worker: {first}".rstrip(": "))
@@ -63,9 +55,6 @@ def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
 
 
 def _measure_alone(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetResult:
-    from rooflint.models.engine import inputs, load, references, resolve_device, run_set
-    from rooflint.models.registry import get_model
-
     device = resolve_device(request.device)
     loaded = load(request, request.model_spec or get_model(request.model), device)
     ids, prompt = inputs(request, loaded.dims.vocab, device)

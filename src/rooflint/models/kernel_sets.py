@@ -6,13 +6,13 @@ torch.compile (the runner compiles the whole step); ``triton`` and ``cuda`` swap
 kernels from rooflint.kernels where the family supports the dtype and shape, and fall back to
 eager elsewhere, saying why in ``plan``. Slots no family covers (plain GEMMs, embedding, residual
 adds) stay PyTorch in every set, except that the triton set runs a decode step's GEMMs on its own
-weight-streaming kernel (kernels/_gemm_skinny.py).
+weight-streaming kernel (kernels/gelu_linear/skinny.py).
 
 ``fusions(rows, decoding)`` names what a set fuses at that many rows, and the forward then calls
 the fused slots under fused op names (docs/models.md): ``norm_linear`` (a layer norm in the GEMM's
 prologue), ``linear_residual`` (the residual add in its epilogue) and ``kv_append`` (a decode
 step's new K and V written to the cache by the QKV GEMM). With ROOFLINT_PERSISTENT=1 the triton set
-runs a decode step's layers as one persistent kernel, ``decoder_layers`` (kernels/_decode_layers.py:
+runs a decode step's layers as one persistent kernel, ``decoder_layers`` (models/ops/decode_layers.py:
 the same fused ops as phases between grid barriers; slower than a kernel per op so far), and
 ``phase_shares`` then gives its phases' shares of the kernel's time, which the attribution splits
 the kernel by. Eager fuses nothing: it is what Hugging Face runs.
@@ -200,7 +200,7 @@ class TritonKernels(EagerKernels):
         from rooflint.kernels import attention, decode_attention, gelu_linear
 
         self._workspaces: dict[tuple, object] = {}
-        self._folded: dict[int, object] = {}  # weight pointer -> _gemm_skinny.FoldedNorm
+        self._folded: dict[int, object] = {}  # weight pointer -> skinny.FoldedNorm
         self._head = _PaddedHead()
         name = dtype_name(dtype)
         power_of_two = head_dim >= 16 and head_dim & (head_dim - 1) == 0
@@ -223,9 +223,9 @@ class TritonKernels(EagerKernels):
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
         self.plan["sample"] = "triton (argmax in one kernel)"
         self._greedy: dict[tuple, object] = {}
-        # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: on an
-        # H100 it took 0.553 ms where the kernel-per-op step's layers take ~0.375 (docs/perf-notes/
-        # decode-persistent.md). Under the interpreter it runs one program, which does every item.
+        # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: it is
+        # slower than the kernel-per-op step's layers (docs/perf-notes/decode-persistent.md).
+        # Under the interpreter it runs one program, which does every item.
         self.persistent = os.environ.get("ROOFLINT_PERSISTENT", "") == "1"
         self._layers = None  # (LayerStack, Plan, Workspace), built on the first (uncaptured) step
         self.plan["decoder_layers"] = (
@@ -237,16 +237,16 @@ class TritonKernels(EagerKernels):
 
     def _streams(self, rows: int) -> bool:
         """Whether a GEMM over ``rows`` runs on the weight-streaming kernel (a decode step's)."""
-        from rooflint.kernels import _gemm_skinny
+        from rooflint.kernels.gelu_linear import skinny
 
-        return rows <= _gemm_skinny.MAX_ROWS and not self.plan["linear"].startswith("eager")
+        return rows <= skinny.MAX_ROWS and not self.plan["linear"].startswith("eager")
 
     def linear(self, x, w, b, residual=None):
         if not self._streams(x.shape[0]):
             return super().linear(x, w, b, residual)
-        from rooflint.kernels import _gemm_skinny
+        from rooflint.kernels.gelu_linear import skinny
 
-        return _gemm_skinny.skinny_linear(x, w, b, residual=residual)
+        return skinny.skinny_linear(x, w, b, residual=residual)
 
     def fusions(self, rows, decoding):
         plan = self.plan
@@ -264,7 +264,7 @@ class TritonKernels(EagerKernels):
 
     def decode_layers(self, x, layers, cache, position, heads):
         """Every layer of a decode step on x [B, d] in one kernel (the decoder_layers fusion)."""
-        from rooflint.kernels import _decode_layers
+        from rooflint.models.ops import decode_layers
 
         x = x.contiguous()
         if self._layers is not None and self._layers[2].qkv.shape[0] == x.shape[0]:
@@ -273,10 +273,10 @@ class TritonKernels(EagerKernels):
         # SM where the cooperative launch lets them all be resident, else one (the residual stream
         # is only written once the launch is accepted, so a refused launch leaves x as it was). The
         # stacked weights do not depend on the batch: stacked once.
-        stack = self._layers[0] if self._layers is not None else _decode_layers.LayerStack.of(layers)
+        stack = self._layers[0] if self._layers is not None else decode_layers.LayerStack.of(layers)
         for per_sm in (2, 1):
-            launch = _decode_layers.default_plan(x.device, stack, per_sm)
-            ws = _decode_layers.Workspace(x.shape[0], stack, heads, x.device, x.dtype,
+            launch = decode_layers.default_plan(x.device, stack, per_sm)
+            ws = decode_layers.Workspace(x.shape[0], stack, heads, x.device, x.dtype,
                                           max(launch.proj_splits, launch.down_splits))  # fmt: skip
             self._layers = (stack, launch, ws)
             try:
@@ -287,10 +287,10 @@ class TritonKernels(EagerKernels):
         raise AssertionError("unreachable")
 
     def _run_layers(self, x, cache, position, heads):
-        from rooflint.kernels import _decode_layers
+        from rooflint.models.ops import decode_layers
 
         stack, launch, ws = self._layers
-        return _decode_layers.decode_layers(
+        return decode_layers.decode_layers(
             x, stack, cache.k_layers, cache.v_layers, cache.block_table, cache.slots(position, 1),
             position + 1, heads, self.eps, ws, launch, stamps=True,
         )  # fmt: skip
@@ -298,38 +298,38 @@ class TritonKernels(EagerKernels):
     def phase_shares(self):
         if self._layers is None:
             return None
-        from rooflint.kernels import _decode_layers
+        from rooflint.models.ops import decode_layers
 
-        return _decode_layers.phase_shares(self._layers[2].stamps)
+        return decode_layers.phase_shares(self._layers[2].stamps)
 
     def norm_linear(self, x, ln_w, ln_b, w, b, gelu=False, append=None):
         if "norm_linear" not in self.fusions(x.shape[0], append is not None):
             return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
-        from rooflint.kernels import _gemm_skinny
+        from rooflint.kernels.gelu_linear import skinny
 
         key = w.data_ptr()
         if key not in self._folded:  # once per weight, on the first (uncaptured) step
-            self._folded[key] = _gemm_skinny.fold_layer_norm(ln_w, ln_b, w, b)
+            self._folded[key] = skinny.fold_layer_norm(ln_w, ln_b, w, b)
         into = None
         if append is not None:
             cache, layer, position = append
             k_rows, v_rows = cache.rows(layer)
             start, _ = _kv_span(w.shape[0], cache)
-            into = _gemm_skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), start, cache.kv_heads,
+            into = skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), start, cache.kv_heads,
                                          cache.head_dim)  # fmt: skip
-        return _gemm_skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
+        return skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "triton":
             return super().layer_norm(x, w, b)
-        from rooflint.kernels.layernorm import triton_layernorm
+        from rooflint.kernels.layernorm.triton import triton_layernorm
 
         return triton_layernorm(x, w, b, torch.empty_like(x), eps=self.eps)
 
     def linear_gelu(self, x, w, b):
         if self.plan["linear_gelu"] != "triton":
             return super().linear_gelu(x, w, b)
-        from rooflint.kernels.gelu_linear import triton_gelu_linear
+        from rooflint.kernels.gelu_linear.triton import triton_gelu_linear
 
         return triton_gelu_linear(x, w, b)
 
@@ -337,15 +337,15 @@ class TritonKernels(EagerKernels):
         return self._head(x, w)
 
     def sample(self, logits, tokens, token):
-        from rooflint.kernels import _sample
+        from rooflint.models.ops import sample
 
         key = tuple(logits.shape)
         if key not in self._greedy:  # allocated on the first (uncaptured) step
-            self._greedy[key] = _sample.GreedyWorkspace(logits.shape[0], logits.shape[1], logits.device)
-        _sample.greedy_argmax(logits, tokens, token, self._greedy[key])
+            self._greedy[key] = sample.GreedyWorkspace(logits.shape[0], logits.shape[1], logits.device)
+        sample.greedy_argmax(logits, tokens, token, self._greedy[key])
 
     def kv_append(self, cache, layer, k_rows, v_rows, slots):
-        from rooflint.kernels.kv_cache import triton_kv_copy
+        from rooflint.kernels.kv_cache.triton import triton_kv_copy
 
         k_pool, v_pool = cache.rows(layer)
         triton_kv_copy(k_rows, v_rows, k_pool, v_pool, slots, k_rows.shape[0], k_rows.shape[1], True)
@@ -353,7 +353,7 @@ class TritonKernels(EagerKernels):
     def attend_prefill(self, q, k, v):
         if self.plan["prefill_attention"] != "triton":
             return super().attend_prefill(q, k, v)
-        from rooflint.kernels.attention import triton_attention
+        from rooflint.kernels.attention.triton import triton_attention
 
         b, h, t, d = q.shape
         out = torch.empty((b, t, h, d), dtype=q.dtype, device=q.device)  # token-major: rows are a view
@@ -362,14 +362,14 @@ class TritonKernels(EagerKernels):
     def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":
             return super().attend_decode(q, cache, layer, length)
-        from rooflint.kernels.decode_attention import triton_paged_decode
+        from rooflint.kernels.decode_attention.triton import triton_paged_decode
 
         k_pool, v_pool = cache.pools(layer)
         ws = self._workspace(q, cache.kv_heads, length)
         return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws)
 
     def _workspace(self, q, kv_heads: int, length: int):
-        from rooflint.kernels.decode_attention import DecodeWorkspace
+        from rooflint.kernels.decode_attention.plans import DecodeWorkspace
 
         key = (tuple(q.shape), kv_heads, length)
         if key not in self._workspaces:  # allocated on the first (uncaptured) call of each length
@@ -427,14 +427,14 @@ class CudaKernels(TritonKernels):
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "cuda":
             return EagerKernels.layer_norm(self, x, w, b)
-        from rooflint.kernels.layernorm import cuda_layernorm
+        from rooflint.kernels.layernorm.cuda import cuda_layernorm
 
         return cuda_layernorm(self._libraries["layer_norm"], x, w, b, torch.empty_like(x), eps=self.eps)
 
     def linear_gelu(self, x, w, b):
         if self.plan["linear_gelu"] != "cuda":
             return EagerKernels.linear_gelu(self, x, w, b)
-        from rooflint.kernels.gelu_linear import cuda_gelu_linear
+        from rooflint.kernels.gelu_linear.cuda import cuda_gelu_linear
 
         out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
         return cuda_gelu_linear(self._libraries["linear_gelu"], x.contiguous(), w, b, out)
@@ -442,7 +442,7 @@ class CudaKernels(TritonKernels):
     def kv_append(self, cache, layer, k_rows, v_rows, slots):
         if self.plan["kv_append"] != "cuda":
             return EagerKernels.kv_append(self, cache, layer, k_rows, v_rows, slots)
-        from rooflint.kernels.kv_cache import cuda_kv_copy
+        from rooflint.kernels.kv_cache.cuda import cuda_kv_copy
 
         k_pool, v_pool = cache.rows(layer)
         rows, row_elems = k_rows.shape
@@ -451,21 +451,21 @@ class CudaKernels(TritonKernels):
     def attend_prefill(self, q, k, v):
         if self.plan["prefill_attention"] != "cuda":
             return EagerKernels.attend_prefill(self, q, k, v)
-        from rooflint.kernels.attention import cuda_attention
+        from rooflint.kernels.attention.cuda import cuda_attention
 
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel takes no strides: two copies
         return cuda_attention(self._libraries["prefill_attention"], q, k, v, True, torch.empty_like(q))
 
     def _decode_plan(self, q, kv_heads: int, length: int) -> tuple[int, int]:
         # The plan the bench's `cuda` decode variant runs: waves of the blocks this GPU holds per SM.
-        from rooflint.kernels.decode_attention import cuda_plan
+        from rooflint.kernels.decode_attention.cuda import cuda_plan
 
         return cuda_plan(self._libraries["decode_attention"], q, kv_heads, length)
 
     def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "cuda":
             return EagerKernels.attend_decode(self, q, cache, layer, length)
-        from rooflint.kernels.decode_attention import cuda_decode
+        from rooflint.kernels.decode_attention.cuda import cuda_decode
 
         k, v = cache.view(layer, length)  # read in place: the kernel strides rows by the capacity
         return cuda_decode(self._libraries["decode_attention"], q, k, v, self._workspace(q, cache.kv_heads, length))

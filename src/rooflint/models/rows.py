@@ -6,8 +6,10 @@ Row scheme (docs/models.md):
           hf_compile, hf_generate); kind is the set's implementation kind
 - shape   "op=<op>,phase=prefill,B=8,T=1024" or "op=<op>,phase=decode,B=8,prompt=512,new=128"
           (phase=generate for whole generation). op=step is the whole step: median_ms is ms per
-          step (prefill: one forward; decode: one step; generate: the whole call) and the message
-          leads with tok/s; the other ops' median_ms is their profiled time within one step.
+          step (prefill: one forward; decode: one step; generate: the whole call); the other ops'
+          median_ms is their profiled time within one step.
+- columns phase, batch and context on every model row; tokens_per_s, floor_ms and pct_of_floor on
+          op=step rows (floor and % of floor where the phase has a cost model: not generate).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from rooflint.core.family import Cost
 from rooflint.core.roofline import analyse, copy_to_row, floor_seconds
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.timing import Timing
+from rooflint.models.attribution import UNATTRIBUTED
+from rooflint.models.base import Phase
+from rooflint.models.outcome import SUM_TOLERANCE, ModelRequest, PhaseResult, SetResult
 from rooflint.outputs.results import OK, ResultRow
 
 STEP = "step"
@@ -27,6 +32,16 @@ def shape(op: str, phase: str, batch: int, seq: int, prompt: int, new_tokens: in
     if phase == "prefill":
         return f"op={op},phase=prefill,B={batch},T={seq}"
     return f"op={op},phase={phase},B={batch},prompt={prompt},new={new_tokens}"
+
+
+def phase_of(name: str, request: ModelRequest) -> Phase:
+    """The phase ``name`` of a request: prefill over ``seq`` tokens; a decode step at the loop's mean
+    cache length, prompt + N/2 (the step that is profiled); generate, the whole loop."""
+    if name == "prefill":
+        return Phase("prefill", request.batch, request.seq, request.seq)
+    if name == "decode":
+        return Phase("decode", request.batch, 1, request.prompt + request.new_tokens // 2)
+    return Phase("generate", request.batch, request.new_tokens, request.prompt + request.new_tokens)
 
 
 def unit_cost(cost: Cost, dtype: str) -> Cost:
@@ -71,3 +86,112 @@ def set_roofline(row: ResultRow, cost: Cost, seconds: float, spec: GpuSpec, dtyp
 def base_row(family: str, variant: str, kind: str, dtype: str, shape_text: str, status: str = OK) -> ResultRow:
     return ResultRow(family=family, variant=variant, kind=kind, dtype=dtype, size="model", shape=shape_text,
                      status=status)  # fmt: skip
+
+
+def set_rows(result: SetResult, family: str, request: ModelRequest, gpu_spec: GpuSpec,
+             done: list[SetResult]) -> list[ResultRow]:  # fmt: skip
+    """A kernel set's rows: one op=step row per phase, then each profiled op's."""
+    eager = next((s for s in done if s.name == "eager" and s.status == OK), None)
+    kind = result.name
+    rows = []
+    if result.status != OK:
+        for name in ("prefill", "decode", "generate"):
+            if name == "decode" and request.new_tokens < 2:
+                continue
+            row = base_row(family, result.name, kind, request.dtype, _shape(STEP, name, request), result.status)
+            set_phase(row, phase_of(name, request))
+            row.message = "; ".join(filter(None, [result.message, result.plan]))
+            if result.check is not None:
+                row.rel_error, row.tolerance = result.check.rel_error, result.check.tolerance
+            rows.append(row)
+        return rows
+    for phase_name, phase in result.phases.items():
+        row = step_row(phase, family, result.name, kind, request, gpu_spec)
+        if eager is not None and phase_name in eager.phases:
+            row.speedup_vs_eager = eager.phases[phase_name].timing.median_ms / phase.timing.median_ms
+        row.rel_error, row.tolerance = result.check.rel_error, result.check.tolerance
+        row.message = step_message(phase, result)
+        rows.append(row)
+        if phase.attribution is not None:
+            rows += op_rows(phase, family, result.name, kind, request, gpu_spec)
+    return rows
+
+
+def set_phase(row: ResultRow, phase: Phase) -> None:
+    row.phase, row.batch, row.context = phase.name, phase.batch, phase.context
+
+
+def step_row(phase: PhaseResult, family: str, variant: str, kind: str, request: ModelRequest,
+             gpu_spec: GpuSpec) -> ResultRow:  # fmt: skip
+    """A phase's op=step row: its timing, its throughput and, where the phase has costs, its floor."""
+    row = base_row(family, variant, kind, request.dtype, _shape(STEP, phase.phase.name, request))
+    set_phase(row, phase.phase)
+    set_timing(row, phase.timing)
+    row.tokens_per_s = phase.tokens_per_s
+    if phase.costs:
+        set_roofline(row, total_cost(phase.costs), phase.seconds, gpu_spec, request.dtype)
+        row.pct_of_roof, row.bound = phase.pct_of_floor, phase.bound  # the phase floor (docs/models.md)
+        row.floor_ms, row.pct_of_floor = phase.floor_s * 1e3, phase.pct_of_floor
+    return row
+
+
+def step_message(phase: PhaseResult, result: SetResult) -> str:
+    """What the columns cannot hold: how well the ops add up to the step, the check, the plan."""
+    parts = []
+    if phase.attribution is not None:
+        verdict = "ok" if abs(phase.gap) <= SUM_TOLERANCE else f"over {SUM_TOLERANCE:.0%}"
+        parts.append(
+            f"ops sum {phase.attribution.total_ms:.4g} ms vs step {phase.timing.median_ms:.4g} ms, "
+            f"gap {phase.gap:+.1%} ({verdict}; the profiled step had {phase.attribution.idle_ms:.3g} ms idle)"
+        )
+    if result.check is not None:
+        parts.append(result.check.describe())
+    if phase.phase.name != "prefill" and result.note:
+        parts.append(result.note)
+    parts.append(result.plan)
+    return "; ".join(part for part in parts if part)
+
+
+def op_rows(phase: PhaseResult, family: str, variant: str, kind: str, request: ModelRequest,
+            gpu_spec: GpuSpec) -> list[ResultRow]:  # fmt: skip
+    attribution = phase.attribution
+    assert attribution is not None
+    rows = []
+    step_ms = attribution.total_ms
+    names = list(phase.costs) + [n for n in attribution.ops if n not in phase.costs]
+    for op in names:
+        timed = attribution.ops.get(op)
+        if timed is None or timed.ms <= 0:
+            continue
+        row = base_row(family, variant, kind, request.dtype, _shape(op, phase.phase.name, request))
+        set_phase(row, phase.phase)
+        row.median_ms, row.n_samples = timed.ms, 1
+        row.timing_mode = "profiler_" + attribution.mode.replace(" ", "_")
+        cost = phase.costs.get(op)
+        if cost is not None:
+            set_roofline(row, cost, timed.ms / 1e3, gpu_spec, request.dtype)
+        top, share = timed.top_kernel()
+        row.message = f"share={timed.ms / step_ms:.1%}; calls={timed.calls}; top: {top} ({share:.0%})"
+        rows.append(row)
+    if attribution.unattributed_ms > 0:
+        row = base_row(family, variant, kind, request.dtype, _shape(UNATTRIBUTED, phase.phase.name, request))
+        set_phase(row, phase.phase)
+        row.median_ms, row.n_samples, row.timing_mode = attribution.unattributed_ms, 1, "profiler"
+        row.message = f"share={attribution.unattributed_ms / step_ms:.1%}; time in the step outside every op range"
+        rows.append(row)
+    return rows
+
+
+def baseline_rows(baselines: dict[str, PhaseResult], family: str, request: ModelRequest,
+                  gpu_spec: GpuSpec) -> list[ResultRow]:  # fmt: skip
+    rows = []
+    for variant, phase in baselines.items():
+        kind = "compile" if "compile" in variant else "eager"
+        row = step_row(phase, family, variant, kind, request, gpu_spec)
+        row.message = "Hugging Face transformers, measured in this process"
+        rows.append(row)
+    return rows
+
+
+def _shape(op: str, phase: str, request: ModelRequest) -> str:
+    return shape(op, phase, request.batch, request.seq, request.prompt, request.new_tokens)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from rooflint.kernels._pdl import decode_chain
+from rooflint.kernels.common.pdl import decode_chain
 from rooflint.models.base import LoadedModel, OpRecorder
 from rooflint.models.cache import KVCache
 
@@ -65,7 +65,7 @@ class Runner:
 
     def _step(self, position: int, index: int) -> None:
         # A decode step is a chain of dependent kernels replayed from a graph: the kernels that
-        # support it launch with programmatic dependent launch there (kernels/_pdl.py).
+        # support it launch with programmatic dependent launch there (kernels/common/pdl.py).
         with decode_chain():
             self._decode_step(position, index)
 

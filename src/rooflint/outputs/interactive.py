@@ -111,7 +111,9 @@ class Item:
 
     def title(self) -> str:
         kind = f" ({self.row['kind']})" if self.row["kind"] and self.row["kind"] != self.row["variant"] else ""
-        return f"{self.family} / {self.row['variant']}{kind}"
+        # a library row names whose kernel, and which release, it timed
+        library = " ".join(filter(None, (text(self.row.get("library")), text(self.row.get("library_version")))))
+        return f"{self.family} / {self.row['variant']}{kind}" + (f" [{library}]" if library else "")
 
     def tooltip(self, reason: str = "") -> str:
         """data-title, data-tip (one line per fact) and data-cmd of this row's point."""
@@ -131,6 +133,12 @@ class Item:
             if finite(row["pct_of_roof"]):
                 bound = f" ({row['bound']}-bound)" if row["bound"] else ""
                 lines.append(f"{row['pct_of_roof']:.1f}% of roof{bound}")
+            peers = [
+                _num(row.get("speedup_vs_best_compile"), "{:.2f}x vs best compile"),
+                _num(row.get("speedup_vs_best_library"), "{:.2f}x vs best library"),
+            ]
+            if any(peers):
+                lines.append(" · ".join(p for p in peers if p))
             if self.has_energy:
                 energy = [
                     _joules(row["energy_per_call_j"]),
@@ -321,6 +329,10 @@ def _marker(kind: str, x: float, y: float, r: float = RADIUS) -> str:
         return f"M{x:.1f},{y - r * 1.1:.1f}L{x + r:.1f},{y + r * 0.8:.1f}L{x - r:.1f},{y + r * 0.8:.1f}z"
     if shape == "v":
         return f"M{x:.1f},{y + r * 1.1:.1f}L{x + r:.1f},{y - r * 0.8:.1f}L{x - r:.1f},{y - r * 0.8:.1f}z"
+    if shape == "*":  # a five-pointed star: library peers
+        radii = [r * 1.3 if i % 2 == 0 else r * 0.55 for i in range(10)]
+        corners = [(x + q * math.sin(i * math.pi / 5), y - q * math.cos(i * math.pi / 5)) for i, q in enumerate(radii)]
+        return "M" + "L".join(f"{cx:.1f},{cy:.1f}" for cx, cy in corners) + "z"
     return f"M{x - r:.1f},{y:.1f}a{r},{r} 0 1,0 {2 * r},0a{r},{r} 0 1,0 {-2 * r},0z"
 
 

@@ -39,6 +39,12 @@ LABEL_POINTS = 7.5  # font size of point labels: readable in a PNG shown at page
 HOLLOW = ("predicted", "ncu")  # point kinds drawn as outlines
 
 
+def roofline_base(directory: Path, gpu: str, several: bool) -> Path:
+    """The one name rooflint gives roofline files (bench, roofline and report alike): roofline.png,
+    .svg and .csv where a folder holds one GPU's roofline, roofline-<gpu>.* for each of several."""
+    return Path(directory) / (f"roofline-{gpu}" if several else "roofline")
+
+
 def plot_roofline(
     points: pd.DataFrame,
     spec: GpuSpec,

@@ -11,7 +11,7 @@ import pandas as pd
 from rooflint.core.roofline import CUDA_CORE_PRECISION
 from rooflint.core.specs import TENSOR_PRECISIONS, GpuSpec
 
-KIND_MARKERS = {"eager": "s", "eager_unfused": "v", "compile": "D", "triton": "o", "cuda": "^"}
+KIND_MARKERS = {"eager": "s", "eager_unfused": "v", "compile": "D", "triton": "o", "cuda": "^", "library": "*"}
 # Families by colour: tab10, then the dark shades of tab20b (dark enough for text on white), so a
 # dozen families stay apart. The interactive report uses the same mapping.
 FAMILY_PALETTE = (

@@ -50,7 +50,11 @@ ROW_FIELDS = (
     "bound",
     "speedup_vs_eager",
     "speedup_vs_best_compile",
+    "speedup_vs_best_library",
     "lint",
+    "library",  # a library row's third-party distribution and version; empty for rooflint's own
+    "library_version",
+    "peak_extra_memory_bytes",  # allocated beyond inputs and outputs (cross_entropy's logits, a workspace)
     # for the interactive roofline: the command that reproduces a row, its energy, its ncu bytes
     "size",
     "energy_per_call_j",
@@ -59,10 +63,22 @@ ROW_FIELDS = (
     "power_median_w",
     "measured_dram_bytes",  # from `rooflint profile --ncu` counters (report --counters), else null
     "measured_ai_flop_per_byte",  # the row's FLOPs over those bytes
+    # a model row's phase and throughput (rooflint model); empty on kernel rows
+    "phase",
+    "batch",
+    "context",
+    "tokens_per_s",
+    "floor_ms",
+    "pct_of_floor",
 )
 # The numeric ones: JSON-safe numbers (NaN -> null); the rest are text cells.
-_NUMBER_SUFFIXES = ("_ms", "tflops", "gbps", "byte", "bytes", "roof", "eager", "_compile", "_j", "_w")
-REPORT_NUMBER_COLUMNS = {name for name in ROW_FIELDS if name.endswith(_NUMBER_SUFFIXES)}
+_NUMBER_SUFFIXES = ("_ms", "tflops", "gbps", "byte", "bytes", "roof", "eager", "_compile", "_library", "_j", "_w")
+REPORT_NUMBER_COLUMNS = {name for name in ROW_FIELDS if name.endswith(_NUMBER_SUFFIXES)} | {
+    "batch",
+    "context",
+    "tokens_per_s",
+    "pct_of_floor",
+}
 
 
 def _clean(value: Any) -> Any:
@@ -88,6 +104,8 @@ class GpuSection:
 
 
 _SHAPE_KEY = ["family", "dtype", "shape", "gpu"]
+# core.family.LIBRARY_KIND, spelt out: core.family imports torch, which a report never needs.
+LIBRARY_KIND = "library"
 
 
 def _base_over_row(frame: pd.DataFrame, base_ms: dict[tuple, float]) -> pd.Series:
@@ -115,6 +133,13 @@ def _vs_best_compile(frame: pd.DataFrame) -> pd.Series:
     return _base_over_row(frame, compiled.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
 
 
+def _vs_best_library(frame: pd.DataFrame) -> pd.Series:
+    """The fastest ok library peer (FlashAttention, FlashInfer, Liger, quack) of the same family,
+    dtype, shape and GPU over this row's median: above 1 where the row beats every library that ran."""
+    peers = frame[(frame["kind"] == LIBRARY_KIND) & (frame["status"] == OK)]
+    return _base_over_row(frame, peers.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
+
+
 def build_report(
     frame: pd.DataFrame,
     image_dir: Path | None = None,
@@ -128,6 +153,7 @@ def build_report(
     frame["gpu"] = frame["gpu"].fillna("").astype(str)
     frame["speedup_vs_eager"] = _speedups(frame)
     frame["speedup_vs_best_compile"] = _vs_best_compile(frame)
+    frame["speedup_vs_best_library"] = _vs_best_library(frame)
     matched = _add_counters(frame, counters or {})
     sections = []
     for gpu, rows in frame.groupby("gpu", sort=True):
@@ -162,7 +188,7 @@ def build_report(
                     section.roofs[f"{unit} {precision}"] = peak
         if image_dir is not None and spec is not None:
             # The static image also lists the rows it cannot place (no FLOPs), so it gets every ok row.
-            section.images = _draw(points, spec, Path(image_dir))
+            section.images = _draw(points, spec, Path(image_dir), several=frame["gpu"].nunique() > 1)
         sections.append(section)
     summary_extra = {"counters_matched": matched} if counters is not None else {}
     return {
@@ -234,13 +260,13 @@ def placeable(points: pd.DataFrame) -> pd.DataFrame:
     return points[keep].reset_index(drop=True)
 
 
-def _draw(points: pd.DataFrame, spec: GpuSpec, image_dir: Path) -> dict[str, str]:
-    from rooflint.outputs.plot import plot_roofline
+def _draw(points: pd.DataFrame, spec: GpuSpec, image_dir: Path, several: bool) -> dict[str, str]:
+    from rooflint.outputs.plot import plot_roofline, roofline_base
 
     if points.empty:
         return {}
     image_dir.mkdir(parents=True, exist_ok=True)
-    base = image_dir / f"roofline_{spec.key}"
+    base = roofline_base(image_dir, spec.key, several)
     written = plot_roofline(points, spec, base, f"rooflint: {spec.name}")
     return {Path(p).suffix.lstrip("."): str(p) for p in written}
 

@@ -6,6 +6,7 @@ import base64
 import html
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,19 @@ from rooflint.outputs.results import OK
 # (header, field, format) of the per-family table; format None means text.
 TABLE = (
     ("time ms", "median_ms", "{:.4g}"),
+    ("tok/s", "tokens_per_s", "{:.4g}"),
     ("TFLOP/s", "achieved_tflops", "{:.3g}"),
     ("GB/s", "achieved_gbps", "{:.4g}"),
     ("AI", "ai_flop_per_byte", "{:.3g}"),
     ("% of roof", "pct_of_roof", "{:.1f}"),
+    ("floor ms", "floor_ms", "{:.4g}"),
+    ("% of floor", "pct_of_floor", "{:.1f}"),
+    ("context", "context", "{:.0f}"),
     ("bound", "bound", None),
     ("vs eager", "speedup_vs_eager", "{:.2f}x"),
     ("vs best compile", "speedup_vs_best_compile", "{:.2f}x"),
+    ("vs best library", "speedup_vs_best_library", "{:.2f}x"),
+    ("extra MiB", "peak_extra_memory_bytes", "{:.4g}"),
     ("mJ/call", "energy_per_call_j", "{:.3g}"),
     ("GFLOP/J", "flop_per_j", "{:.3g}"),
     ("GB/J", "bytes_per_j", "{:.3g}"),
@@ -36,7 +43,7 @@ TABLE = (
 # The energy columns (NVML) appear only in tables with at least one reading; CPU runs have none.
 ENERGY_FIELDS = ("energy_per_call_j", "flop_per_j", "bytes_per_j", "power_median_w")
 # Stored in SI units (J, FLOP/J, B/J); shown in units that keep a kernel's numbers short.
-SCALE = {"energy_per_call_j": 1e3, "flop_per_j": 1e-9, "bytes_per_j": 1e-9}
+SCALE = {"energy_per_call_j": 1e3, "flop_per_j": 1e-9, "bytes_per_j": 1e-9, "peak_extra_memory_bytes": 2**-20}
 
 
 def _cell(value: Any, pattern: str | None, name: str = "") -> str:
@@ -46,12 +53,21 @@ def _cell(value: Any, pattern: str | None, name: str = "") -> str:
     return pattern.format(value * SCALE.get(name, 1.0)) if finite(value) else ""
 
 
-OPTIONAL_FIELDS = (*ENERGY_FIELDS, "speedup_vs_best_compile")
+# A model's columns (tok/s, its phase floor, the decode context) appear only in tables of model rows.
+MODEL_FIELDS = ("tokens_per_s", "floor_ms", "pct_of_floor", "context")
+OPTIONAL_FIELDS = (
+    *ENERGY_FIELDS,
+    *MODEL_FIELDS,
+    "speedup_vs_best_compile",
+    "speedup_vs_best_library",
+    "peak_extra_memory_bytes",
+)
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
     """TABLE without the columns no row has a value for: energy without NVML, "vs best compile"
-    in a family or run without compiled variants."""
+    in a family or run without compiled variants, "vs best library" where no library peer ran, the
+    extra memory on a CPU (measured on CUDA only)."""
     present = {name for name in OPTIONAL_FIELDS if any(finite(r.get(name)) for r in rows)}
     return [column for column in TABLE if column[1] not in OPTIONAL_FIELDS or column[1] in present]
 
@@ -76,10 +92,13 @@ def _varying(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _variant_cell(row: dict[str, Any]) -> str:
+    name = str(row["variant"])
+    if row.get("library"):  # a third-party peer: say whose kernel, and which release, was timed
+        name += f" [{' '.join(filter(None, (row['library'], row.get('library_version'))))}]"
     if row["status"] == OK:
-        return str(row["variant"])
+        return name
     why = (row.get("message") or "").splitlines()[0][:90] if row.get("message") else ""
-    return f"{row['variant']} ({row['status']}{': ' + why if why else ''})"
+    return f"{name} ({row['status']}{': ' + why if why else ''})"
 
 
 def _header(report: dict[str, Any]) -> list[str]:
@@ -172,8 +191,22 @@ def text_roofline(points: pd.DataFrame, bandwidth_gbps: float, roofs: dict[str, 
 # ------------------------------------------------------------------------------------------ Markdown
 
 
-def _md_escape(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+# Characters that make Markdown out of text: code, links and images, emphasis, strikethrough, cells.
+_MD_ACTIVE = re.compile(r"[\\`*\[\]|~]|(?<!\w)_|_(?!\w)")
+
+
+def md_text(value: Any) -> str:
+    """Text from a results file as Markdown that shows it as written and renders nothing of its own:
+    a family named ``<script>`` is text, never HTML, as in the HTML report. Underscores inside a
+    word (vector_add) stay as they are: they never start emphasis."""
+    # < and & alone start HTML (tags, entities); a > inside a line is plain text.
+    escaped = " ".join(str(value).splitlines()).replace("&", "&amp;").replace("<", "&lt;")
+    return _MD_ACTIVE.sub(lambda match: "\\" + match.group(0), escaped)
+
+
+def md_code(value: Any) -> str:
+    """Text for inside a `code span` (shapes): no backtick can end it, no pipe can end its cell."""
+    return " ".join(str(value).splitlines()).replace("`", "'").replace("|", "\\|")
 
 
 def _md_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -186,11 +219,11 @@ def _md_table(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for row in rows:
         ok = row["status"] == OK
-        cells = [_md_escape(_variant_cell(row))] + [
-            f"`{row[name]}`" if name == "shape" else row[name] for name in extra
+        cells = [md_text(_variant_cell(row))] + [
+            f"`{md_code(row[name])}`" if name == "shape" else md_text(row[name]) for name in extra
         ]
         cells += [
-            _md_escape(_cell(row[name], pattern, name)) if ok or name == "lint" else "" for _, name, pattern in columns
+            md_text(_cell(row[name], pattern, name)) if ok or name == "lint" else "" for _, name, pattern in columns
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines
@@ -211,28 +244,29 @@ def render_markdown(report: dict[str, Any], base: Path | None = None) -> str:
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
         lines += ["", "## Across GPUs", "", "time in ms (% of that GPU's roof)", ""]
-        lines.append("| family | variant | dtype | shape | " + " | ".join(gpus) + " |")
+        lines.append("| family | variant | dtype | shape | " + " | ".join(md_text(g) for g in gpus) + " |")
         lines.append("|---|---|---|---|" + "---:|" * len(gpus))
         for item in report["across_gpus"]:
             cells = [_across_cell(item["by_gpu"].get(g)) for g in gpus]
             lines.append(
-                f"| {item['family']} | {item['variant']} | {item['dtype']} | `{item['shape']}` | "
-                + " | ".join(cells)
-                + " |"
+                f"| {md_text(item['family'])} | {md_text(item['variant'])} | {md_text(item['dtype'])} | "
+                f"`{md_code(item['shape'])}` | " + " | ".join(cells) + " |"
             )
     for section in report["_sections"]:
-        lines += ["", f"## {section.gpu or 'unknown GPU'}: {section.name}", "", _environment(section), ""]
-        lines.append(_ceilings(section) + ".")
+        heading = f"{md_text(section.gpu) or 'unknown GPU'}: {md_text(section.name)}"
+        lines += ["", f"## {heading}", "", md_text(_environment(section)), ""]
+        lines.append(md_text(_ceilings(section)) + ".")
         lines += ["", energy_note(section) + "."]
         if section.images.get("png") and base is not None:
             link = Path(os.path.relpath(section.images["png"], base)).as_posix()
-            lines += ["", f"![roofline on {section.gpu}]({link})"]
+            lines += ["", f"![roofline on {md_text(section.gpu)}]({link})"]
         if section.spec is not None and section.points is not None:
             text = text_roofline(section.points, section.spec.bandwidth_gbps, section.roofs)
+            text = text.replace("`", "'")  # a label from the file must not close the code fence
             if text:
                 lines += ["", "```text", text, "```"]
         for family, rows in section.families.items():
-            lines += ["", f"### {family}", ""] + _md_table(rows)
+            lines += ["", f"### {md_text(family)}", ""] + _md_table(rows)
     return "\n".join(lines) + "\n"
 
 

@@ -38,7 +38,7 @@ class ResultRow:
     # what was run
     family: str
     variant: str
-    kind: str  # eager | eager_unfused | compile | triton | cuda
+    kind: str  # eager | eager_unfused | compile | triton | cuda | library
     dtype: str
     size: str  # preset name or "custom"
     shape: str  # "n=268435456" or "B=4,H=32,N=4096,D=128,causal=1"
@@ -104,6 +104,17 @@ class ResultRow:
     tensor_peak_tflops: float = math.nan
     cuda_peak_tflops: float = math.nan
     host: str = ""  # the machine that measured the row (fleets run one plan on many hosts)
+    # a library row (kind "library"): the third-party distribution it ran and its version
+    library: str = ""  # e.g. "liger-kernel"; empty for rooflint's own and PyTorch's variants
+    library_version: str = ""
+    # a model row (family "model:<config>", rooflint model): its phase and the step's throughput,
+    # so they sort, plot and gate like any column; empty (NaN, "") on kernel rows
+    phase: str = ""  # prefill | decode | generate
+    batch: float = math.nan  # sequences per step (a whole number)
+    context: float = math.nan  # keys the last new token sees: prefill T, decode the timed step's cache length
+    tokens_per_s: float = math.nan  # op=step rows: tokens produced per second
+    floor_ms: float = math.nan  # op=step rows: the phase's roofline floor (models/rows.phase_floor)
+    pct_of_floor: float = math.nan  # op=step rows: floor / measured step time, in percent
 
     def key(self) -> tuple[str, str, str, str, str]:
         return (self.family, self.variant, self.dtype, self.shape, self.gpu)
@@ -150,37 +161,11 @@ def json_safe(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_results(path: Path | str) -> pd.DataFrame:
-    """Read a results.csv or results.json written by rooflint, with one clear error if it is not one."""
-    from rooflint.core.paths import existing_file
+    """Read a results.csv or results.json written by rooflint, with one clear error if it is not one
+    (the strict reader, outputs/result_file.py: every command that takes results reads through it)."""
+    from rooflint.outputs.result_file import Schema, read_result_file
 
-    path = existing_file(path, "results file", "results.csv")
-    try:
-        if path.suffix == ".json":
-            payload = json.loads(path.read_text())
-            frame = pd.DataFrame(payload["rows"])
-        else:
-            frame = pd.read_csv(path, keep_default_na=False, na_values=NA_VALUES)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, pd.errors.ParserError) as error:
-        raise UserError(f"{path} is not a rooflint results file: {str(error).splitlines()[0]}") from None
-    missing = [c for c in ("family", "variant", "dtype", "shape", "status", "median_ms") if c not in frame.columns]
-    if missing:
-        raise UserError(f"{path} is not a rooflint results file: missing columns {', '.join(missing)}")
-    for column in frame.columns:
-        if column in _TYPES and _TYPES[column] in ("float", "int"):
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    for column in COLUMNS:
-        if column not in frame.columns:
-            frame[column] = math.nan if _TYPES[column] in ("float", "int") else ""
-    # A measured row's time is positive: a zero or negative one is a corrupted or hand-edited file,
-    # and every rate, % of roof and comparison made from it would be nonsense.
-    timed = frame["status"].astype(str) == OK
-    for column in ("median_ms", "p20_ms", "p80_ms"):
-        bad = timed & (frame[column] <= 0 if column == "median_ms" else frame[column] < 0)
-        if bad.any():
-            where = int(bad.idxmax())
-            line = f"line {where + 2}" if path.suffix != ".json" else f"row {where + 1}"
-            raise UserError(f"{path} {line}: {column} {frame[column][where]:g} on an ok row; valid: a time above 0 ms")
-    return frame
+    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES)))
 
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:

@@ -49,28 +49,30 @@ def bench_command(
     ] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write correctness checks as JUnit XML.")] = None,
     roof: RoofOption = None,
+    # The measuring settings' defaults live in rooflint.engine.settings; None here means "the default".
     regime: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--regime",
-            help="burst: spin-separated calls near boost clock (reproducible); sustained: back to back "
-            "after a heat-up, at the power cap as a training loop runs (docs/timing.md).",
+            help="burst (the default): spin-separated calls near boost clock (reproducible); sustained: back "
+            "to back after a heat-up, at the power cap as a training loop runs (docs/timing.md).",
         ),
-    ] = "burst",
+    ] = None,
     throttle_threshold: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--throttle-threshold",
             help="A row whose median SM clock is under this share of the clock measured under load at "
             "start is throttled, and re-timed.",
         ),
-    ] = 0.90,
+    ] = None,
     throttle_retries: Annotated[
-        int, typer.Option("--throttle-retries", help="Re-timings of a throttled row before it is kept and marked.")
-    ] = 3,
+        int | None,
+        typer.Option("--throttle-retries", help="Re-timings of a throttled row before it is kept and marked."),
+    ] = None,
     recovery_delay: Annotated[
-        float, typer.Option("--recovery-delay", help="Seconds to wait before re-timing a throttled row.")
-    ] = 2.0,
+        float | None, typer.Option("--recovery-delay", help="Seconds to wait before re-timing a throttled row.")
+    ] = None,
 ) -> None:
     """Check every variant against a float64 reference, time it honestly and place it on the roofline.
 
@@ -85,8 +87,20 @@ def bench_command(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from rooflint.core.roofs import DEFAULT_ROOF
     from rooflint.engine import bench as engine
+    from rooflint.engine.settings import MeasureSettings
 
+    measure = MeasureSettings.from_options(
+        regime=regime,
+        cuda_graphs=cuda_graphs,
+        throttle_threshold=throttle_threshold,
+        throttle_retries=throttle_retries,
+        recovery_delay_s=recovery_delay,
+    )
+    for option, given in (("--variants", variants), ("--dtype", dtype), ("families", families)):
+        if given is not None and not split(given):  # `--variants ''` must not mean "every variant"
+            raise UserError(f"{option} {' '.join(given)!r} names nothing; give at least one name (rooflint list)")
     request = engine.BenchRequest(
         families=split(families) or ["all"],
         variants=split(variants),
@@ -98,16 +112,18 @@ def bench_command(
         gpu_types=split([gpu_types] if gpu_types else None),
         spec_file=str(spec_file) if spec_file else None,
         gpu=gpu,
-        cuda_graphs=cuda_graphs,
-        roof=roof or engine.DEFAULT_ROOF,
+        roof=roof or DEFAULT_ROOF,
         out=out,
         junit=junit,
-        regime=regime,
-        throttle_threshold=throttle_threshold,
-        throttle_retries=throttle_retries,
-        recovery_delay_s=recovery_delay,
+        measure=measure,
     )
     planned = engine.prepare(request)
+    if cuda_graphs and planned.request.device != "cuda":
+        err_console.print(
+            "note: --cuda-graphs does nothing on the CPU (CUDA graphs replay GPU launches); rows are timed as usual",
+            highlight=False,
+            soft_wrap=True,
+        )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         # A fleet runs the whole plan once per GPU type asked for.

@@ -21,7 +21,8 @@ def compare_command(
         bool, typer.Option("--allow-gpu-mismatch", help="Compare runs from different GPUs (one GPU each side).")
     ] = False,
     fail_on_missing: Annotated[
-        bool, typer.Option("--fail-on-missing", help="Also exit 1 when a BASE row is missing from NEW.")
+        bool,
+        typer.Option("--fail-on-missing", help="Also exit 1 when a BASE row of a family NEW did not run is missing."),
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Also write the Markdown diff to this file.")] = None,
 ) -> None:
@@ -30,7 +31,8 @@ def compare_command(
     Rows are joined on family, variant, dtype, shape and GPU. A row is slower (a regression) when its
     median time grew by more than the threshold AND the two runs' p20-p80 intervals do not overlap;
     past the threshold with overlapping intervals it is "noisy" and does not fail. A variant that was
-    ok in BASE and fails, skips or crashes in NEW is a regression. Rows on one side only are listed.
+    ok in BASE and fails, errors, skips or crashes in NEW is a regression, and so is one missing from
+    NEW where NEW ran its family on that GPU. Rows of families NEW did not run are listed.
 
     Examples: rooflint compare reports/h100.csv out/results.csv;
     rooflint compare base.csv new.csv --threshold 3% --out diff.md

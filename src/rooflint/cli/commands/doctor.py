@@ -32,9 +32,17 @@ def doctor_command(
     """
     import json
 
-    from rooflint.core.paths import write_text
+    from rooflint.core.paths import writable_file, write_text
+    from rooflint.core.specs import get_spec, load_spec_file
     from rooflint.engine.doctor import TorchProbe, diagnose
 
+    # Bad input is refused before the half minute of checks and the table, not after them.
+    if spec_file is not None:
+        load_spec_file(spec_file)
+    if gpu is not None:
+        get_spec(gpu, spec_file)
+    if json_path is not None:
+        writable_file(json_path, "doctor report")
     report = diagnose(TorchProbe(str(spec_file) if spec_file else None, gpu))
     console.print(report_table(report))
     for note in report.notes:

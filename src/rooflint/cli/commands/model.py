@@ -13,9 +13,24 @@ from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, split
 
 @user_errors
 def model_command(
-    model: Annotated[str, typer.Argument(help="The model: gpt2.")],
-    config: Annotated[str, typer.Option("--config", help="gpt2, gpt2-medium, gpt2-large or gpt2-xl.")] = "gpt2",
-    batch: Annotated[int, typer.Option("--batch", help="Sequences per step.")] = 8,
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="gpt2, gpt2-medium, llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, mistral-7b, "
+            "or a Hugging Face config.json path (model_type llama, qwen2 or mistral)."
+        ),
+    ],
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="A preset of the model (gpt2: gpt2, gpt2-medium, gpt2-large, gpt2-xl)."),
+    ] = None,
+    batch: Annotated[
+        str, typer.Option("--batch", help="Sequences per step; several (1,8,32,128) sweep decode over each.")
+    ] = "8",
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="Decode sweep: KV-cache lengths, e.g. 512,4096,32768 (one decode row each)."),
+    ] = None,
     seq: Annotated[int, typer.Option("--seq", help="Tokens per sequence of the prefill forward.")] = 1024,
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens before greedy generation.")] = 512,
     new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated greedily.")] = 128,
@@ -53,24 +68,39 @@ def model_command(
     tokens: all of the first 32 must match in fp32); a set that fails is reported and never timed.
     Then, per set: one prefill forward (B x seq tokens), a greedy decode loop over a paged KV cache
     (one CUDA graph per step on a GPU), and the whole generation are timed; one prefill forward
-    and one decode step are profiled and every kernel is attributed to an op (embedding, layer_norm,
-    qkv_proj, attention, out_proj, residual, mlp_up_gelu, mlp_down, lm_head, sample).
+    and one decode step are profiled and every kernel is attributed to an op (GPT-2: embedding,
+    layer_norm, qkv_proj, attention, out_proj, residual, mlp_up_gelu, mlp_down, lm_head, sample;
+    Llama: rms_norm, add_rms_norm, rope, o_proj, gate_up_proj, swiglu, down_proj in their place).
+    Config and memory are checked before anything is built; a sweep point that cannot fit is
+    skipped with the reason while others fit.
 
     Writes results.csv/.json (for `rooflint report` and `rooflint compare`), model-<config>.md and a
     roofline per set and phase with one point per op, its area its share of the step. See docs/models.md.
 
     Examples: rooflint model gpt2 --config gpt2 --kernels eager,triton --out out/gpt2;
+    rooflint model llama-3.2-1b --batch 1,8,32,128 --context 512,4096,32768 --hf-baseline;
     rooflint model gpt2 --batch 1 --seq 32 --prompt 16 --new-tokens 4 --dtype fp32 --layers 2 --device cpu
     """
     from rich.table import Table
 
-    from rooflint.models.engine import ModelRequest, run_model
+    from rooflint.core.errors import UserError
+    from rooflint.models.catalog import resolve
+    from rooflint.models.model_run import run_model
+    from rooflint.models.outcome import ModelRequest
+    from rooflint.models.sweep import parse_sizes
     from rooflint.models.tables import all_tables
 
+    spec, config = resolve(model, config)
+    known = spec.configs  # an unknown --config is refused before anything is built
+    if weights is None and config not in known:
+        raise UserError(f"unknown {model} config {config!r}; valid: {', '.join(known)}")
+    batches, contexts = parse_sizes(batch, "--batch"), parse_sizes(context, "--context")
+    sweeping = len(batches) > 1 or contexts is not None
     request = ModelRequest(
-        model=model, config=config, batch=batch, seq=seq, prompt=prompt, new_tokens=new_tokens, dtype=dtype,
+        model=model, config=config, batch=batches[0], seq=seq, prompt=prompt, new_tokens=new_tokens, dtype=dtype,
         kernels=split(kernels) or None, weights=weights, layers=layers, out=out, device=device, gpu=gpu,
         spec_file=spec_file, hf_baseline=hf_baseline, plots=not no_plots,
+        sweep_batches=batches if sweeping else None, sweep_contexts=contexts if sweeping else None,
     )  # fmt: skip
     outcome = run_model(request, log=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
     for title, headers, rows in all_tables(outcome):

@@ -35,8 +35,9 @@ def roofline_command(
     projected onto this one, and with no results each family's attainable point is predicted from its
     cost model; predicted points are hollow and marked "predicted" in the plot and the CSV.
 
-    Without --gpu, each GPU in the results gets its own roofline (roofline-<gpu>.png), its rows on
-    its own roof. Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are
+    Without --gpu, each GPU in the results gets its own roofline, its rows on its own roof. Files
+    are named as bench names them: roofline.png/.svg/.csv for one GPU, roofline-<gpu>.* for each
+    of several. Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are
     drawn dashed beside the datasheet ones.
 
     Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
@@ -46,11 +47,14 @@ def roofline_command(
     from rooflint.core.errors import UserError
     from rooflint.core.paths import output_dir
     from rooflint.core.roofs import measured_overlay
-    from rooflint.core.specs import get_spec
-    from rooflint.outputs.plot import plot_roofline
+    from rooflint.core.specs import get_spec, load_spec_file
+    from rooflint.outputs.plot import plot_roofline, roofline_base
     from rooflint.outputs.points import points_from_results
     from rooflint.outputs.results import read_results
 
+    if spec_file is not None:
+        load_spec_file(spec_file)  # refused up front, whether or not a row would need it
+    output_dir(out)
     frame = read_results(results) if results is not None else None
     if gpu or frame is None:
         # One roof: rows measured on it, else projected from other GPUs' rows or predicted.
@@ -64,8 +68,8 @@ def roofline_command(
         ]
         if not plots:
             raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
-    output_dir(out)
     written = []
     for spec, points, title in plots:
-        written += plot_roofline(points, spec, out / f"roofline-{spec.key}", title, measured_overlay(spec, ceilings))
+        base = roofline_base(out, spec.key, several=len(plots) > 1)
+        written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))

@@ -22,6 +22,7 @@ from rooflint.core.specs import GpuSpec
 from rooflint.engine.fleet.cluster import describe_workers, open_client
 from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
 from rooflint.engine.fleet.task import measure_group
+from rooflint.engine.request import BenchPlan
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import ERROR, ResultRow, row_from_record
 
@@ -79,7 +80,7 @@ class FleetLog:
                 handle.write(f"== {submission.name} on {result['name']} ({result['host']})\n{result['log']}\n")
 
 
-def run_fleet(bench: Any, record: Callable[[ResultRow], None], spec: GpuSpec | None, out_dir: Path) -> None:
+def run_fleet(bench: BenchPlan, record: Callable[[ResultRow], None], spec: GpuSpec | None, out_dir: Path) -> None:
     """Run a prepared bench on the cluster ``bench.request.scheduler`` names; ``record`` gets each row once.
 
     Every GPU type chosen (``--gpu-types``, else every type the workers offer) runs the whole plan.
@@ -117,7 +118,7 @@ class FleetRun:
     def __init__(
         self,
         client: Any,
-        bench: Any,
+        bench: BenchPlan,
         labels: list[str],
         record: Callable[[ResultRow], None],
         spec: GpuSpec | None,

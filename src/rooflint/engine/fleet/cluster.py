@@ -11,6 +11,7 @@ from typing import Any
 from rooflint.core.errors import UserError
 from rooflint.engine.fleet.request import LOCAL
 from rooflint.engine.fleet.resources import GPU, label_for, type_resource
+from rooflint.engine.request import BenchRequest
 
 # No silent re-run of a task whose worker died: the client decides (fleet/client.py), counting only
 # the tries that started. A scheduler started by hand takes DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0.
@@ -32,7 +33,7 @@ class LocalWorker:
         return {GPU: 1, **{type_resource(label): 1 for label in self.labels}}
 
 
-def local_workers(request: Any) -> list[LocalWorker]:
+def local_workers(request: BenchRequest) -> list[LocalWorker]:
     """One worker per GPU of ``--devices`` (default: every visible GPU); one worker on a CPU run."""
     if request.device != "cuda":
         return [LocalWorker("cpu", ("cpu",))]
@@ -79,7 +80,7 @@ def local_cluster(workers: list[LocalWorker]) -> Any:
 
 
 @contextmanager
-def open_client(request: Any) -> Iterator[Any]:
+def open_client(request: BenchRequest) -> Iterator[Any]:
     """A connected Client with at least one worker; the local cluster goes away with it."""
     from distributed import Client
 

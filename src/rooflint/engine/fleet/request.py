@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
 
 from rooflint.core.errors import UserError
+from rooflint.engine.request import BenchRequest
 
 LOCAL = "local"  # --scheduler local: a Dask cluster of this machine's GPUs, one worker each
 INSTALL_HINT = 'pip install "rooflint[dask]"'
@@ -15,7 +15,7 @@ def dask_installed() -> bool:
     return importlib.util.find_spec("distributed") is not None
 
 
-def remote_device(request: Any) -> str | None:
+def remote_device(request: BenchRequest) -> str | None:
     """The device of a run on a remote cluster, else None.
 
     The workers hold the GPUs there, so the client needs none: a laptop can drive a GPU cluster.
@@ -28,7 +28,7 @@ def remote_device(request: Any) -> str | None:
     return device
 
 
-def settle(request: Any) -> None:
+def settle(request: BenchRequest) -> None:
     """Fill and check a request's fleet fields in place, before anything runs.
 
     Several ``--devices`` without ``--scheduler`` run on a local Dask cluster when Dask is

@@ -8,11 +8,15 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflint.core.specs import GpuSpec
+from rooflint.engine.request import BenchRequest
 from rooflint.engine.worker import Task
 from rooflint.outputs.results import ResultRow, json_safe
+
+if TYPE_CHECKING:
+    from rooflint.engine.measuring import MeasuringProcess
 
 LOG_TAIL_CHARS = 20_000  # of the measuring processes' stderr, sent back for the client's worker log
 
@@ -24,7 +28,7 @@ def measure_group(
     *,
     device: str,
     spec: GpuSpec | None,
-    request: Any,
+    request: BenchRequest,
     spec_file_text: str | None = None,
 ) -> dict[str, Any]:
     """Run one family x dtype x shape, baseline first, on this worker's GPU.
@@ -79,11 +83,11 @@ def measure_group(
     return {"records": records, "log": text[-LOG_TAIL_CHARS:], **me}
 
 
-_PROCESS: Any = None  # this Dask worker process's measuring child
+_PROCESS: MeasuringProcess | None = None  # this Dask worker process's measuring child
 _LOCK = threading.Lock()
 
 
-def _process() -> Any:
+def _process() -> MeasuringProcess:
     """The measuring child this Dask worker keeps across tasks; its stderr log outlives each task.
 
     If the Dask worker dies, the child's stdin closes and it ends after the job in hand."""

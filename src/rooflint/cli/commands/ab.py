@@ -1,0 +1,138 @@
+"""`rooflint ab FAMILY`: variants, git refs, source files or meta-parameter sets of one family, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.options import DeviceOption, SizeOption, VariantsOption, split
+
+
+@user_errors
+def ab_command(
+    family: Annotated[str, typer.Argument(help="The family whose entries to compare, e.g. softmax.")],
+    variants: VariantsOption = None,
+    ref: Annotated[
+        list[str] | None,
+        typer.Option("--ref", help="A git ref to take the family from (repeat; 'worktree': as installed now)."),
+    ] = None,
+    source: Annotated[
+        list[Path] | None, typer.Option("--source", help="A file holding the family module (repeat).")
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", help="NAME=V1,V2: meta-parameter values (repeat; entries take the cross product)."),
+    ] = None,
+    size: SizeOption = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default: bf16 where the family has it).")
+    ] = None,
+    device: DeviceOption = None,
+    rounds: Annotated[int, typer.Option("--rounds", help="Rounds; each times every entry once per regime.")] = 5,
+    regime: Annotated[
+        list[str] | None,
+        typer.Option("--regime", help="burst and/or sustained (repeat or comma-separate; default both)."),
+    ] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the table to this CSV file.")] = None,
+) -> None:
+    """Compare entries of one family: check each against float64, then time them in alternating rounds.
+
+    An entry is a variant, as installed, at a git ref (--ref) or from a file (--source), under each
+    meta-parameter set (--config). A failing entry is reported and dropped. The table gives each
+    entry's median, its speedup over the first entry with a 95% interval, its wins per round,
+    joules per call (NVML) and a verdict: faster, slower or within noise. Exit 1 when an entry failed
+    its check. docs/ab.md has the details.
+
+    Examples:
+      rooflint ab attention --variants triton,triton_gluon --size large --dtype bf16
+      rooflint ab softmax -V triton --ref HEAD~3 --ref HEAD
+      rooflint ab softmax -V triton --source old.py --source src/rooflint/kernels/softmax/__init__.py
+      rooflint ab softmax -V triton --config BLOCK_R=1,2,4 --config num_warps=4,8 --csv ab.csv
+      rooflint ab vector_add -V eager,eager_unfused --size small --rounds 3 --regime burst
+    """
+    from rooflint.engine.ab import AbSettings, run_ab
+
+    settings = AbSettings(
+        family=family,
+        variants=tuple(split(variants)),
+        refs=tuple(ref or ()),
+        sources=tuple(source or ()),
+        configs=tuple(config or ()),
+        size=size,
+        dtype=dtype,
+        device=device,
+        rounds=rounds,
+        regimes=tuple(split(regime)) or AbSettings.regimes,
+    )
+    if csv is not None:
+        _check_writable(csv)
+    outcome = run_ab(settings, on_note=lambda message: err_console.print(message, highlight=False))
+    for shape in dict.fromkeys(s.shape for s in outcome.summaries):
+        console.print(_table(outcome, shape))
+    for shape, failed in outcome.failures.items():
+        for label, why in failed.items():
+            console.print(f"[red]failed its float64 check, not timed:[/] {label} at {shape}: {why}", highlight=False)
+    console.print(
+        "x first: the first entry's time / this one's, the geometric mean of the per-round ratios with a "
+        f"{settings.confidence:.0%} t-interval; wins: rounds in which the entry was the fastest",
+        style="dim",
+    )
+    if csv is not None:
+        _write_csv(csv, outcome, settings.confidence)
+        console.print(f"wrote {csv}")
+    if outcome.failures:
+        raise typer.Exit(1)
+
+
+def _check_writable(path: Path) -> None:
+    from rooflint.core.errors import UserError
+
+    if path.is_dir():
+        raise UserError(f"--csv {path} is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"--csv {path} cannot be written: {error.strerror or error}") from None
+
+
+def _table(outcome, shape: str):
+    from rich.table import Table
+
+    from rooflint.analysis.ab_stats import FASTER, SLOWER
+    from rooflint.core.fmt import fmt
+
+    rounds = max(s.rounds for s in outcome.summaries if s.shape == shape)
+    title = f"{outcome.family} {outcome.dtype} {shape} on {outcome.device_name}: {rounds} rounds"
+    table = Table(title=title)
+    for column in ("regime", "entry", "median ms", "x first", "95% interval", "wins", "J/call", "verdict"):
+        table.add_column(column, overflow="fold")
+    colour = {FASTER: "green", SLOWER: "red"}
+    for s in (s for s in outcome.summaries if s.shape == shape):
+        interval = f"{s.speedup.low:.3f}-{s.speedup.high:.3f}" if s.verdict != "baseline" else ""
+        joules = fmt(s.joules_per_call) if s.joules_per_call == s.joules_per_call else "n/a"
+        verdict = f"[{colour[s.verdict]}]{s.verdict}[/]" if s.verdict in colour else s.verdict
+        table.add_row(
+            s.regime,
+            s.entry,
+            fmt(s.median_ms),
+            f"{s.speedup.estimate:.3f}",
+            interval,
+            f"{s.wins}/{s.rounds}",
+            joules,
+            verdict,
+        )
+    return table
+
+
+def _write_csv(path: Path, outcome, confidence: float) -> None:
+    import csv
+
+    from rooflint.analysis.ab_stats import CSV_COLUMNS, csv_rows
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_rows(outcome.summaries, confidence))

@@ -1,0 +1,91 @@
+"""The measuring half of an A/B: check every entry against the float64 reference (an entry that
+fails is reported and dropped, never timed), then time the survivors in alternating rounds.
+
+In each round every entry is timed once in each regime, by the bench's own timer (timer.measure:
+burst with the start state and flushed calls, sustained after a heat-up, the wall clock on a CPU)
+with NVML sampling, so a clock that drifts over the minutes an A/B takes slows every entry alike
+rather than the ones timed last. The entries' order rotates by one each round, so none is always
+timed first after the sustained regime's heat-up, or always right after a given neighbour.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from rooflint.analysis.ab_stats import Sample
+from rooflint.core.errors import VariantSkipped
+from rooflint.engine.ab.entries import Entry
+from rooflint.engine.correctness import check
+from rooflint.engine.nvml import Sampler
+from rooflint.engine.settings import Regime
+from rooflint.engine.throttle import energy_per_call_j
+from rooflint.engine.timer import measure
+
+
+def _why(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def checked_calls(
+    entries: Sequence[Entry], preset: str, params: dict[str, Any], dtype: str, device: str, seed: int
+) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """(label -> call) for the entries whose output matches their family's float64 reference at
+    this shape, in entry order, and (label -> why) for the others. Entries of one family share one
+    case (inputs) and one reference; a ref's or a file's copy of the family builds its own, from
+    the same seed."""
+    passed, failed = {}, {}
+    groups: dict[int, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(id(entry.source.family), []).append(entry)
+    for group in groups.values():
+        family = group[0].source.family
+        case = family.build_case(preset, params, dtype, torch.device(device), seed=seed)
+        with torch.no_grad():
+            reference = family.reference(case.inputs, params)
+        for entry in group:
+            try:
+                call = entry.build(case)
+                verdict = check(family, dtype, call(), reference)
+            except VariantSkipped as skipped:
+                failed[entry.label] = str(skipped)
+                continue
+            except Exception as error:  # a config the kernel cannot compile, a broken old source
+                failed[entry.label] = _why(error)
+                continue
+            if verdict.passed:
+                passed[entry.label] = call
+            else:
+                failed[entry.label] = verdict.message
+        del reference
+        gc.collect()
+    order = [entry.label for entry in entries]
+    return dict(sorted(passed.items(), key=lambda item: order.index(item[0]))), failed
+
+
+def time_rounds(
+    calls: dict[str, Callable[[], Any]],
+    *,
+    shape: str,
+    rounds: int,
+    regimes: Sequence[Regime],
+    device: str,
+    sampler: Sampler,
+    l2_bytes: int,
+    on_round: Callable[[int], None] = lambda r: None,
+) -> list[Sample]:
+    """``rounds`` rounds; in each, every call timed once per regime, the order rotated each round."""
+    labels = list(calls)
+    samples = []
+    for r in range(rounds):
+        order = labels[r % len(labels) :] + labels[: r % len(labels)]
+        for regime in regimes:
+            for label in order:
+                timing = measure(calls[label], device=device, regime=regime, sampler=sampler, l2_bytes=l2_bytes)
+                samples.append(Sample(shape, str(regime), r, label, timing.median_ms, energy_per_call_j(timing)))
+        on_round(r)
+    return samples

@@ -1,0 +1,270 @@
+// Y = act(LN(X) W^T + b) [+ R] for a few rows of X (M <= 16): a decode step's GEMMs, with the
+// program's whole share of W in registers before it waits for the kernel before it.
+//
+// A decode step is a chain of ~80 dependent kernels of a few microseconds. Each GEMM's bytes are
+// its weights, which no kernel of the step writes; only X (a few KB) is the previous kernel's.
+// Launched with programmatic dependent launch (sm_90), a block lets the next kernel's blocks in
+// at once (griddepcontrol.launch_dependents), loads its W into registers, and only then waits
+// (griddepcontrol.wait): the weight stream runs while the kernels before it still work, and what
+// is left on the chain is X from L2, the MMAs, a reduction across warps and the epilogue.
+// (Triton could not hold the loads across the wait without keeping each X tile's global load,
+// shared-memory round trip and MMA in one serial chain: docs/perf-notes/decode-pdl.md.)
+//
+// A block owns 16 rows of W; its warps split K, each holding 16 x 16*STEPS of W as mma.m16n8k16
+// A fragments (4*STEPS registers, 48 at STEPS 12). X's rows are the MMA's N side (one n8 tile for
+// M <= 8, two for M <= 16). A 32-wide K chunk is loaded as one 16-byte vector per thread and
+// row; the MMA's K order within the chunk is then a permutation of memory order, the same one for
+// A and B, so the dot product is unchanged: thread t's words 0..3 are elements 8t..8t+7, words
+// 0-1 feed the chunk's first k16 step (logical k 2t, 2t+1 and 2t+8, 2t+9) and words 2-3 its second.
+//
+// Fusions as the Triton kernel (kernels/gelu_linear/skinny.py): a layer norm folded into W (c1, c2;
+// the row statistics from the same X elements the MMA reads, shifted by each row's first
+// element), bias, tanh-GELU, a residual add, and K/V columns scattered into a paged cache.
+#include "rooflint/common.cuh"
+
+namespace {
+
+constexpr int kRows = 16;      // W rows per block: the MMA's M
+constexpr int kMaxWarps = 16;  // K / (16 * STEPS) warps per block, at most
+
+template <typename T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                              uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                                    uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+template <> __device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                             uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous() {
+  // The "memory" clobber keeps every load of the previous kernel's output after the wait.
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  T pair[2] = {from_float<T>(lo), from_float<T>(hi)};
+  return *reinterpret_cast<uint32_t*>(pair);
+}
+template <typename T> __device__ __forceinline__ float2 unpack(uint32_t word) {
+  const T* pair = reinterpret_cast<const T*>(&word);
+  return make_float2(to_float(pair[0]), to_float(pair[1]));
+}
+
+struct Params {
+  const void* x;
+  const void* w;
+  const void* bias;      // [N] or null
+  const void* residual;  // [M, N] (row stride r_row) or null
+  void* y;               // [M, N] (row stride y_row)
+  const float* c1;       // folded layer norm (fold_layer_norm), or null
+  const float* c2;
+  const long long* slots;  // paged K/V append: slot of (row, kv head), or null
+  void* k_rows;
+  void* v_rows;
+  long long m, n, k, x_row, r_row, y_row;
+  long long kv_start, kv_width, kv_heads, head_dim;
+  float eps;
+  int gelu, pdl;
+};
+
+template <typename T, int STEPS, int MT>
+__global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
+  constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
+  __shared__ float partial[kMaxWarps][kRows][8 * MT];
+  __shared__ float stats[kMaxWarps][8 * MT][2];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int warps = blockDim.x / 32;
+  const long long row0 = static_cast<long long>(blockIdx.x) * kRows;
+  const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 8 * t;
+  const T* w = static_cast<const T*>(p.w);
+  const T* x = static_cast<const T*>(p.x);
+  const bool norm = p.c1 != nullptr;
+
+  if (p.pdl) launch_dependents();
+  // W: rows row0 + g and row0 + g + 8, this thread's 8 elements of each 32-wide chunk.
+  uint4 w_lo[kChunks], w_hi[kChunks];
+  const bool lo_ok = row0 + g < p.n, hi_ok = row0 + g + 8 < p.n;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = k0 + 32 * c;
+    w_lo[c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
+    w_hi[c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
+  }
+  // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
+  // 16 * 8 * MT, also before the wait.
+  const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
+  const long long n = row0 + out_n;
+  const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
+  float bias = 0.0f, c1 = 0.0f, c2 = 0.0f;
+  long long dst = -1;
+  bool to_v = false;
+  if (writes) {
+    if (p.bias != nullptr) bias = to_float(static_cast<const T*>(p.bias)[n]);
+    if (norm) c1 = p.c1[n], c2 = p.c2[n];
+    if (p.slots != nullptr) {
+      const long long rel = n - p.kv_start;
+      if (rel >= 0 && rel < 2 * p.kv_width) {
+        to_v = rel >= p.kv_width;
+        const long long col = to_v ? rel - p.kv_width : rel;
+        dst = p.slots[out_m * p.kv_heads + col / p.head_dim] * p.head_dim + col % p.head_dim;
+      }
+    }
+  }
+
+  if (p.pdl) wait_for_previous();
+  // X: rows g (and g + 8 where MT = 2), the same elements; loaded together, one L2 round trip.
+  uint4 xv[MT][kChunks];
+  float shift[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long row = g + 8 * mt;
+    const bool ok = row < p.m;
+    shift[mt] = ok && norm ? to_float(x[row * p.x_row]) : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  float acc[MT][4] = {};
+  float s1[MT] = {}, s2[MT] = {};
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      uint32_t b[4] = {xv[mt][c].x, xv[mt][c].y, xv[mt][c].z, xv[mt][c].w};
+      if (norm) {  // the MMA takes x - shift, rounded once as an unfused layer norm's input is
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 v = unpack<T>(b[i]);
+          const float lo = v.x - shift[mt], hi = v.y - shift[mt];
+          s1[mt] += lo + hi;
+          s2[mt] += lo * lo + hi * hi;
+          b[i] = pack<T>(lo, hi);
+        }
+      }
+      const uint32_t a0[4] = {w_lo[c].x, w_hi[c].x, w_lo[c].y, w_hi[c].y};
+      const uint32_t a1[4] = {w_lo[c].z, w_hi[c].z, w_lo[c].w, w_hi[c].w};
+      mma16816<T>(acc[mt], a0, b[0], b[1]);
+      mma16816<T>(acc[mt], a1, b[2], b[3]);
+    }
+  }
+  // Across warps: each warp's partial tile (W rows g, g + 8; X rows 2t, 2t + 1 of each n8 tile)
+  // and its X rows' statistics through shared memory, summed in warp order (deterministic).
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    partial[warp][g][8 * mt + 2 * t] = acc[mt][0];
+    partial[warp][g][8 * mt + 2 * t + 1] = acc[mt][1];
+    partial[warp][g + 8][8 * mt + 2 * t] = acc[mt][2];
+    partial[warp][g + 8][8 * mt + 2 * t + 1] = acc[mt][3];
+    if (norm) {
+      float a = s1[mt], b2 = s2[mt];
+      a += __shfl_xor_sync(0xffffffffu, a, 1);
+      a += __shfl_xor_sync(0xffffffffu, a, 2);
+      b2 += __shfl_xor_sync(0xffffffffu, b2, 1);
+      b2 += __shfl_xor_sync(0xffffffffu, b2, 2);
+      if (t == 0) stats[warp][g + 8 * mt][0] = a, stats[warp][g + 8 * mt][1] = b2;
+    }
+  }
+  __syncthreads();
+  if (!writes) return;
+  float z = 0.0f;
+  for (int i = 0; i < warps; ++i) z += partial[i][out_n][out_m];
+  if (norm) {
+    float sum = 0.0f, squares = 0.0f;
+    for (int i = 0; i < warps; ++i) sum += stats[i][out_m][0], squares += stats[i][out_m][1];
+    const float mean = sum / static_cast<float>(p.k);
+    const float rstd = 1.0f / sqrtf(fmaxf(squares / static_cast<float>(p.k) - mean * mean, 0.0f) + p.eps);
+    z = rstd * (z - mean * c1) + c2;
+  }
+  z += bias;
+  if (p.gelu) z = gelu_tanh_sigmoid(z);
+  if (p.residual != nullptr) z += to_float(static_cast<const T*>(p.residual)[out_m * p.r_row + n]);
+  const T out = from_float<T>(z);
+  static_cast<T*>(p.y)[out_m * p.y_row + n] = out;
+  if (dst >= 0) static_cast<T*>(to_v ? p.v_rows : p.k_rows)[dst] = out;
+}
+
+template <typename T, int STEPS>
+cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned int>((p.n + kRows - 1) / kRows));
+  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = p.pdl ? 1 : 0;
+  if (p.m <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 1>, p);
+  // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
+  if constexpr (STEPS <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 2>, p);
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
+  const int warps = static_cast<int>(p.k / (16 * steps));
+  switch (steps) {
+    case 4: return launch_steps<T, 4>(p, warps, stream);
+    case 6: return launch_steps<T, 6>(p, warps, stream);
+    case 8: return launch_steps<T, 8>(p, warps, stream);
+    case 10: return launch_steps<T, 10>(p, warps, stream);
+    case 12: return launch_steps<T, 12>(p, warps, stream);
+    case 16: return launch_steps<T, 16>(p, warps, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+// steps: k16 steps per warp (4, 6, 8, 10, 12 or 16; at most 8 for M > 8), with K = 16 * steps * warps and
+// 4 (M <= 8) or 8 (M <= 16) <= warps <= 16.
+// Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
+// vector loads; fp16 or bf16 (the MMA's types).
+extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
+                                   const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
+                                   long long m, long long n, long long k, long long x_row, long long r_row,
+                                   long long y_row, long long kv_start, long long kv_width, long long kv_heads,
+                                   long long head_dim, long long steps, long long gelu, long long pdl, float eps,
+                                   long long dtype, cudaStream_t stream) {
+  const long long warps = steps > 0 ? k / (16 * steps) : 0;
+  // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
+  const long long min_warps = m <= 8 ? 4 : 8;
+  if (m < 1 || m > 16 || n < 1 || warps < min_warps || warps > kMaxWarps || k != 16 * steps * warps || x_row % 8 ||
+      !aligned16(x) || !aligned16(w)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  Params p{x, w, bias, residual, y, static_cast<const float*>(c1), static_cast<const float*>(c2),
+           static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
+           kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
+           static_cast<int>(pdl)};
+  cudaError_t status;
+  switch (dtype) {
+    case kFloat16: status = launch<__half>(p, steps, stream); break;
+    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, stream); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());
+}

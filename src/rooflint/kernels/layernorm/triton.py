@@ -1,0 +1,123 @@
+"""layernorm: triton implementation."""
+
+from __future__ import annotations
+
+from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
+from rooflint.core.triton_compat import tl, triton
+from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
+from rooflint.kernels.layernorm import EPS, FAMILY, MAX_FUSED_BLOCK, _outputs
+
+
+@triton.jit
+def _ln_row_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, hidden, eps,
+    BLOCK: tl.constexpr, GELU: tl.constexpr, MUFU: tl.constexpr, STATS: tl.constexpr, EVEN: tl.constexpr,
+):  # fmt: skip
+    # One program per row, the whole row in registers: x is read from HBM once and the variance
+    # is an exact two-pass one (mean, then squared deviations) at no extra traffic.
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    # EVEN (hidden == BLOCK, e.g. 4096): no mask, so no per-element compares or predicated accesses.
+    # evict_first: x and y stream through once; keep L2 for w and b, which every row re-reads.
+    if EVEN:
+        x = tl.load(x_ptr + row * hidden + offs, eviction_policy="evict_first").to(tl.float32)
+    else:
+        mask = offs < hidden
+        x = tl.load(x_ptr + row * hidden + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    mean = tl.sum(x, axis=0) / hidden
+    centered = x - mean
+    if not EVEN:
+        centered = tl.where(mask, centered, 0.0)  # padding lanes must not add (0 - mean)^2
+    rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=0) / hidden + eps)
+    # w and b after the reductions: not live across them, so fewer registers and more rows per SM.
+    if EVEN:
+        w = tl.load(w_ptr + offs, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + offs, eviction_policy="evict_last").to(tl.float32)
+    else:
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    y = centered * rstd * w + b
+    if GELU:
+        y = gelu_tanh(y, MUFU)  # one MUFU op an element for 16-bit y (common/gelu_tanh.py)
+    if EVEN:
+        tl.store(y_ptr + row * hidden + offs, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+    else:
+        tl.store(y_ptr + row * hidden + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    if STATS:
+        tl.store(mean_ptr + row, mean)
+        tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit
+def _ln_looped_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, hidden, eps,
+    BLOCK: tl.constexpr, GELU: tl.constexpr, MUFU: tl.constexpr, STATS: tl.constexpr,
+):  # fmt: skip
+    # Rows wider than a register tile: tile by tile, each tile's exact mean and squared deviations
+    # are merged into the running ones with Chan's parallel formula (stable for any |mean|/std),
+    # then a second pass normalizes. The second read of x is the price of unbounded width.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * hidden
+    count = 0.0
+    mean = 0.0
+    m2 = 0.0
+    for start in range(0, hidden, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < hidden
+        x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+        tile_count = tl.minimum(hidden - start, BLOCK).to(tl.float32)
+        tile_mean = tl.sum(x, axis=0) / tile_count
+        d = tl.where(mask, x - tile_mean, 0.0)
+        tile_m2 = tl.sum(d * d, axis=0)
+        total = count + tile_count
+        delta = tile_mean - mean
+        mean += delta * (tile_count / total)
+        m2 += tile_m2 + delta * delta * (count * tile_count / total)
+        count = total
+    rstd = 1.0 / tl.sqrt(m2 / hidden + eps)
+    for start in range(0, hidden, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < hidden
+        x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        y = (x - mean) * rstd * w + b
+        if GELU:
+            y = gelu_tanh(y, MUFU)  # one MUFU op an element for 16-bit y (common/gelu_tanh.py)
+        tl.store(y_ptr + row * hidden + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    if STATS:
+        tl.store(mean_ptr + row, mean)
+        tl.store(rstd_ptr + row, rstd)
+
+
+def triton_layernorm(
+    x, weight, bias, y, mean=None, rstd=None, *, gelu=False, num_warps=None, max_block=None, eps: float = EPS,
+    mufu=None,
+):  # fmt: skip
+    """Launch one Triton kernel; mean/rstd None skips writing them. Returns y. ``eps``: the
+    model's own (GPT-2 1e-5; Llama-style models 1e-6), the family's EPS by default. ``mufu``: the
+    GELU's form (common/gelu_tanh.py), by default the one-MUFU form for 16-bit y on a GPU."""
+    rows, hidden = x.shape
+    stats = mean is not None
+    block = max(triton.next_power_of_2(hidden), 32)  # at least a warp's width: tiny tiles gain nothing
+    limit = max_block or MAX_FUSED_BLOCK
+    mufu = gelu and (mufu_form(y.dtype) if mufu is None else mufu)
+    args = (x, weight, bias, y, mean if stats else y, rstd if stats else y, hidden, float(eps))
+    if block <= limit:
+        # ~16 elements a thread: enough loads in flight, few enough registers that several rows share
+        # an SM and one row's reduction hides behind another's loads. With the one-MUFU GELU form the
+        # epilogue is short enough that the GELU variant takes the same 16.
+        warps = num_warps or min(16, max(1, block // 512))
+        even = block == hidden
+        _ln_row_kernel[(rows,)](*args, BLOCK=block, GELU=gelu, MUFU=mufu, STATS=stats, EVEN=even, num_warps=warps)
+    else:
+        _ln_looped_kernel[(rows,)](*args, BLOCK=limit, GELU=gelu, MUFU=mufu, STATS=stats, num_warps=num_warps or 16)
+    return y
+
+
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_variant(case):
+    """one Triton program per row, the row in registers (looped for wide rows)"""
+    x, w, b = case["x"].contiguous(), case["weight"], case["bias"]
+    y, mean, rstd = _outputs(x)
+    return lambda: (triton_layernorm(x, w, b, y, mean, rstd), mean, rstd)

@@ -1,0 +1,114 @@
+"""Which Hugging Face architectures rooflint's Llama-family forward runs, and the built-in shapes.
+
+A config is a plain dict of Hugging Face config fields (what a checkpoint's config.json holds), so
+a built-in name and a config.json path go through the same checks. The shapes are the published
+ones of each model's config.json on the Hugging Face Hub, written out here: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rooflint.core.errors import UserError
+
+# model_type -> (transformers config class, causal LM class). Qwen2 differs from Llama only by the
+# biases on q, k and v; Mistral (v0.3 and later: no sliding window) is Llama's block.
+ARCHITECTURES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+}
+# The RoPE variants the forward implements (models/llama.py inverse_frequencies).
+ROPE_TYPES = ("default", "linear", "llama3")
+_LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}  # fmt: skip
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "llama-3.2-1b": {
+        "model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
+        "rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 32.0}, "tie_word_embeddings": True,
+        "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+    },
+    "llama-3.1-8b": {
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
+        "rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 8.0}, "tie_word_embeddings": False,
+        "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+    },
+    "qwen2.5-0.5b": {
+        "model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+        "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "rope_theta": 1000000.0,
+        "tie_word_embeddings": True, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+        "use_sliding_window": False, "hidden_act": "silu",
+    },
+    "qwen2.5-7b": {
+        "model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "rope_theta": 1000000.0,
+        "tie_word_embeddings": False, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+        "use_sliding_window": False, "hidden_act": "silu",
+    },
+    # Mistral-7B-v0.3: v0.1's 4096-token sliding window is gone, the vocabulary is 32768.
+    "mistral-7b": {
+        "model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 32768,
+        "rope_theta": 1000000.0, "tie_word_embeddings": False, "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-5, "sliding_window": None, "hidden_act": "silu",
+    },
+}  # fmt: skip
+
+
+def supported() -> str:
+    return ", ".join([*ARCHITECTURES, "gpt2 (built-in presets only)"])
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A Hugging Face config.json (or a directory holding one) as a dict; one line when unreadable."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        fields = json.loads(path.read_text())
+    except OSError as error:
+        raise UserError(f"cannot read the model config {path}: {error.strerror or error}") from None
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path} is not a JSON config: {error}") from None
+    if not isinstance(fields, dict):
+        raise UserError(f"{path} is not a Hugging Face config (a JSON object with model_type)")
+    check_architecture(fields.get("model_type"), str(path))
+    return fields
+
+
+def check_architecture(model_type: Any, source: str) -> None:
+    if model_type not in ARCHITECTURES:
+        raise UserError(f"unsupported architecture model_type={model_type!r} in {source}; supported: {supported()}")
+
+
+def config_name(path: Path) -> str:
+    """The name a config file's rows carry: its directory's name for .../<model>/config.json."""
+    path = Path(path)
+    if path.is_dir():
+        return path.name
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+
+
+def check_features(config: Any) -> None:
+    """Refuse, in one line, what the forward does not implement (before any weight is built)."""
+    wrong = []
+    if getattr(config, "hidden_act", "silu") != "silu":
+        wrong.append(f"hidden_act={config.hidden_act!r} (the forward's MLP is SwiGLU)")
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    if rope.get("rope_type", "default") not in ROPE_TYPES:
+        wrong.append(f"rope_type={rope.get('rope_type')!r} (supported: {', '.join(ROPE_TYPES)})")
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        wrong.append(f"partial_rotary_factor={rope['partial_rotary_factor']}")
+    if (
+        getattr(config, "use_sliding_window", False)
+        or getattr(config, "sliding_window", None) is not None
+        and (config.model_type == "mistral")
+    ):
+        wrong.append(f"sliding_window={config.sliding_window} (the forward attends to the whole context)")
+    if wrong:
+        raise UserError(f"this {config.model_type} config uses {'; '.join(wrong)}, which rooflint's forward lacks")

@@ -1,0 +1,122 @@
+"""One kernel set of a model run: built, checked against Hugging Face, timed and profiled.
+
+In the calling process (CPU runs, tests) or in a process of its own (models/isolation.py); either
+way from the same seed, so every process builds the same weights and inputs.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import DTYPES
+from rooflint.engine.device import resolve_device as resolve_device_name
+from rooflint.models import checks, measure
+from rooflint.models import rows as R
+from rooflint.models.attribution import Attribution, profile_step, split_phases
+from rooflint.models.base import LoadedModel, ModelSpec, build
+from rooflint.models.outcome import ModelRequest, PhaseResult, SetResult
+from rooflint.models.runner import Runner
+from rooflint.outputs.results import ERROR, FAILED, OK, SKIPPED
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """``--device`` checked against this machine (engine/device.py), as a torch.device."""
+    return torch.device(resolve_device_name(device))
+
+
+def load(request: ModelRequest, spec_model: ModelSpec, device: torch.device) -> LoadedModel:
+    """The request's model, built from its seed (or its --weights): the same in every process."""
+    return build(spec_model, request.config, DTYPES[request.dtype], device, weights_dir=request.weights,
+                 layers=request.layers, seed=request.seed)  # fmt: skip
+
+
+def references(loaded: LoadedModel, request: ModelRequest, ids, prompt) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face eager's logits over ``ids`` and its first greedy tokens after ``prompt``: what
+    every kernel set is checked against."""
+    tokens = min(checks.CHECK_TOKENS, request.new_tokens)
+    return checks.hf_logits(loaded.hf, ids), checks.hf_greedy(loaded.hf, prompt, tokens)
+
+
+def inputs(request: ModelRequest, vocab: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prefill ids [B, seq], prompt [B, prompt]): the same for every set and every process, by seed."""
+    generator = torch.Generator(device="cpu").manual_seed(request.seed)
+    ids = torch.randint(0, vocab, (request.batch, request.seq), generator=generator).to(device)
+    prompt = torch.randint(0, vocab, (request.batch, request.prompt), generator=generator).to(device)
+    return ids, prompt
+
+
+def run_set(name, loaded: LoadedModel, request, device, gpu_spec, ids, prompt, ref_logits, ref_tokens) -> SetResult:
+    spec_model, dims = loaded.spec, loaded.dims
+    try:
+        eps = spec_model.norm_eps(loaded.hf.config)
+        kernels = spec_model.kernel_set(name, loaded.dtype, device, dims.head_dim, eps)
+    except VariantSkipped as why:
+        return SetResult(name, SKIPPED, str(why))
+    runner = Runner(loaded, kernels, request.batch, request.prompt, request.new_tokens)
+    result = SetResult(name, OK, "", plan=kernels.describe())
+    try:
+        # Correctness before any timing, on the path that is timed (graphs included).
+        logits = runner.prefill(ids)
+        runner.capture()
+        result.note = runner.graph_note
+        tokens = runner.generate(prompt)
+        result.check = checks.compare(logits, ref_logits, tokens, ref_tokens, request.dtype)
+        del logits
+        if not result.check.passed:
+            result.status, result.message = FAILED, result.check.describe()
+            return result
+        result.phases = measure_phases(runner, request, device, gpu_spec, ids, prompt)
+    except torch.cuda.OutOfMemoryError as error:
+        result.status, result.message = ERROR, f"out of memory: {str(error).splitlines()[0]}"
+    except Exception as error:  # one set's failure is reported; the others still run
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        where = f"{Path(last.filename).name}:{last.lineno}"
+        result.status, result.message = ERROR, f"{type(error).__name__} at {where}: {str(error).splitlines()[0][:200]}"
+    finally:
+        runner.release()
+    return result
+
+
+def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> dict[str, PhaseResult]:
+    loaded, dims, dtype = runner.loaded, runner.dims, request.dtype
+    spec_model = loaded.spec
+    batch, new = request.batch, request.new_tokens
+    profiled = not runner.kernels.compiled  # inductor fuses across op boundaries: no per-op ranges
+    phases: dict[str, PhaseResult] = {}
+
+    prefill = R.phase_of("prefill", request)
+    timed = measure.time_prefill(lambda: runner.prefill(ids), device, gpu_spec.l2_bytes, request.rep_ms)
+    costs = spec_model.op_costs(dims, prefill, dtype, runner.kernels.fusions(prefill.rows, False))
+    phases["prefill"] = PhaseResult(prefill, timed, batch * request.seq, costs)
+    if profiled:
+        phases["prefill"].attribution = _profiled(runner, lambda: runner.prefill(ids), device)
+
+    whole, per_step = measure.time_generation(lambda: runner.start(prompt), runner.decode, new - 1, device,
+                                              request.rep_ms)  # fmt: skip
+    if per_step is not None:
+        middle = new // 2  # the profiled step sees the loop's mean cache length, prompt + N/2
+        decode = R.phase_of("decode", request)
+        costs = spec_model.op_costs(dims, decode, dtype, runner.kernels.fusions(decode.rows, True))
+        phases["decode"] = PhaseResult(decode, per_step, batch, costs)
+        if profiled:
+            runner.start(prompt)
+            replay = runner.graphs[middle - 1].replay if runner.graphs else None  # the timed step's graph
+            phases["decode"].attribution = _profiled(runner, lambda: runner.step(middle), device, replay)
+    phases["generate"] = PhaseResult(R.phase_of("generate", request), whole, batch * new, {})
+    for result in phases.values():
+        if result.costs:
+            result.floor_s, result.bound = R.phase_floor(R.total_cost(result.costs), gpu_spec, dtype)
+    return phases
+
+
+def _profiled(runner: Runner, fn, device, replay=None) -> Attribution:
+    runner.rec.enabled = True
+    try:
+        with torch.no_grad():
+            return split_phases(profile_step(fn, device, replay), runner.kernels.phase_shares())
+    finally:
+        runner.rec.enabled = False

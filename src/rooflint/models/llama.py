@@ -1,0 +1,336 @@
+"""The Llama family (Llama 3.x, Qwen 2.5, Mistral): RMSNorm, RoPE, grouped-query attention, SwiGLU.
+
+One ModelSpec for every architecture of models/architectures.py: a built-in preset or any
+config.json. The block, pre-norm with the residual stream kept apart as vLLM keeps it:
+    h, r = rms_norm(x)                       (the first layer: r = x)
+    q, k, v = qkv_proj(h); q, k = rope(q, k); a = attention(q, k, v) (GQA, appending K and V)
+    h, r = add_rms_norm(o_proj(a), r)        (r += o; h = rms_norm(r): one pass over the rows)
+    h = down_proj(swiglu(gate_up_proj(h)));  and the next layer's add_rms_norm adds it to r.
+The final norm is one more add_rms_norm. q, k and v are one GEMM and gate and up another: their
+weights are concatenated once and Hugging Face's modules are pointed at views of the result, so
+the model is held once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rooflint.core.errors import UserError, VariantSkipped
+from rooflint.core.family import Cost, element_size
+from rooflint.kernels import attention, decode_attention, rmsnorm, swiglu
+from rooflint.models import architectures
+from rooflint.models.base import Dims, ModelSpec, Phase, require_transformers
+from rooflint.models.gpt2 import INDEX_BYTES, _add, _scale, linear_cost
+
+OPS = ("embedding", "rms_norm", "qkv_proj", "rope", "attention", "o_proj", "add_rms_norm", "gate_up_proj", "swiglu",
+       "down_proj", "lm_head", "sample")  # fmt: skip
+
+
+@dataclass
+class LlamaLayer:
+    attn_norm: torch.Tensor
+    qkv_w: torch.Tensor  # [(H + 2 H_kv) D, d]: q rows, then k, then v
+    qkv_b: torch.Tensor | None  # Qwen2's q, k, v biases
+    o_w: torch.Tensor  # [d, H D]
+    o_b: torch.Tensor | None
+    mlp_norm: torch.Tensor
+    gate_up_w: torch.Tensor  # [2 ffn, d]: gate rows, then up
+    gate_up_b: torch.Tensor | None
+    down_w: torch.Tensor  # [d, ffn]
+    down_b: torch.Tensor | None
+
+
+@dataclass
+class LlamaWeights:
+    embed: torch.Tensor  # [vocab, d]
+    layers: list[LlamaLayer]
+    norm: torch.Tensor
+    head: torch.Tensor  # [vocab, d]; the embedding itself where tie_word_embeddings
+    cos: torch.Tensor  # [positions, D] in the model's dtype, cat(freqs, freqs) as Hugging Face builds it
+    sin: torch.Tensor
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+
+
+def inverse_frequencies(rope: dict, head_dim: int) -> tuple[torch.Tensor, float]:
+    """RoPE's fp32 inverse frequencies [D/2] and cos/sin scale for rope_type default, linear or llama3.
+
+    llama3 (Llama 3.1/3.2) keeps the high frequencies, divides the low ones (wavelengths longer
+    than original_max / low_freq_factor) by ``factor``, and blends linearly between.
+    """
+    theta = float(rope.get("rope_theta", 10000.0))
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+    kind = rope.get("rope_type", "default")
+    if kind == "linear":
+        inv = inv / rope["factor"]
+    elif kind == "llama3":
+        factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        original = rope["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / inv
+        scaled = torch.where(wavelength > original / low, inv / factor, inv)
+        smooth = (original / wavelength - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        between = ~(wavelength < original / high) & ~(wavelength > original / low)
+        inv = torch.where(between, blended, scaled)
+    return inv, 1.0
+
+
+def rope_tables(rope: dict, head_dim: int, positions: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, ...]:
+    """cos and sin [positions, D], computed in fp32 and rounded once to the model's dtype, as HF does."""
+    inv, scale = inverse_frequencies(rope, head_dim)
+    freqs = torch.arange(positions, dtype=torch.float32, device=device)[:, None] * inv.to(device)[None, :]
+    angles = torch.cat((freqs, freqs), dim=-1)
+    return (angles.cos() * scale).to(dtype), (angles.sin() * scale).to(dtype)
+
+
+class Llama(ModelSpec):
+    name = "llama"
+    ops = OPS
+
+    def __init__(self, configs: dict[str, dict[str, Any]] | None = None) -> None:
+        self.configs = dict(architectures.PRESETS if configs is None else configs)
+
+    # ---- building -----------------------------------------------------------------------
+    def hf_config(self, config: str, layers: int | None = None):
+        fields = dict(self.configs[config])
+        architectures.check_architecture(fields.get("model_type"), config)
+        if layers is not None:
+            fields["num_hidden_layers"] = layers
+        config_class = getattr(require_transformers(), architectures.ARCHITECTURES[fields["model_type"]][0])
+        hf = config_class.from_dict(fields)
+        architectures.check_features(hf)
+        return hf
+
+    def hf_class_of(self, hf_config):
+        return getattr(require_transformers(), architectures.ARCHITECTURES[hf_config.model_type][1])
+
+    def hf_class(self):
+        # build() calls this without a config: every preset of one spec instance shares a class
+        types = {fields.get("model_type") for fields in self.configs.values()}
+        if len(types) != 1:
+            return _ByConfig(self)
+        return getattr(require_transformers(), architectures.ARCHITECTURES[types.pop()][1])
+
+    def config_name_of(self, hf_config) -> str:
+        keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "vocab_size")  # fmt: skip
+        for name, fields in self.configs.items():
+            if fields.get("model_type") == hf_config.model_type and all(
+                getattr(hf_config, key) == fields[key] for key in keys
+            ):
+                return name
+        return "custom"
+
+    def dims(self, hf_config) -> Dims:
+        heads = hf_config.num_attention_heads
+        return Dims(
+            layers=hf_config.num_hidden_layers,
+            hidden=hf_config.hidden_size,
+            heads=heads,
+            kv_heads=hf_config.num_key_value_heads or heads,
+            head_dim=getattr(hf_config, "head_dim", None) or hf_config.hidden_size // heads,
+            ffn=hf_config.intermediate_size,
+            vocab=hf_config.vocab_size,
+            max_positions=hf_config.max_position_embeddings,
+        )
+
+    def norm_eps(self, hf_config) -> float:
+        return hf_config.rms_norm_eps
+
+    def kernel_set(self, name: str, dtype, device, head_dim: int, eps: float):
+        from rooflint.models import llama_kernels
+
+        return llama_kernels.make_llama_kernel_set(name, dtype, device, head_dim, eps)
+
+    @torch.no_grad()
+    def extract_weights(self, hf_model) -> LlamaWeights:
+        config = hf_model.config
+        architectures.check_features(config)
+        dims = self.dims(config)
+        body = hf_model.model
+        layers = []
+        for block in body.layers:
+            attn, mlp = block.self_attn, block.mlp
+            qkv_w, qkv_b = _concatenate(attn.q_proj, attn.k_proj, attn.v_proj)
+            gate_up_w, gate_up_b = _concatenate(mlp.gate_proj, mlp.up_proj)
+            layers.append(
+                LlamaLayer(block.input_layernorm.weight.detach(), qkv_w, qkv_b, attn.o_proj.weight.detach(),
+                           _bias(attn.o_proj), block.post_attention_layernorm.weight.detach(), gate_up_w, gate_up_b,
+                           mlp.down_proj.weight.detach(), _bias(mlp.down_proj))
+            )  # fmt: skip
+        embed = body.embed_tokens.weight.detach()
+        cos, sin = rope_tables(dict(config.rope_parameters or {}), dims.head_dim, dims.max_positions,
+                               embed.dtype, embed.device)  # fmt: skip
+        return LlamaWeights(embed, layers, body.norm.weight.detach(), hf_model.lm_head.weight.detach(), cos, sin,
+                            dims.heads, dims.kv_heads, dims.head_dim, dims.ffn)  # fmt: skip
+
+    # ---- running ------------------------------------------------------------------------
+    def forward(self, weights: LlamaWeights, kernels: Any, ids, start, cache, rec, last_only=False):
+        batch, tokens = ids.shape
+        heads, kv_heads, d_head = weights.heads, weights.kv_heads, weights.head_dim
+        q_width, kv_width = heads * d_head, kv_heads * d_head
+        decoding = tokens == 1 and cache is not None
+        with rec("embedding"):
+            x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
+        with rec("rms_norm"):
+            h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
+        cos, sin = weights.cos.narrow(0, start, tokens), weights.sin.narrow(0, start, tokens)
+        for index, layer in enumerate(weights.layers):
+            if index:
+                with rec("add_rms_norm"):
+                    h, residual = kernels.rms_norm(x, layer.attn_norm, residual)
+            with rec("qkv_proj"):
+                qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
+            with rec("rope"):
+                q = qkv[:, :q_width].view(batch, tokens, heads, d_head)
+                k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d_head)
+                q, k = kernels.rope(q, k, cos, sin)  # [B, T, H, D] and [B, T, H_kv, D]
+            v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d_head)
+            with rec("attention"):
+                if cache is not None:
+                    kernels.kv_append(cache, index, k.reshape(-1, d_head), v.reshape(-1, d_head),
+                                      cache.slots(start, tokens))  # fmt: skip
+                if decoding:
+                    a = kernels.attend_decode_gqa(q.transpose(1, 2), cache, index, start + 1)
+                else:
+                    a = kernels.attend_prefill_gqa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+                a = a.transpose(1, 2).reshape(batch * tokens, q_width)
+            with rec("o_proj"):
+                x = kernels.linear(a, layer.o_w, layer.o_b)
+            with rec("add_rms_norm"):
+                h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
+            with rec("gate_up_proj"):
+                gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn)
+            with rec("swiglu"):
+                h = kernels.silu_mul(gate, up)
+            with rec("down_proj"):
+                x = kernels.linear(h, layer.down_w, layer.down_b)
+        if last_only:  # the last position's rows only: the norm and the head run on B rows
+            x = x.view(batch, tokens, -1)[:, -1].contiguous()
+            residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
+        with rec("add_rms_norm"):
+            h, _ = kernels.rms_norm(x, weights.norm, residual)
+        with rec("lm_head"):
+            logits = kernels.lm_head(h, weights.head)
+            return logits if last_only else logits.view(batch, tokens, -1)
+
+    # ---- costs --------------------------------------------------------------------------
+    def op_costs(self, dims: Dims, phase: Phase, dtype: str, fusions: frozenset[str] = frozenset()) -> dict[str, Cost]:
+        """Ideal work of each op over all layers (the Llama set fuses no GEMM prologue or epilogue,
+        so ``fusions`` changes nothing). Prefill computes every position's logits, as HF's forward
+        does; a decode step appends one token's K and V per layer and reads the cache."""
+        return llama_costs(dims, phase, dtype)
+
+
+def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) -> dict[str, Cost]:
+    rows, d, ffn, n, size = phase.rows, dims.hidden, dims.ffn, dims.layers, element_size(dtype)
+    q_width, kv_width = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
+    head_rows = phase.batch if phase.name == "decode" else rows
+    new_kv = 2 * rows * kv_width * size  # this step's K and V rows
+    if phase.name == "decode":
+        attend = decode_attention.cost(
+            {"b": phase.batch, "h": dims.heads, "h_kv": dims.kv_heads, "c": phase.context, "d": dims.head_dim}, dtype
+        )
+        # read the new K and V rows, write them into the cache, one int64 slot per (sequence, kv head)
+        attend = _add(attend, Cost(bytes=2 * new_kv + phase.batch * dims.kv_heads * INDEX_BYTES))
+    else:
+        flops = attention.cost({"B": phase.batch, "H": dims.heads, "N": phase.tokens, "D": dims.head_dim,
+                                "causal": True}, dtype).tensor_flops  # fmt: skip
+        # read q and the kv heads' K and V once (GQA: H_kv of them, not H), write o
+        attend = Cost(tensor_flops=flops, bytes=2 * rows * q_width * size + new_kv)
+    per_layer = {
+        "qkv_proj": linear_cost(rows, d, q_width + 2 * kv_width, dtype, bias=qkv_bias),
+        # read q and k and their positions' cos and sin rows, write the rotated q and k;
+        # per element: two multiplies and an add
+        "rope": Cost(
+            cuda_flops=3 * rows * (q_width + kv_width),
+            bytes=2 * rows * (q_width + kv_width) * size + 2 * phase.tokens * dims.head_dim * size,
+        ),
+        "attention": attend,
+        "o_proj": linear_cost(rows, q_width, d, dtype, bias=False),
+        "gate_up_proj": linear_cost(rows, d, 2 * ffn, dtype, bias=False),
+        "swiglu": swiglu.cost({"rows": rows, "inter": ffn}, dtype),
+        "down_proj": linear_cost(rows, ffn, d, dtype, bias=False),
+    }
+    costs = {
+        # read B*T rows of the table and the ids, write the rows
+        "embedding": Cost(bytes=2 * rows * d * size + rows * INDEX_BYTES),
+        "rms_norm": rmsnorm.cost({"rows": rows, "hidden": d, "residual": False}, dtype),
+    }
+    costs.update({name: _scale(cost, n) for name, cost in per_layer.items()})
+    # 2L - 1 norms inside the layers add the residual first; the final one runs on the head's rows
+    fused_norm = rmsnorm.cost({"rows": rows, "hidden": d, "residual": True}, dtype)
+    final_norm = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": True}, dtype)
+    costs["add_rms_norm"] = _add(_scale(fused_norm, 2 * n - 1), final_norm)
+    costs["lm_head"] = linear_cost(head_rows, d, dims.vocab, dtype, bias=False)
+    if phase.name == "decode":
+        # greedy argmax: read the logits, write one id per sequence
+        costs["sample"] = Cost(cuda_flops=phase.batch * dims.vocab, bytes=phase.batch * dims.vocab * size)
+    return {name: costs[name] for name in OPS if name in costs}
+
+
+def weight_count(dims: Dims, tied: bool, qkv_bias: bool = False) -> int:
+    """Parameters: what a decode step reads from HBM once (plus the KV cache)."""
+    d, q_width, kv_width = dims.hidden, dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
+    layer = d * (q_width + 2 * kv_width) + q_width * d + 3 * d * dims.ffn + 2 * d
+    if qkv_bias:
+        layer += q_width + 2 * kv_width
+    return dims.layers * layer + dims.vocab * d * (1 if tied else 2) + d
+
+
+def _bias(linear) -> torch.Tensor | None:
+    return None if linear.bias is None else linear.bias.detach()
+
+
+def _concatenate(*linears) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One [sum of outs, in] weight for several projections of the same input, each module's weight
+    then a view of it (so the model is held once), and the biases likewise where they exist."""
+    weight = torch.cat([linear.weight.detach() for linear in linears])
+    biases = [linear.bias for linear in linears]
+    bias = None if any(b is None for b in biases) else torch.cat([b.detach() for b in biases])
+    if any(b is not None for b in biases) and bias is None:
+        raise UserError("projections of one input with a bias on some and not others are not supported")
+    row = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight.data = weight[row : row + rows]
+        if bias is not None:
+            linear.bias.data = bias[row : row + rows]
+        row += rows
+    return weight, bias
+
+
+class _ByConfig:
+    """A stand-in class for build(): picks the causal LM class from the config it is given."""
+
+    def __init__(self, spec: Llama) -> None:
+        self.spec = spec
+
+    def __call__(self, hf_config):
+        return self.spec.hf_class_of(hf_config)(hf_config)
+
+    def from_pretrained(self, path, **kwargs):
+        fields = architectures.read_config_file(Path(path))
+        return getattr(require_transformers(), architectures.ARCHITECTURES[fields["model_type"]][1]).from_pretrained(
+            path, **kwargs
+        )
+
+
+def from_config_file(path: Path) -> Llama:
+    """A spec whose one config is the file's (the name its rows carry: the checkpoint directory's)."""
+    fields = architectures.read_config_file(path)
+    return Llama({architectures.config_name(path): fields})
+
+
+def unsupported_set(name: str) -> VariantSkipped:
+    return VariantSkipped(f"the {name} set has no Llama-family kernels yet")
+
+
+SPEC = Llama()

@@ -1,0 +1,167 @@
+"""`rooflint model`: build a model, check each kernel set against Hugging Face, time and profile it.
+
+For each kernel set: correctness first (prefill logits and greedy tokens against HF eager; a set
+that fails is reported and never timed), then the three phases (prefill, decode, generate) are
+timed, then one prefill forward and one decode step are profiled and their kernels attributed to
+ops (models/kernel_set_run.py). Every number becomes a ResultRow (models/rows.py), and each phase
+gets a table (models/tables.py) and a roofline chart with one point per op (models/charts.py).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+import torch
+
+from rooflint.core.errors import UserError
+from rooflint.core.family import DTYPES
+from rooflint.core.specs import GpuSpec
+from rooflint.engine import environment
+from rooflint.models import memory, peers, sweep
+from rooflint.models.base import require_transformers
+from rooflint.models.baseline import run_baselines
+from rooflint.models.catalog import get_model
+from rooflint.models.isolation import run_set_isolated
+from rooflint.models.kernel_set_run import inputs, load, references, resolve_device, run_set
+from rooflint.models.kernel_sets import KERNEL_SETS
+from rooflint.models.outcome import ModelOutcome, ModelRequest
+from rooflint.models.rows import baseline_rows, set_rows
+from rooflint.models.tables import write_tables
+from rooflint.outputs.results import OK, ResultRow, ResultWriter
+
+
+def validate(request: ModelRequest) -> list[str]:
+    if request.dtype not in DTYPES:
+        raise UserError(f"unknown dtype {request.dtype!r}; valid: {', '.join(DTYPES)}")
+    for name in ("batch", "seq", "prompt", "new_tokens"):
+        if getattr(request, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+    if request.layers is not None and request.layers < 1:
+        raise UserError("--layers must be at least 1")
+    sets = request.kernels
+    unknown = [k for k in sets or [] if k not in KERNEL_SETS]
+    if unknown:
+        raise UserError(f"unknown kernel set {', '.join(map(repr, unknown))}; valid: {', '.join(KERNEL_SETS)}")
+    return sets or []
+
+
+def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: None) -> ModelOutcome:
+    wanted = validate(request)
+    spec_model = request.model_spec or get_model(request.model)
+    require_transformers()
+    device = resolve_device(request.device)
+    default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]
+    wanted = [k for k in KERNEL_SETS if k in wanted] if wanted else default
+    isolate = request.isolate if request.isolate is not None else device.type == "cuda"
+    weights_bytes = preflight(request, spec_model, device, copies=2 if isolate else 1)  # before building anything
+    gpu_spec = request.spec or _gpu_spec(request, device)
+    log(f"building {request.model} {request.config} ({request.dtype}, {device.type})")
+    loaded = load(request, spec_model, device)
+    dims = loaded.dims
+    if request.seq > dims.max_positions or request.prompt + request.new_tokens > dims.max_positions:
+        raise UserError(
+            f"{loaded.config_name} has {dims.max_positions} positions: --seq and --prompt + --new-tokens must fit"
+        )
+    family = f"model:{loaded.config_name}"
+    ids, prompt = inputs(request, dims.vocab, device)
+    points = refused = None
+    if request.sweep_batches or request.sweep_contexts:
+        points, refused = sweep.plan(dims, weights_bytes, request.sweep_batches or [request.batch],
+                                     request.sweep_contexts or [request.prompt], request.dtype,
+                                     memory.free_bytes(device) + weights_bytes, device, loaded.config_name)  # fmt: skip
+
+    reference_logits = reference_tokens = None
+    if not isolate:  # an isolated set computes its own, in its process
+        log("HF eager reference: logits and greedy tokens")
+        reference_logits, reference_tokens = references(loaded, request, ids, prompt)
+
+    writer = ResultWriter(request.out)
+    outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
+
+    def emit(row: ResultRow) -> None:
+        writer.append(environment.stamp(row, gpu_spec, device.type))
+
+    def baselines(compiled: bool) -> None:
+        measured = run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled=compiled)
+        outcome.baselines.update(measured)
+        for row in baseline_rows(measured, family, request, gpu_spec):
+            emit(row)
+
+    try:
+        for name in wanted:
+            if name == "compile" and request.hf_baseline and not outcome.baselines:
+                baselines(compiled=False)  # the quick baselines before the minutes of compiling
+            log(f"kernel set {name}" + (" (own process)" if isolate else ""))
+            if isolate:
+                result = run_set_isolated(name, request, gpu_spec)
+            else:
+                result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits,
+                                 reference_tokens)  # fmt: skip
+            outcome.sets.append(result)
+            for row in set_rows(result, family, request, gpu_spec, outcome.sets):
+                emit(row)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        del reference_logits
+        if request.hf_baseline:
+            if not outcome.baselines:
+                baselines(compiled=False)
+            baselines(compiled=True)
+            static = peers.hf_static_compiled(loaded, request, device, gpu_spec, prompt, log)
+            outcome.baselines.update(static)
+            for row in baseline_rows(static, family, request, gpu_spec) + peers.skipped_peer_rows(family, request,
+                                                                                                   device):  # fmt: skip
+                emit(row)
+        if points:
+            passed = [result.name for result in outcome.sets if result.status == OK]
+            outcome.sweep = sweep.run_sweep(loaded, request, passed, device, gpu_spec, points, refused, log)
+            for row in sweep.sweep_rows(outcome.sweep, family, request, gpu_spec):
+                emit(row)
+    finally:
+        writer.close()
+        outcome.rows = writer.rows
+    outcome.files = [writer.csv_path, writer.out_dir / "results.json"]
+    outcome.files.append(write_tables(outcome))
+    if request.plots:
+        from rooflint.models.charts import plot_phases  # matplotlib: loaded only when charts are drawn
+
+        outcome.files += plot_phases(outcome)
+        if outcome.sweep:
+            from rooflint.models.charts import plot_sweep
+
+            outcome.files += plot_sweep(outcome)
+    return outcome
+
+
+def preflight(request: ModelRequest, spec_model, device: torch.device, copies: int) -> int:
+    """The config and the memory the run needs, checked before any weight is built; the weights'
+    bytes (0 with --weights: a checkpoint's own config is read when it loads)."""
+    if request.weights is not None:
+        return 0
+    if request.config not in spec_model.configs:
+        raise UserError(f"unknown {spec_model.name} config {request.config!r}; valid: {', '.join(spec_model.configs)}")
+    hf_config = spec_model.hf_config(request.config, request.layers)
+    dims = spec_model.dims(hf_config)
+    size = DTYPES[request.dtype].itemsize
+    weights = memory.parameter_bytes(spec_model, hf_config, size)
+    need = memory.MemoryNeed(
+        copies * weights,
+        memory.kv_cache_bytes(dims, request.batch, request.prompt + request.new_tokens, size),
+        memory.prefill_activation_bytes(dims, request.batch, max(request.seq, request.prompt + request.new_tokens),
+                                        size),
+    )  # fmt: skip
+    memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, memory.free_bytes(device),
+                      device, "--batch or --seq (or --layers)")  # fmt: skip
+    return weights
+
+
+def _gpu_spec(request: ModelRequest, device: torch.device) -> GpuSpec:
+    if device.type == "cuda":
+        from rooflint.core.specs import current_gpu_spec
+
+        return current_gpu_spec(request.spec_file, request.gpu)
+    from rooflint.engine.ceilings import measure_cpu_ceilings
+
+    return measure_cpu_ceilings()

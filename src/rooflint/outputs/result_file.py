@@ -1,0 +1,258 @@
+"""The one strict reader of rooflint results files (results.csv, results.json).
+
+lint, report, compare, merge and roofline all read through here, so a file one of them refuses,
+every one refuses, with the same line. A results file decides CI verdicts and roofline points, so
+anything that could be misread is refused with one line naming the file, the line and the field:
+
+- a time that is not a number, or is not finite (NaN, inf, 1e300 on an ok row): a rate, % of roof
+  or comparison made from it would be nonsense;
+- a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
+  cell): its values would land in the wrong columns;
+- the header repeated as a data row (two files concatenated with `cat`);
+- a status rooflint does not write;
+- a last line without its line end (a copy or a run cut short), whose last cell may be cut.
+
+Allowed, because they cannot shift a value: columns rooflint does not know (kept as text), columns
+an older rooflint did not write (their defaults), a UTF-8 byte-order mark, blank lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflint.core.errors import UserError
+from rooflint.core.paths import existing_file
+
+REQUIRED = ("family", "variant", "dtype", "shape", "status", "median_ms")
+TIMES = ("median_ms", "p20_ms", "p80_ms")  # an ok row's timing: finite, and median_ms above 0
+# No single kernel call takes a day: a time past it is a corrupted cell (1e300), not a measurement.
+MAX_TIME_MS = 86_400_000.0
+TRUE, FALSE = ("true", "1"), ("false", "0", "")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a results file must hold; outputs/results.py describes rooflint's (``results_schema``)."""
+
+    types: dict[str, str]  # column -> str | float | int | bool, in column order
+    statuses: tuple[str, ...]
+    ok: str  # the status of a timed row
+    na_values: tuple[str, ...]  # how an empty number is written
+
+
+def read_result_file(path: Path | str, schema: Schema) -> pd.DataFrame:
+    """Every row of a rooflint results file, each cell checked against its column's type.
+
+    String columns hold "" where empty, numeric ones NaN; every column of the current schema is
+    present (filled with its default where the file predates it).
+    """
+    path = existing_file(path, "results file", "results.csv")
+    where = _Where(path)
+    text = _text_of(path, where)
+    records = _json_records(text, where) if path.suffix.lower() == ".json" else _csv_records(text, where, REQUIRED)
+    try:
+        return _frame(records, schema)
+    except _Refusal as refusal:
+        raise UserError(f"{path} {refusal}") from None
+
+
+def check_table(path: Path, required: tuple[str, ...]) -> None:
+    """The checks of a results CSV that need no schema, for another table lint reads (a plain CSV of
+    published numbers): text, one header, every row as wide as it, nothing cut off."""
+    where = _Where(path)
+    _csv_records(_text_of(path, where), where, required)
+
+
+def _text_of(path: Path, where: _Where) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # a byte-order mark (Excel's UTF-8 CSV) is allowed
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        where.fail(f"line {line}", f"byte 0x{raw[error.start]:02x} is not UTF-8 text")
+    if "\x00" in text:
+        where.fail(f"line {text[: text.index(chr(0))].count(chr(10)) + 1}", "a NUL byte: not a text file")
+    return text
+
+
+class _Where:
+    """Names the file in every refusal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, place: str, why: str) -> None:
+        raise UserError(f"{self.path} {place}: {why}".replace("\n", " ")[:400]) from None
+
+    def whole(self, why: str) -> None:
+        raise UserError(f"{self.path} is not a rooflint results file: {why}".replace("\n", " ")[:400]) from None
+
+
+def _csv_records(text: str, where: _Where, required: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+    if not text.strip():
+        where.whole("it is empty")
+    try:
+        _header(next(csv.reader([text.splitlines()[0]])), where, required)  # not a results file at all: say that first
+    except csv.Error as error:
+        where.whole(f"not CSV: {error}")
+    if not text.endswith(("\n", "\r")):
+        # rooflint ends every row it writes with a line end: without one, the last cell may be cut.
+        where.fail(
+            f"line {text.count(chr(10)) + 1}", "truncated: the last line has no line end (the file was cut short)"
+        )
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records: list[tuple[str, dict[str, Any]]] = []
+    header: list[str] | None = None
+    end = 0
+    try:
+        for cells in reader:
+            start, end = end + 1, reader.line_num
+            if not cells or cells == [""]:
+                continue  # a blank line shifts nothing
+            if header is None:
+                header = _header(cells, where, required)
+                continue
+            place = f"line {start}"
+            if [c.strip() for c in cells] == header:
+                where.fail(place, "the header repeated as a data row (two files joined?); keep one header")
+            if len(cells) != len(header):
+                where.fail(
+                    place,
+                    f"{len(cells)} fields where the header has {len(header)} (a ragged row: two writers at once, "
+                    "or a stray comma); every row needs one field per column",
+                )
+            records.append((place, dict(zip(header, cells))))
+    except csv.Error as error:
+        where.fail(f"line {reader.line_num}", f"not CSV: {error}")
+    if header is None:
+        where.whole("no header row")
+    return records
+
+
+def _header(cells: list[str], where: _Where, required: tuple[str, ...]) -> list[str]:
+    header = [c.strip() for c in cells]
+    missing = [c for c in required if c not in [h.lower() for h in header]]
+    if missing:
+        where.whole(f"missing columns {', '.join(missing)}")
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        where.fail("line 1", f"column {repeated[0]!r} appears twice in the header")
+    return header
+
+
+def _json_records(text: str, where: _Where) -> list[tuple[str, dict[str, Any]]]:
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        where.whole(f"not JSON: {error}")
+    rows = payload.get("rows") if isinstance(payload, dict) else None
+    if not isinstance(rows, list):
+        where.whole('no "rows" list')
+    records = []
+    for index, record in enumerate(rows):
+        place = f"row {index + 1}"
+        if not isinstance(record, dict):
+            where.fail(place, "not an object")
+        missing = [c for c in REQUIRED if c not in record]
+        if missing:
+            where.fail(place, f"missing {', '.join(missing)}")
+        records.append((place, record))
+    return records
+
+
+def _frame(records: list[tuple[str, dict[str, Any]]], schema: Schema) -> pd.DataFrame:
+    types = schema.types
+    rows = [_check_row(place, record, schema) for place, record in records]
+    extra = list(dict.fromkeys(name for _, record in records for name in record if name not in types))
+    data = {name: [row[name] for row in rows] for name in types}
+    data.update({name: [_text(record.get(name)) for _, record in records] for name in extra})
+    frame = pd.DataFrame(data, columns=[*types, *extra])
+    for name in types:
+        if types[name] in ("float", "int"):
+            frame[name] = pd.to_numeric(frame[name])
+    return frame
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """One record's cells as typed values; the file's path is added by the caller's UserError."""
+    status = _text(record.get("status")).strip()
+    if status not in schema.statuses:
+        _refuse(place, f"status {status!r} is not one rooflint writes; valid: {', '.join(schema.statuses)}")
+    row: dict[str, Any] = {}
+    for name, kind in schema.types.items():
+        value = record.get(name)
+        if kind == "float":
+            row[name] = _number(place, name, value, schema.na_values)
+        elif kind == "int":
+            number = _number(place, name, value, schema.na_values)
+            if math.isfinite(number) and number != int(number):
+                _refuse(place, f"{name} {value!r} is not a whole number")
+            row[name] = number
+        elif kind == "bool":
+            row[name] = _flag(place, name, value)
+        else:
+            row[name] = _text(value)
+    row["status"] = status
+    for name in TIMES:
+        _check_time(place, name, row[name], ok=status == schema.ok)
+    return row
+
+
+class _Refusal(UserError):
+    pass
+
+
+def _refuse(place: str, why: str) -> None:
+    raise _Refusal(f"{place}: {why}")
+
+
+def _number(place: str, name: str, value: Any, na_values: tuple[str, ...]) -> float:
+    if value is None or (isinstance(value, str) and value.strip() in na_values):
+        return math.nan
+    if isinstance(value, bool):
+        _refuse(place, f"{name} {value!r} is not a number")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        _refuse(place, f"{name} {str(value)[:40]!r} is not a number")
+    if name.endswith("_ms") and not math.isfinite(number) and not math.isnan(number):
+        _refuse(place, f"{name} {number} is not a finite time; valid: a number of ms, or empty")
+    return number
+
+
+def _flag(place: str, name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = _text(value).strip().lower()
+    if word in TRUE or word in FALSE:
+        return word in TRUE
+    _refuse(place, f"{name} {str(value)[:40]!r} is not true or false")
+    return False
+
+
+def _check_time(place: str, name: str, value: float, ok: bool) -> None:
+    if not ok:
+        return
+    if name == "median_ms" and not math.isfinite(value):
+        _refuse(place, f"median_ms {value:g} on an ok row; valid: a time above 0 ms")
+    if math.isnan(value):
+        return  # p20/p80 of an old file or a one-sample row: no spread, not a wrong one
+    low_ok = value > 0 if name == "median_ms" else value >= 0
+    if not low_ok or value > MAX_TIME_MS:
+        valid = "a time above 0 ms" if name == "median_ms" else "a time of 0 ms or more"
+        _refuse(place, f"{name} {value:g} on an ok row; valid: {valid} and under a day")

@@ -1,0 +1,181 @@
+"""`rooflint ab` through the installed console script, on the CPU: entries checked against float64
+(a failing one reported and dropped, never timed), timed in alternating rounds, summarised in a
+table and a CSV; entries from variants, meta-parameter sets, source files and git refs; bad input
+as one line and exit 2."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(sys.executable).with_name("rooflint")
+ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+FIXTURES = Path(__file__).parent / "fixtures"
+
+pytestmark = [
+    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    pytest.mark.xdist_group("cli_subprocess"),
+]
+
+
+def ab(*arguments: str, modules: str = "ab_family", path: Path = FIXTURES, cwd: Path | None = None):
+    env = {**os.environ, "ROOFLINT_FAMILY_MODULES": modules, "TRITON_INTERPRET": "1", "COLUMNS": "200"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [ROOFLINT, "ab", *arguments], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )  # fmt: skip
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_two_builtin_variants_in_both_regimes_end_to_end(tmp_path):
+    out = tmp_path / "ab.csv"
+    done = ab("softmax", "-V", "eager,eager_unfused", "--size", "rows=8,cols=64", "--dtype", "fp32",
+              "--device", "cpu", "--rounds", "2", "--csv", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "softmax fp32 rows=8,cols=64 on cpu: 2 rounds" in done.stdout
+    rows = read_csv(out)
+    assert [(r["regime"], r["entry"]) for r in rows] == [
+        ("burst", "eager"), ("burst", "eager_unfused"), ("sustained", "eager"), ("sustained", "eager_unfused")
+    ]  # fmt: skip
+    for regime in ("burst", "sustained"):
+        first, second = (r for r in rows if r["regime"] == regime)
+        assert first["verdict"] == "baseline" and float(first["speedup_vs_first"]) == 1.0
+        assert second["verdict"] in ("faster", "slower", "within noise")
+        assert float(second["speedup_low"]) <= float(second["speedup_vs_first"]) <= float(second["speedup_high"])
+        assert int(first["wins"]) + int(second["wins"]) == 2
+    for row in rows:
+        assert row["joules_per_call"] == ""  # no NVML on a CPU: n/a, never a made-up number
+        assert len(row["rounds_ms"].split()) == 2 and all(float(ms) > 0 for ms in row["rounds_ms"].split())
+        assert float(row["median_ms"]) > 0
+    assert "n/a" in done.stdout
+
+
+def test_a_failing_entry_is_reported_dropped_and_never_timed(tmp_path):
+    out = tmp_path / "ab.csv"
+    done = ab("abtoy", "-V", "eager,wrong,added", "--device", "cpu", "--rounds", "2", "--regime", "burst",
+              "--csv", str(out))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "wrong" in done.stdout and "failed its float64 check" in done.stdout and "exceeds tolerance" in done.stdout
+    assert [r["entry"] for r in read_csv(out)] == ["eager", "added"]
+
+
+def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path):
+    out = tmp_path / "ab.csv"
+    done = ab("abtoy", "-V", "chunked", "--config", "chunk=0,512,1024", "--device", "cpu", "--rounds", "2",
+              "--regime", "burst", "--csv", str(out))  # fmt: skip
+    # chunk=0 makes the builder raise: that entry is dropped with the builder's own words, the rest timed.
+    assert done.returncode == 1, done.stderr
+    assert "chunked chunk=0" in done.stdout and "chunk must be 1 or more" in done.stdout
+    assert [r["entry"] for r in read_csv(out)] == ["chunked chunk=512", "chunked chunk=1024"]
+
+
+def test_two_source_files_of_one_family(tmp_path):
+    old, new = tmp_path / "old" / "ab_family.py", tmp_path / "new" / "ab_family.py"
+    for path in (old, new):
+        path.parent.mkdir()
+        shutil.copy(FIXTURES / "ab_family.py", path)
+    text = new.read_text().replace("return lambda: x + x", "return lambda: x * 2.5")
+    new.write_text(text)  # the new file breaks `added`: only its entry may fail
+    done = ab("abtoy", "-V", "added", "--source", str(old), "--source", str(new), "--device", "cpu",
+              "--rounds", "2", "--regime", "burst")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"added@{new}" in done.stdout and "failed its float64 check" in done.stdout
+    assert f"added@{old}: " not in done.stdout  # same file name in two folders: labelled by path
+
+
+def git(repo: Path, *arguments: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=ab", "-c", "user.email=ab@example.com", *arguments],
+                   check=True, capture_output=True)  # fmt: skip
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A git checkout holding the family package `abpkg` at two commits: at the first its helper's
+    FACTOR is 2 (right), at the second 3 (wrong). The family imports the helper by its package name."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "repo"
+    package = root / "abpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    family = (FIXTURES / "ab_family.py").read_text().replace('"abtoy"', '"abref"')
+    family = family.replace("return lambda: x + x", "return lambda: x * FACTOR")
+    (package / "fam.py").write_text("from abpkg.helper import FACTOR\n" + family)
+    (package / "helper.py").write_text("FACTOR = 2\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "right")
+    (package / "helper.py").write_text("FACTOR = 3\n")
+    git(root, "commit", "-q", "-am", "wrong")
+    return root
+
+
+def test_one_variant_at_two_git_refs_imports_each_refs_own_helpers(repo, tmp_path):
+    out = tmp_path / "ab.csv"
+    common = ("abref", "-V", "added,eager", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", str(out))
+    done = ab(*common, "--ref", "HEAD~1", "--ref", "HEAD", modules="abpkg.fam", path=repo)
+    assert done.returncode == 1, done.stderr
+    # HEAD~1's copy imported HEAD~1's helper (FACTOR 2) and passed; HEAD's (FACTOR 3) failed.
+    assert "added@HEAD " in done.stdout and "failed its float64 check" in done.stdout
+    assert [r["entry"] for r in read_csv(out)] == ["added@HEAD~1", "eager@HEAD~1", "eager@HEAD"]
+
+
+def test_worktree_names_the_installed_family(repo, tmp_path):
+    (repo / "abpkg" / "helper.py").write_text("FACTOR = 2\n")  # an uncommitted fix
+    out = tmp_path / "ab.csv"
+    done = ab("abref", "-V", "added,eager", "--ref", "HEAD", "--ref", "worktree", "--device", "cpu", "--rounds", "2",
+              "--regime", "burst", "--csv", str(out), modules="abpkg.fam", path=repo)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "added@HEAD " in done.stdout  # the commit is still wrong; the installed tree is fixed
+    assert [r["entry"] for r in read_csv(out)] == ["eager@HEAD", "added@worktree", "eager@worktree"]
+
+
+def test_an_unknown_ref_is_one_line_and_exit_2(repo):
+    done = ab("abref", "-V", "eager", "--ref", "no-such-ref", "--ref", "HEAD", "--device", "cpu",
+              modules="abpkg.fam", path=repo)  # fmt: skip
+    assert done.returncode == 2 and "unknown git ref 'no-such-ref'" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+BAD = [
+    ("unknown_family", ["nosuch", "-V", "a,b"], "unknown family 'nosuch'"),
+    ("unknown_variant", ["abtoy", "-V", "eager,nosuch"], "unknown variant 'nosuch' of abtoy; valid: eager"),
+    ("one_entry", ["abtoy", "-V", "eager"], "ab compares two or more entries"),
+    ("no_variants", ["abtoy"], "ab needs --variants"),
+    ("ref_of_a_top_level_module", ["abtoy", "-V", "eager", "--ref", "HEAD~1", "--ref", "HEAD"],
+     "--ref needs family abtoy inside a package"),
+    ("unreadable_source", ["abtoy", "-V", "eager", "--source", "/nonexistent/a.py", "--source", "b.py"],
+     "--source /nonexistent/a.py: not a readable .py file"),
+    ("ref_and_source", ["abtoy", "-V", "eager", "--ref", "HEAD", "--source", "a.py"],
+     "give --ref or --source, not both"),
+    ("malformed_config", ["abtoy", "-V", "chunked", "--config", "chunk"], "malformed --config 'chunk'"),
+    ("config_unknown_name", ["abtoy", "-V", "chunked", "--config", "BLOCK=1,2"],
+     "has no meta-parameter BLOCK; valid: chunk"),
+    ("config_not_taken", ["abtoy", "-V", "eager", "--config", "chunk=1,2"], "variant eager of abtoy takes no --config"),
+    ("one_round", ["abtoy", "-V", "eager,added", "--rounds", "1"], "--rounds 1"),
+    ("bad_regime", ["abtoy", "-V", "eager,added", "--regime", "warm"], "unknown regime 'warm'"),
+    ("bad_dtype", ["abtoy", "-V", "eager,added", "--dtype", "fp8"], "abtoy has no dtype 'fp8'; valid: fp32"),
+    ("gpu_variant_on_cpu", ["softmax", "-V", "eager,triton", "--device", "cpu", "--dtype", "fp32"],
+     "entry triton needs a CUDA GPU"),
+    ("csv_is_a_folder", ["abtoy", "-V", "eager,added", "--csv", "."], "--csv . is a folder"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arguments, says", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_bad_input_is_one_line_and_exit_2(arguments, says, tmp_path):
+    done = (
+        ab(*arguments, "--device", "cpu", cwd=tmp_path) if "--device" not in arguments else ab(*arguments, cwd=tmp_path)
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -1,0 +1,148 @@
+"""cross_entropy: the Triton kernel and the chunked fused-linear form in the interpreter against float64
+over odd shapes and every dtype, the PyTorch forms, the cost model, and the Liger and quack adapters
+against fakes with the libraries' signatures (Liger's writing the gradient over its input)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fake_libraries import install
+from kernel_checks import assert_variant_matches_reference
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
+from rooflint.kernels.cross_entropy import triton as ce_triton
+
+
+# one token, a vocabulary of one and of a prime size, one past a power of two
+@pytest.mark.parametrize("tokens,vocab", [(1, 1), (1, 2), (7, 101), (5, 1025), (3, 5003)])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_triton_from_logits_matches_float64(tokens, vocab, dtype):
+    assert_variant_matches_reference("cross_entropy", "triton", {"tokens": tokens, "vocab": vocab, "hidden": 0}, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_many_tiles_carry_the_running_max_and_sum(dtype):
+    # 64-wide tiles over 1000 words: 16 tiles, the last partial; logits far from zero (a max carried
+    # wrong overflows exp), and the target in the last, partial tile for one token.
+    family = get_family("cross_entropy")
+    params = {"tokens": 4, "vocab": 1000, "hidden": 0}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"))
+    case.inputs["logits"] = (case["logits"].float() * 4 + 300).to(case["logits"].dtype)
+    case.inputs["target"][0] = 999
+    logits, target = case["logits"], case["target"]
+    losses, grad = torch.empty(4), torch.full_like(logits, float("nan"))
+    ce_triton.triton_cross_entropy(logits, target, grad, losses, max_tile=64)
+    verdict = check(family, dtype, (losses.mean(), grad), family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("variant", ["triton", "triton_chunked"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_the_head_fused_forms_match_float64(monkeypatch, variant, dtype):
+    # 2^12 bytes of logits a chunk: 20 tokens of 101 bf16 words, so 37 tokens run as two chunks
+    # (one partial) and dW accumulates across them.
+    monkeypatch.setattr(ce_triton, "CHUNK_BYTES", 2**12)
+    assert 1 < 37 / ce_triton.chunk_tokens(101, torch.bfloat16) <= 2
+    assert_variant_matches_reference("cross_entropy", variant, {"tokens": 37, "vocab": 101, "hidden": 24}, dtype)
+
+
+def test_the_chunked_form_needs_hidden_states():
+    family = get_family("cross_entropy")
+    case = family.build_case("custom", {"tokens": 2, "vocab": 8, "hidden": 0}, "fp32", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match="hidden > 0"):
+        family.variants["triton_chunked"].build(case)
+
+
+@pytest.mark.parametrize("variant", ["eager", "eager_unfused", "compile_unfused", "compile_builtin"])
+@pytest.mark.parametrize("hidden", [0, 16])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_torch_variants_match_float64(variant, hidden, dtype):
+    assert_variant_matches_reference("cross_entropy", variant, {"tokens": 9, "vocab": 77, "hidden": hidden}, dtype)
+
+
+def test_cost_of_the_two_forms():
+    cost = get_family("cross_entropy").cost
+    logits = cost({"tokens": 8192, "vocab": 128256, "hidden": 0}, "bf16")
+    assert logits.bytes == 2 * 8192 * 128256 * 2 + 8192 * 8 + 4
+    assert logits.tensor_flops == 0
+    head = cost({"tokens": 8192, "vocab": 128256, "hidden": 4096}, "bf16")
+    assert head.tensor_flops == 6 * 8192 * 128256 * 4096  # three GEMMs
+    # the floor never counts the logits: the fused-linear forms keep them on chip
+    assert head.bytes == 2 * (8192 + 128256) * 4096 * 2 + 8192 * 8 + 4
+
+
+# ----------------------------------------------------------------- adapters, against fake libraries
+
+
+class _InPlaceCrossEntropy(torch.autograd.Function):
+    """Liger's contract: the forward writes the gradient over its input and returns the mean loss."""
+
+    @staticmethod
+    def forward(ctx, logits, target):
+        z = logits.detach().float()
+        loss = (torch.logsumexp(z, -1) - z.gather(1, target[:, None]).squeeze(1)).mean()
+        grad = torch.softmax(z, -1)
+        grad[torch.arange(len(target)), target] -= 1
+        logits.data.copy_(grad / len(target))
+        ctx.save_for_backward(logits.detach())
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        return grad * grad_output, None
+
+
+def _linear_ce(x, weight, target, *rest, **options):
+    return torch.nn.functional.cross_entropy(torch.nn.functional.linear(x, weight).float(), target)
+
+
+def fake_liger(monkeypatch):
+    def liger_cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                            reduction="mean", **options):  # fmt: skip
+        return _InPlaceCrossEntropy.apply(input, target)
+
+    install(
+        monkeypatch,
+        "liger_kernel.transformers.functional",
+        liger_cross_entropy=liger_cross_entropy,
+        liger_fused_linear_cross_entropy=_linear_ce,
+    )
+
+
+def fake_quack(monkeypatch):
+    install(
+        monkeypatch,
+        "quack.cross_entropy",
+        cross_entropy=lambda x, target, lse_partial=None, weight=None, ignore_index=-100, reduction="mean": (
+            torch.nn.functional.cross_entropy(x.float(), target)
+        ),
+    )
+    install(monkeypatch, "quack.linear_cross_entropy", chunked_linear_cross_entropy=_linear_ce)
+
+
+@pytest.mark.parametrize("hidden", [0, 16])
+@pytest.mark.parametrize(("variant", "fake"), [("liger", fake_liger), ("quack", fake_quack)])
+def test_adapters_give_loss_and_gradients_and_leave_the_inputs_alone(monkeypatch, variant, fake, hidden):
+    fake(monkeypatch)
+    family = get_family("cross_entropy")
+    params = {"tokens": 6, "vocab": 50, "hidden": hidden}
+    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    before = {name: tensor.clone() for name, tensor in case.inputs.items()}
+    call = family.variants[variant].build(case)
+    first = call()
+    call()  # the engine calls again (to measure memory) before it checks the first output
+    verdict = check(family, "bf16", first, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+    for name, tensor in case.inputs.items():
+        assert torch.equal(tensor, before[name]), name
+
+
+def test_quacks_fused_linear_form_is_skipped_in_fp32(monkeypatch):
+    fake_quack(monkeypatch)
+    family = get_family("cross_entropy")
+    case = family.build_case("custom", {"tokens": 2, "vocab": 8, "hidden": 4}, "fp32", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match="fp16 and bf16"):
+        family.variants["quack"].build(case)

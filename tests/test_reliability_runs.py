@@ -1,0 +1,196 @@
+"""Nothing wrong passes: a crashed variant fails every gate, one bench writes a folder at a time,
+and a new run never takes the last results with it. Each case runs the installed `rooflint`
+console script in a subprocess, as a user or a CI job does, on the CPU.
+
+The `fragile` family (tests/fixtures/fragile_family.py) has a variant the test has killed with
+SIGKILL (ROOFLINT_TEST_KILL=1) and one it slows down (ROOFLINT_TEST_SLEEP_S), so the crash and the
+overlap are real processes, not mocks.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(sys.executable).with_name("rooflint")
+ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+FIXTURES = str(Path(__file__).parent / "fixtures")
+
+pytestmark = [
+    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    pytest.mark.xdist_group("cli_subprocess"),
+]
+
+
+def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(
+        os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200", ROOFLINT_FAMILY_MODULES="fragile_family"
+    )
+    env["PYTHONPATH"] = FIXTURES + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("ROOFLINT_DEBUG", None)
+    env.update(extra)
+    return env
+
+
+def rooflint(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [ROOFLINT, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=environment(tmp_path, **extra)
+    )
+
+
+def bench(tmp_path: Path, out: str, *more: str, **extra: str) -> subprocess.CompletedProcess:
+    return rooflint(tmp_path, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", out, *more, **extra)
+
+
+def rows(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(newline="") as handle:
+        return {row["variant"]: row for row in csv.DictReader(handle)}
+
+
+def no_traceback(done: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path):
+    base = bench(tmp_path, "base")
+    assert base.returncode == 0, base.stdout + base.stderr
+    new = bench(tmp_path, "new", ROOFLINT_TEST_KILL="1")
+    assert new.returncode == 1, new.stdout + new.stderr  # a crash fails the run
+    crashed = rows(tmp_path / "new" / "results.csv")["killed"]
+    assert crashed["status"] == "crashed" and "exit -9" in crashed["message"]
+    # The row says where it crashed, as every measured row does: else it matches nothing in BASE.
+    measured = rows(tmp_path / "new" / "results.csv")["eager"]
+    for column in ("gpu", "host", "device_name", "device_index", "torch_version", "timestamp"):
+        assert crashed[column] not in ("", None), column
+    assert (crashed["gpu"], crashed["host"], crashed["device_name"]) == (
+        measured["gpu"],
+        measured["host"],
+        measured["device_name"],
+    )
+    assert "Traceback" not in (tmp_path / "new" / "worker.log").read_text()
+
+    compared = rooflint(tmp_path, "compare", "base/results.csv", "new/results.csv")
+    no_traceback(compared)
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    assert "FAIL, 1 regression" in compared.stdout
+    assert "| fragile | killed |" in compared.stdout and "**now crashed**" in compared.stdout
+
+    linted = rooflint(tmp_path, "lint", "new/results.csv")
+    no_traceback(linted)
+    assert linted.returncode == 1, linted.stdout + linted.stderr  # read, and the crash is an error finding
+    assert "not_measured" in linted.stdout and "crashed" in linted.stdout
+
+    merged = rooflint(tmp_path, "merge", "base/results.csv", "new/results.csv", "new/results.json", "--out", "m.csv")
+    no_traceback(merged)
+    assert merged.returncode == 0, merged.stderr
+    statuses = {row["variant"]: row["status"] for row in csv.DictReader((tmp_path / "m.csv").open())}
+    assert statuses["killed"] == "crashed"  # the newer row of the key wins
+
+    reported = rooflint(tmp_path, "report", "new/results.csv")
+    no_traceback(reported)
+    assert reported.returncode == 0 and "killed (crashed" in reported.stdout
+
+
+def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path):
+    assert bench(tmp_path, "base").returncode == 0
+    new = bench(tmp_path, "new", "--variants", "eager,slow")
+    assert new.returncode == 0, new.stderr
+    compared = rooflint(tmp_path, "compare", "base/results.csv", "new/results.csv")
+    assert compared.returncode == 1, compared.stdout
+    assert "**now missing**" in compared.stdout and "| fragile | killed |" in compared.stdout
+
+
+def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(tmp_path):
+    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="20")
+    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "shared"]
+    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = tmp_path / "shared" / ".rooflint.lock"
+        deadline = time.monotonic() + 120
+        while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert lock.exists(), "the first bench never took the folder"
+        second = bench(tmp_path, "shared")
+    finally:
+        out, err = first.communicate(timeout=300)
+    assert second.returncode == 2, second.stdout + second.stderr
+    errors = [line for line in second.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(errors) == 1 and f"pid {first.pid}" in errors[0] and "in use by another bench" in errors[0]
+    no_traceback(second)
+    # The first ran to the end, alone: its file is whole and the lock is gone.
+    assert first.returncode == 0, out + err
+    assert set(rows(tmp_path / "shared" / "results.csv")) == {"eager", "killed", "slow"}
+    assert rooflint(tmp_path, "lint", "shared/results.csv").returncode == 0
+    assert not lock.exists()
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "out").mkdir()
+    record = {"pid": dead.pid, "host": os.uname().nodename, "started": "2026-01-01T00:00:00+00:00"}
+    (tmp_path / "out" / ".rooflint.lock").write_text(json.dumps(record))
+    done = bench(tmp_path, "out", "--variants", "eager")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "out" / ".rooflint.lock").exists()
+
+
+def test_a_new_run_keeps_the_previous_results(tmp_path):
+    assert bench(tmp_path, "out", "--variants", "eager").returncode == 0
+    first = (tmp_path / "out" / "results.csv").read_text()
+    again = bench(tmp_path, "out", "--variants", "slow")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "out" / "results.prev.csv").read_text() == first
+    assert set(rows(tmp_path / "out" / "results.csv")) == {"slow"}
+    assert set(rows(tmp_path / "out" / "results.prev.csv")) == {"eager"}
+
+
+def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp_path):
+    done = bench(tmp_path, "out", "--variants", "eager", "--cuda-graphs")
+    assert done.returncode == 0, done.stderr
+    assert "note: --cuda-graphs does nothing on the CPU" in done.stderr
+    assert (tmp_path / "out" / "roofline.png").exists()
+    # roofline and report name one GPU's files as bench does.
+    drawn = rooflint(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
+    assert drawn.returncode == 0, drawn.stderr
+    assert sorted(p.name for p in (tmp_path / "drawn").glob("roofline*")) == [
+        "roofline.csv",
+        "roofline.png",
+        "roofline.svg",
+    ]
+    reported = rooflint(tmp_path, "report", "out/results.csv", "--out", "report/report.md")
+    assert reported.returncode == 0, reported.stderr
+    assert (tmp_path / "report" / "roofline.png").exists()
+    assert "](roofline.png)" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
+    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="30")
+    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "out"]
+    # A session of its own, so SIGINT reaches the bench and its worker together, as a terminal's Ctrl-C does.
+    running = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    log = tmp_path / "out" / "worker.log"
+    deadline = time.monotonic() + 120
+    results = tmp_path / "out" / "results.csv"
+    while not (results.exists() and "eager" in rows(results)):
+        assert running.poll() is None and time.monotonic() < deadline, "the bench ended before it was interrupted"
+        time.sleep(0.2)
+    time.sleep(1.0)  # the worker is now inside the slow variant
+    os.killpg(running.pid, signal.SIGINT)
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 130, out + err
+    assert "interrupted" in err and "Traceback" not in out + err
+    assert "Traceback" not in log.read_text() and "BrokenPipeError" not in log.read_text()
+    assert "eager" in rows(tmp_path / "out" / "results.csv")  # the rows measured before it are kept
+    assert not (tmp_path / "out" / ".rooflint.lock").exists()
