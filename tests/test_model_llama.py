@@ -186,7 +186,24 @@ def compile_run(tmp_path_factory):
     return run_model(tiny_request(out, kernels=["compile"], batch=1, new_tokens=5))
 
 
-@pytest.mark.parametrize("run", ["eager_run", "compile_run"])
+@pytest.fixture(scope="module")
+def triton_run(tmp_path_factory):
+    # Triton's CPU interpreter (conftest sets TRITON_INTERPRET=1): one sequence, few tokens
+    out = tmp_path_factory.mktemp("llama-triton")
+    return run_model(tiny_request(out, kernels=["triton"], batch=1, seq=8, prompt=4, new_tokens=3))
+
+
+def test_triton_set_swaps_in_rooflints_families(triton_run):
+    (result,) = triton_run.sets
+    assert result.status == OK, result.message
+    plan = dict(item.split("=", 1) for item in result.plan.split("; "))
+    for slot in ("rms_norm", "swiglu", "kv_append", "decode_attention"):
+        assert plan[slot] == "triton", result.plan
+    assert plan["prefill_attention"].startswith("triton"), result.plan
+    assert plan["rope"].startswith("eager ("), result.plan  # says why it stays PyTorch
+
+
+@pytest.mark.parametrize("run", ["eager_run", "compile_run", "triton_run"])
 def test_kernel_set_logits_and_greedy_tokens_match_hf(run, request):
     (result,) = request.getfixturevalue(run).sets
     assert result.status == OK, result.message
@@ -261,7 +278,7 @@ def test_sweep_skips_a_point_that_cannot_fit_and_refuses_when_none_can():
     assert "needs" in refused[(64, 64)] and "lower --batch or --context" in refused[(64, 64)]
     with pytest.raises(UserError, match="needs"):
         sweep.plan(dims, 10_000, [64], [64], "fp32", int(small * 1.2), cpu, "tiny")
-    _, refused = sweep.plan(dims, 10_000, [1], [4090], "fp32", 10**12, cpu, "tiny")
+    _, refused = sweep.plan(dims, 10_000, [1], [64, 4090], "fp32", 10**12, cpu, "tiny")
     assert "past tiny's 4096 positions" in refused[(1, 4090)]
 
 

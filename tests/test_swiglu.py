@@ -38,7 +38,7 @@ def test_small_blocks_cover_every_element(dtype):
     assert verdict.passed, verdict.message
 
 
-@pytest.mark.parametrize("variant", ["eager_unfused", "compile"])
+@pytest.mark.parametrize("variant", ["eager", "compile"])
 @pytest.mark.parametrize("hidden", [0, 24])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_torch_variants_match_float64(variant, hidden, dtype):

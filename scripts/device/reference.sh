@@ -21,7 +21,7 @@ if [ ! -f "$state/started" ]; then
     if ls .whl/*.whl >/dev/null 2>&1; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     fi
-    export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # keeps the peers of scripts/device/peers.sh
     # The device gets a copy of the tree without .git: the caller passes ROOFLINT_GIT_COMMIT.
     # (its .git, where it has one, can be stale, so the variable comes first).
     echo "${ROOFLINT_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}" >"$state/commit.txt"

@@ -51,7 +51,7 @@ def test_gluon_attention_is_repeatable(head_dim, causal):
 @pytest.mark.parametrize("head_dim", gluon_attention.HEAD_DIMS)
 def test_gluon_attention_with_a_split_tail_matches_float64(head_dim, n, split_tail):
     """17 heads of 8 row blocks: 136 tiles, so on a 132-SM GPU 132 run whole and 4 in key ranges
-    merged afterwards (_attention_tail.py); on other SM counts the split covers other tiles. The
+    merged afterwards (attention/gluon_tail.py); on other SM counts the split covers other tiles. The
     same launch with split_tail=False runs every tile whole, and both match float64."""
     _sm90_or_skip()
     params = {"B": 1, "H": 17, "N": n, "D": head_dim, "causal": False}

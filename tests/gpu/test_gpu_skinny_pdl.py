@@ -1,4 +1,4 @@
-"""GPU tier: the decode GEMM that holds W in registers across the PDL wait (kernels/skinny_pdl.cu),
+"""GPU tier: the decode GEMM that holds W in registers across the PDL wait (gelu_linear/skinny_pdl.cu),
 against float64 over the shapes and fusions the model gives it and odd ones, fp16 and bf16."""
 
 from __future__ import annotations

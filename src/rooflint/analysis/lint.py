@@ -56,7 +56,8 @@ THROTTLED_CLOCK = 0.90
 # the rule stays quiet: there every row runs at the power cap, and the clock a row holds is its own
 # kernel's doing (a kernel that does more per cycle draws more power per cycle, so the cap holds it
 # to a lower clock), so a speedup between two sustained rows is a fair ratio of work per joule at the
-# cap (reports/h100/sustained: `triton_gluon` at 1,620 MHz, cuDNN at 1,770, both at ~690 W: 1.000x).
+# cap (the sustained H100 run at 58f16dd: `triton_gluon` at 1,620 MHz, cuDNN at 1,770, both at ~690 W:
+# 1.000x; docs/perf-notes/attention.md).
 CLOCKS_APART = 0.05
 
 

@@ -141,7 +141,7 @@ def shape_label(params: Mapping[str, Any]) -> str:
 
 
 class Family:
-    """A kernel family. See kernels/vector_add.py for the smallest complete one."""
+    """A kernel family. kernels/vector_add/ is the smallest complete one (__init__.py, triton.py, cuda.py)."""
 
     def __init__(
         self,

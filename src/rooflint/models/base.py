@@ -1,6 +1,6 @@
 """What one whole model tells rooflint: how to build it, its ops, their costs and its forward.
 
-A model module (gpt2.py; a Llama-style one next) subclasses ModelSpec. The spec does not time or
+A model module (gpt2.py, llama.py) subclasses ModelSpec. The spec does not time or
 profile anything: the runner calls ``forward`` with a KernelSet (which implementation each kind of
 op uses) and an OpRecorder (which names every op for the profiler), and the engine joins the
 profiled times with ``op_costs``. So a new model is one module: its configs, its weights in

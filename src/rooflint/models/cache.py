@@ -1,4 +1,4 @@
-"""The KV cache of a greedy generation, in kernels/kv_cache.py's paged pool format.
+"""The KV cache of a greedy generation, in the kv_cache family's paged pool format.
 
 Each layer has a K pool and a V pool of 16-token pages, each page holding one (sequence, head)'s
 rows: [pages, 16, 1, head_dim], as kv_cache's append kernel writes them (one "head" per page, so a

@@ -224,7 +224,7 @@ class TritonKernels(EagerKernels):
         self.plan["sample"] = "triton (argmax in one kernel)"
         self._greedy: dict[tuple, object] = {}
         # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: it is
-        # slower than the kernel-per-op step's layers (docs/perf-notes/decode-persistent.md).
+        # slower than the kernel-per-op step's layers (docs/perf-notes/models.md, Tried and lost).
         # Under the interpreter it runs one program, which does every item.
         self.persistent = os.environ.get("ROOFLINT_PERSISTENT", "") == "1"
         self._layers = None  # (LayerStack, Plan, Workspace), built on the first (uncaptured) step

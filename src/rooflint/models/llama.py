@@ -256,7 +256,7 @@ def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) ->
         "attention": attend,
         "o_proj": linear_cost(rows, q_width, d, dtype, bias=False),
         "gate_up_proj": linear_cost(rows, d, 2 * ffn, dtype, bias=False),
-        "swiglu": swiglu.cost({"rows": rows, "inter": ffn}, dtype),
+        "swiglu": swiglu.cost({"rows": rows, "inter": ffn, "hidden": 0}, dtype),  # the elementwise form
         "down_proj": linear_cost(rows, ffn, d, dtype, bias=False),
     }
     costs = {

@@ -125,20 +125,13 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             return triton_rmsnorm(x, w, y, eps=self.eps), x
         return triton_rmsnorm(x, w, y, residual, torch.empty_like(x), eps=self.eps)
 
-    def gate_up(self, h, w, b, ffn):
-        if self.plan["swiglu"] != "triton":
-            return super().gate_up(h, w, b, ffn)
-        # gate and up as two GEMMs into one [2, rows, ffn] buffer: the swiglu kernel reads each flat
-        gate_w, up_w = w[:ffn], w[ffn:]
-        gate_b, up_b = (None, None) if b is None else (b[:ffn], b[ffn:])
-        return self.linear(h, gate_w, gate_b), self.linear(h, up_w, up_b)
-
     def silu_mul(self, gate, up):
         if self.plan["swiglu"] != "triton":
             return super().silu_mul(gate, up)
         from rooflint.kernels.swiglu.triton import triton_swiglu
 
-        return triton_swiglu(gate.contiguous(), up.contiguous(), torch.empty_like(gate))
+        # gate and up are the two column halves of one GEMM's output: the kernel reads them strided
+        return triton_swiglu(gate, up, torch.empty(gate.shape, dtype=gate.dtype, device=gate.device))
 
     def attend_prefill_gqa(self, q, k, v):
         if self.plan["prefill_attention"].startswith("eager"):

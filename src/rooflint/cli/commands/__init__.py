@@ -1,1 +1,1 @@
-"""CLI commands beyond bench/list/specs/roofline, one module each, registered in rooflint.cli."""
+"""The CLI commands, one module each (list is listing.py), registered by rooflint.cli.app's COMMANDS."""

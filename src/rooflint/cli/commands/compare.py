@@ -12,7 +12,7 @@ from rooflint.cli.console import user_errors
 
 @user_errors
 def compare_command(
-    base: Annotated[Path, typer.Argument(help="Baseline results (.csv or .json), e.g. reports/h100.csv.")],
+    base: Annotated[Path, typer.Argument(help="Baseline results (.csv or .json), e.g. reports/h100/results.csv.")],
     new: Annotated[Path, typer.Argument(help="New results to judge, e.g. out/results.csv.")],
     threshold: Annotated[
         str, typer.Option("--threshold", help="Median-time change that counts, in percent (5% or 5).")
@@ -34,7 +34,7 @@ def compare_command(
     ok in BASE and fails, errors, skips or crashes in NEW is a regression, and so is one missing from
     NEW where NEW ran its family on that GPU. Rows of families NEW did not run are listed.
 
-    Examples: rooflint compare reports/h100.csv out/results.csv;
+    Examples: rooflint compare reports/h100/results.csv out/results.csv;
     rooflint compare base.csv new.csv --threshold 3% --out diff.md
     """
     from rooflint.analysis.compare import compare_frames, parse_threshold

@@ -22,6 +22,8 @@ def new_family_command(
     The module has sizes, inputs, a float64 reference, a cost model, an eager baseline, a compile
     and a Triton variant. Nothing in rooflint needs editing to run it: put its folder on PYTHONPATH
     and name it in ROOFLINT_FAMILY_MODULES, or register it under the rooflint.families entry point.
+    One module is a whole family; grown, it becomes a package like rooflint's own (NAME/__init__.py
+    with one module per implementation and NAME.cu beside them), as NAME.py's docstring says.
 
     Example: rooflint new-family rmsnorm --out mykernels
     """

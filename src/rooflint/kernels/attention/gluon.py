@@ -1,7 +1,7 @@
 """Attention forward for Hopper in Gluon (`triton.experimental.gluon`): the `triton_gluon` variant.
 
 Why Gluon. Triton 3.6's compiler admits one loop shape for its warp specialization and does not
-compile FlashAttention-3's overlap within a warpgroup (docs/perf-notes/kernels-at-limit.md), so
+compile FlashAttention-3's overlap within a warpgroup (docs/perf-notes/attention.md), so
 `triton_hopper` stops near 0.85-0.9x cuDNN. Gluon is Triton's lower-level language: the kernel
 states its own layouts, shared-memory buffers, barriers and schedule, and Triton compiles it.
 

@@ -1,8 +1,8 @@
 """Attention forward for Hopper (sm_90) in Triton: TMA-fed tiles, software pipelining, warp
 specialization, and the causal mask paid only on the diagonal blocks.
 
-The `triton` variant in attention.py stays the path for sm_75/sm_80: it loads K and V through
-pointers (cp.async on sm_80+). This kernel is the sm_90 path, registered in attention.py as
+The `triton` variant in triton.py stays the path for sm_75/sm_80: it loads K and V through
+pointers (cp.async on sm_80+). This kernel is the sm_90 path, registered here as
 `triton_hopper` and skipped elsewhere with the reason:
 - Q, K, V and O move through tensor descriptors (TMA: one thread issues a whole tile, no address
   registers, and rows past the tensor's end read as zeros);
@@ -62,7 +62,7 @@ class AttentionConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# CONFIG TABLE (edit from the sweep's results; see docs/perf-notes/kernels-at-limit.md).
+# CONFIG TABLE (edit from the sweep's results; see docs/perf-notes/attention.md).
 # Shared memory per program is Q (block_m x D) + stages x (K + V tiles) + the O staging tile; a
 # block gets at most 227 KB on the H100/H200. Resources from compiling each config for sm_90a with
 # the Triton 3.6 wheel ahead of time (registers per thread, shared bytes):

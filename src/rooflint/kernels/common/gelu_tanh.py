@@ -3,7 +3,7 @@
 Two forms, as in include/rooflint/common.cuh for the CUDA kernels. Both are a few FMAs around the
 MUFU, the SM's 16-lane special-function unit, which is what a GELU epilogue spends: on the H200
 (4.8 TB/s over the H100's 132 SMs) the elementwise GELU kernels kept it ~50% busy (ncu,
-docs/perf-notes/kernels-at-limit.md), and in a GEMM epilogue it is a tile's serial tail.
+at 85145dc), and in a GEMM epilogue it is a tile's serial tail.
 
 - ``gelu_tanh_sigmoid``: z * sigmoid(2u) = z / (1 + 2^(z (c1 + c3 z^2))), log2(e) folded into the
   constants: MUFU ex2 and an approximate divide (MUFU rcp). Exact in real arithmetic; for z << 0

@@ -47,8 +47,8 @@ def pdl_enabled(device) -> bool:
     ROOFLINT_PDL=0 off.
 
     On in a model's decode step since the GEMMs hold their weights in registers across the wait
-    (kernels/skinny_pdl.cu): GPT-2's step went from 0.422 to 0.298 ms on an H100
-    (docs/perf-notes/decode-pdl.md). Before that, with an L2 prefetch only, it bought nothing."""
+    (kernels/gelu_linear/skinny_pdl.cu): GPT-2's step went from 0.422 to 0.298 ms on an H100
+    (docs/perf-notes/models.md). Before that, with an L2 prefetch only, it bought nothing."""
     switch = os.environ.get("ROOFLINT_PDL")
     wanted = switch == "1" or (switch != "0" and _IN_CHAIN.get())
     if not wanted or device.type != "cuda" or interpreting() or gdc_wait is None:

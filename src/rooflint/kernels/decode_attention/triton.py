@@ -212,7 +212,7 @@ def _decode_combine_kernel(
     part_acc_ptr, part_ml_ptr, o_ptr, splits, D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr
 ):
     # A kernel of its own, not the last split's tail: in GPT-2's decode step (docs/perf-notes/
-    # kernels-at-limit.md) a last-arrival combine inside the split kernel made attention slower,
+    # models.md) a last-arrival combine inside the split kernel made attention slower,
     # 0.115 -> 0.128 ms over 12 layers: its serial tail costs more than one more graph launch.
     if PDL:
         launch_next()

@@ -70,7 +70,8 @@ FAMILY = Family(
     dtypes=("fp16", "bf16"),
     # Defaults hold with room to spare: with fp32 accumulation the K=8192 dot products carry an
     # error near sqrt(K) * 2^-24 relative, far below the one rounding of Y to the output dtype
-    # (2^-9 bf16, 2^-12 fp16); docs/perf-notes/decode-gelu-linear.md has the measured errors.
+    # (2^-9 bf16, 2^-12 fp16). Measured on an H100 at both sizes: 1.655e-3 bf16 and 2.1e-4 fp16 for
+    # every fused variant, the one output rounding dominating (6ebd299); ten times under each tolerance.
     tolerances={"fp16": 2e-3, "bf16": 1.6e-2},
 )
 

@@ -13,7 +13,7 @@
 // The math differs by architecture:
 //   * Hopper (sm_90a): two warpgroups issue asynchronous wgmma.m64n256k16 (HGMMA) on a 128x256
 //     tile straight from shared memory; 583 TFLOP/s at 8192^3 on an H100 against 405 for the best
-//     mma.sync kernel (docs/perf-notes/decode-gelu-linear.md, "cuda v2").
+//     mma.sync kernel (6cbb232).
 //   * everything else, and grids too small to fill an H100 with 128x256 tiles: Ampere's mma.sync
 //     m16n8k16 (HMMA) fed by ldmatrix, on 128x128 tiles, two blocks per SM.
 // cp.async, bf16 mma and m16n8k16 need sm_80; the sm_75 build compiles empty bodies and the

@@ -1,7 +1,7 @@
 // Y = GELU_tanh(X W^T + b) for Hopper (sm_90a): a warp-specialized wgmma GEMM with the bias and
 // GELU in its epilogue. gelu_linear.cu stays the sm_80 path and the cp.async wgmma kernel beside it.
 //
-// Why this shape of kernel (the limiter it answers: docs/perf-notes/kernels-at-limit.md measured
+// Why this shape of kernel (the limiter it answers: docs/perf-notes/gelu_linear.md measured
 // the Triton kernel at GPT-2's 1024x768->3072 stalled on barriers and waits while cuBLASLt's
 // warp-specialized kernel kept its warps waiting on the tensor cores):
 // - Warpgroup 0 produces: one thread issues TMA copies of X and W k-slices into a ring of stages,

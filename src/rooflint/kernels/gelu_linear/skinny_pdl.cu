@@ -8,7 +8,7 @@
 // (griddepcontrol.wait): the weight stream runs while the kernels before it still work, and what
 // is left on the chain is X from L2, the MMAs, a reduction across warps and the epilogue.
 // (Triton could not hold the loads across the wait without keeping each X tile's global load,
-// shared-memory round trip and MMA in one serial chain: docs/perf-notes/decode-pdl.md.)
+// shared-memory round trip and MMA in one serial chain: docs/perf-notes/models.md, Tried and lost.)
 //
 // A block owns 16 rows of W; its warps split K, each holding 16 x 16*STEPS of W as mma.m16n8k16
 // A fragments (4*STEPS registers, 48 at STEPS 12). X's rows are the MMA's N side (one n8 tile for

@@ -1,4 +1,4 @@
-"""The decode GEMM of kernels/skinny_pdl.cu: W held in registers across the PDL wait (sm_90).
+"""The decode GEMM of skinny_pdl.cu beside it: W held in registers across the PDL wait (sm_90).
 
 kernels/gelu_linear/skinny.py calls it under programmatic dependent launch where the shape fits; its
 arguments and its result are those of skinny_linear / skinny_norm_linear.

@@ -9,7 +9,7 @@ from rooflint.kernels.layernorm import EPS, FAMILY, _outputs
 
 
 def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=False, threads=0, eps: float = EPS):
-    """Launch the CUDA kernel (kernels/layernorm.cu); threads 0 picks its default. Returns y."""
+    """Launch the CUDA kernel (layernorm.cu); threads 0 picks its default. Returns y."""
     rows, hidden = x.shape
     stats = mean is not None
     mean_buf, rstd_buf = (mean, rstd) if stats else (y, y)  # never written when stats is off

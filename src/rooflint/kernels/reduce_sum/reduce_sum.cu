@@ -8,7 +8,7 @@
 // one pass but needs out zeroed first and its order, hence its rounding, changes run to run.
 #include "rooflint/common.cuh"
 
-constexpr int kUnroll = 4;  // must match CudaRowSum.UNROLL in reduce_sum.py
+constexpr int kUnroll = 4;  // must match CudaRowSum.UNROLL in cuda.py
 constexpr int kMaxWarps = 32;
 
 // Sum over the block; the result is valid in every thread. `scratch` holds one float per warp.

@@ -12,7 +12,7 @@ How the cost model tells them apart (a family has one cost per case): ``cost`` i
 form must do, the q/k traffic and the rotation FLOPs; the table forms declare ``modeled_bytes`` with
 the table reads on top (2 MB at the large size, 0.2% of the traffic), and the fused form's extra
 work, one exp2 and one sincos per (position, frequency) pair, is counted in ``fused_extra_flops``
-and in docs/perf-notes/rope-kv-cache.md rather than folded into the shared FLOP count. On paper
+and in docs/perf-notes/memory-bound.md rather than folded into the shared FLOP count. On paper
 neither difference is worth more than 0.2% of the memory-bound time; on the H100 the fused form
 measured 1-2% faster (the table load is one more latency step per program).
 """

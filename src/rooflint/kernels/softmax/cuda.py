@@ -9,7 +9,7 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.softmax import FAMILY, _check_layout
 
-# CUDA paths (kernels/softmax.cu): auto picks by row width (registers up to 32768 columns).
+# CUDA paths (softmax.cu): auto picks by row width (registers up to 32768 columns).
 CUDA_MODES = {"auto": 0, "registers": 1, "looped": 2}
 
 

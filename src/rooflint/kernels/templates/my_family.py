@@ -8,6 +8,12 @@ folder:
 To ship it in your package, register the module in its pyproject.toml (no rooflint edit needed):
     [project.entry-points."rooflint.families"]
     my_family = "yourpackage.my_family"
+One file is a complete family. When it grows, make it a package as rooflint's own families are
+(src/rooflint/kernels/vector_add/): my_family/__init__.py keeps everything down to the PyTorch
+variants and FAMILY, and ends by importing one module per implementation (triton.py, cuda.py), each
+registering its variants on FAMILY; a CUDA source my_family.cu sits beside them, and
+rooflint.engine.cuda_build.family_source(__file__) finds it from __init__.py. The entry point and
+ROOFLINT_FAMILY_MODULES then name the package.
 """
 
 from __future__ import annotations

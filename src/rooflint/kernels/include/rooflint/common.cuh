@@ -104,7 +104,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // tanh GELU, 0.5 z (1 + tanh(u)) with u = sqrt(2/pi) (z + 0.044715 z^3), in two forms. Both are a
 // few FMAs around the MUFU, the SM's 16-lane special-function unit, which is what a GELU epilogue
 // spends: on the H200 (4.8 TB/s over the H100's 132 SMs) the elementwise GELU kernels kept it ~50%
-// busy (ncu, docs/perf-notes/kernels-at-limit.md).
+// busy (ncu at 85145dc).
 // - sigmoid: z * sigmoid(2u) = z / (1 + 2^(z (c1 + c3 z^2))), log2(e) folded into the constants:
 //   MUFU ex2 + MUFU rcp. Exact in real arithmetic; for z << 0 ex2 overflows to inf and the
 //   approximate divide gives -0, the limit. The fp32 form.
