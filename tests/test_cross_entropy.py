@@ -17,7 +17,7 @@ from rooflint.kernels.cross_entropy import triton as ce_triton
 
 # one token, a vocabulary of one and of a prime size, one past a power of two
 @pytest.mark.parametrize("tokens,vocab", [(1, 1), (1, 2), (7, 101), (5, 1025), (3, 5003)])
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("dtype", get_family("cross_entropy").dtypes)
 def test_triton_from_logits_matches_float64(tokens, vocab, dtype):
     assert_variant_matches_reference("cross_entropy", "triton", {"tokens": tokens, "vocab": vocab, "hidden": 0}, dtype)
 
@@ -39,7 +39,7 @@ def test_many_tiles_carry_the_running_max_and_sum(dtype):
 
 
 @pytest.mark.parametrize("variant", ["triton", "triton_chunked"])
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("dtype", get_family("cross_entropy").dtypes)
 def test_the_head_fused_forms_match_float64(monkeypatch, variant, dtype):
     # 2^12 bytes of logits a chunk: 20 tokens of 101 bf16 words, so 37 tokens run as two chunks
     # (one partial) and dW accumulates across them.
@@ -128,7 +128,7 @@ def fake_quack(monkeypatch):
 def test_adapters_give_loss_and_gradients_and_leave_the_inputs_alone(monkeypatch, variant, fake, hidden):
     fake(monkeypatch)
     family = get_family("cross_entropy")
-    params = {"tokens": 6, "vocab": 50, "hidden": hidden}
+    params = {"tokens": 6, "vocab": 56, "hidden": hidden}  # 112-byte rows: whole 16-byte vectors for quack
     case = family.build_case("custom", params, "bf16", torch.device("cpu"))
     before = {name: tensor.clone() for name, tensor in case.inputs.items()}
     call = family.variants[variant].build(case)
@@ -138,6 +138,14 @@ def test_adapters_give_loss_and_gradients_and_leave_the_inputs_alone(monkeypatch
     assert verdict.passed, verdict.message
     for name, tensor in case.inputs.items():
         assert torch.equal(tensor, before[name]), name
+
+
+def test_quack_skips_a_row_of_no_whole_16_byte_vectors_with_the_reason(monkeypatch):
+    fake_quack(monkeypatch)
+    family = get_family("cross_entropy")
+    case = family.build_case("custom", {"tokens": 3, "vocab": 50, "hidden": 0}, "bf16", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match=r"50 torch.bfloat16 elements \(100 bytes\)"):
+        family.variants["quack"].build(case)
 
 
 def test_quacks_fused_linear_form_is_skipped_in_fp32(monkeypatch):

@@ -441,9 +441,9 @@ ADAPTERS = [
     ("rope", "flashinfer", _fake_flashinfer, [{"batch": 2, "seq": 9, "heads": 3, "head_dim": 64}]),
     ("rope", "liger", _fake_liger, [{"batch": 2, "seq": 9, "heads": 3, "head_dim": 64}]),
     ("layernorm", "liger", _fake_liger, [{"rows": 5, "hidden": 300}]),
-    ("layernorm", "quack", _fake_quack, [{"rows": 5, "hidden": 300}]),
+    ("layernorm", "quack", _fake_quack, [{"rows": 5, "hidden": 296}]),  # quack takes whole 16-byte rows
     ("softmax", "liger", _fake_liger, [{"rows": 5, "cols": 300}]),
-    ("softmax", "quack", _fake_quack, [{"rows": 5, "cols": 300}]),
+    ("softmax", "quack", _fake_quack, [{"rows": 5, "cols": 296}]),
 ]
 
 

@@ -11,6 +11,7 @@ def list_command() -> None:
 
     Example: rooflint list
     """
+    from rich.markup import escape
     from rich.table import Table
 
     from rooflint.core.registry import family_names, get_family
@@ -25,7 +26,7 @@ def list_command() -> None:
         try:
             family = get_family(name)
         except Exception as error:  # noqa: BLE001 - a family that fails to import is reported, not fatal
-            table.add_row(name, "-", "-", f"[red]import failed: {error}[/]", "")
+            table.add_row(name, "-", "-", f"[red]import failed: {escape(str(error))}[/]", "")
             continue
         for variant in family.ordered_variants():
             reason = missing_requirement(variant, device)
@@ -33,8 +34,8 @@ def list_command() -> None:
                 name,
                 variant.name,
                 variant.kind,
-                "[green]yes[/]" if reason is None else f"[yellow]{reason}[/]",
-                variant.description,
+                "[green]yes[/]" if reason is None else f"[yellow]{escape(reason)}[/]",
+                escape(variant.description),
             )
         table.add_section()
     console.print(table)

@@ -100,6 +100,18 @@ class Library:
         return found
 
 
+def require_whole_vectors(library: Library, tensor: Any) -> None:
+    """CuTe DSL kernels (quack) copy each row as 16-byte vectors and assert that the row is a whole
+    number of them: any other row length is a shape the library does not take, so the row is skipped
+    with that reason rather than reported as the library's error."""
+    row_bytes = tensor.shape[-1] * tensor.element_size()
+    if row_bytes % 16:
+        raise VariantSkipped(
+            f"{library.name} copies rows as 16-byte vectors: a row of {tensor.shape[-1]} {tensor.dtype} "
+            f"elements ({row_bytes} bytes) is not a whole number of them"
+        )
+
+
 def overwriting(call: Callable[..., Any], make_arguments: Callable[[], tuple]) -> Callable[[], Any]:
     """A zero-argument call of a library function that overwrites its own arguments (FlashInfer's
     fused_add_rmsnorm, Liger's cross-entropy writing the gradient over the logits).

@@ -4,7 +4,7 @@ their cross-entropy on logits, and their fused-linear forms on hidden states and
 from __future__ import annotations
 
 from rooflint.core.errors import VariantSkipped
-from rooflint.kernels.common.libraries import LIGER, QUACK, overwriting
+from rooflint.kernels.common.libraries import LIGER, QUACK, overwriting, require_whole_vectors
 from rooflint.kernels.cross_entropy import FAMILY, leaves, with_grads
 
 
@@ -34,4 +34,5 @@ def quack(case):
         tensors = leaves(case)
         return lambda: with_grads(fused, tensors, target)
     loss = QUACK.function("cross_entropy", "cross_entropy")
+    require_whole_vectors(QUACK, case["logits"])
     return lambda: with_grads(loss, leaves(case), target)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rooflint.kernels.common.libraries import LIGER, QUACK
+from rooflint.kernels.common.libraries import LIGER, QUACK, require_whole_vectors
 from rooflint.kernels.layernorm import EPS, FAMILY
 
 
@@ -24,6 +24,7 @@ def quack(case):
     """quack layernorm_fwd (CuTe DSL): y, mean and rstd; its weight and bias in fp32, as it requires"""
     forward = QUACK.function("rmsnorm", "layernorm_fwd")
     x = case["x"]
+    require_whole_vectors(QUACK, case["x"])
     w, b = case["weight"].float(), case["bias"].float()
 
     def call():

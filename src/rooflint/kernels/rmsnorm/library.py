@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rooflint.kernels.common.libraries import FLASHINFER, LIGER, QUACK, overwriting
+from rooflint.kernels.common.libraries import FLASHINFER, LIGER, QUACK, overwriting, require_whole_vectors
 from rooflint.kernels.rmsnorm import EPS, FAMILY
 
 
@@ -22,6 +22,7 @@ def quack(case):
     """quack's CuTe DSL RMSNorm (rmsnorm_fwd, the residual fused)"""
     x, w, r = case["x"], case["weight"], case.inputs.get("residual")
     forward = QUACK.function("rmsnorm", "rmsnorm_fwd")
+    require_whole_vectors(QUACK, case["x"])
     if r is None:
         return lambda: forward(x, w, eps=EPS)[0]  # (out, residual_out, rstd)
     return lambda: forward(x, w, residual=r, eps=EPS)[:2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rooflint.kernels.common.libraries import LIGER, QUACK
+from rooflint.kernels.common.libraries import LIGER, QUACK, require_whole_vectors
 from rooflint.kernels.softmax import FAMILY
 
 
@@ -19,4 +19,5 @@ def quack(case):
     """quack softmax (CuTe DSL, rows split over a thread-block cluster where they are wide)"""
     softmax = QUACK.function("softmax", "softmax")
     x = case["x"]
+    require_whole_vectors(QUACK, case["x"])
     return lambda: softmax(x)
