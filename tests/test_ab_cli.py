@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 pytestmark = [
     pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
-    pytest.mark.xdist_group("cli_subprocess"),
+    pytest.mark.xdist_group("cli_ab"),
 ]
 
 

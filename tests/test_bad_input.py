@@ -23,7 +23,7 @@ ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 pytestmark = [
     pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
     # One xdist worker takes every case, so the module fixture's 30 subprocesses run once, not per worker.
-    pytest.mark.xdist_group("cli_subprocess"),
+    pytest.mark.xdist_group("cli_bad_input"),
 ]
 
 

@@ -110,7 +110,7 @@ CASES = ["nan", "inf", "huge", "text", "ragged", "header", "status", "truncated"
 
 
 @pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
-@pytest.mark.xdist_group("cli_subprocess")
+@pytest.mark.xdist_group("cli_malformed_files")
 @pytest.mark.parametrize("command", ["lint", "report", "compare", "merge", "roofline"])
 @pytest.mark.parametrize("name", CASES)
 def test_every_command_refuses_a_malformed_file_in_one_line(outcomes, broken, name, command):
@@ -201,7 +201,7 @@ def _mutate(text: str, kind: str, at: float, length: int, junk: str) -> str:
     if kind == "insert":
         return text[:where] + junk + text[where:]
     lines = text.splitlines(keepends=True)
-    line = 1 + int(at * (len(lines) - 1))
+    line = 1 + int(at * (len(lines) - 2))  # a data line: 1 .. len(lines) - 1, at=1.0 included
     if kind == "duplicate":
         return "".join(lines[: line + 1] + [lines[line]] + lines[line + 1 :])
     # "cell": one cell of one row replaced by junk

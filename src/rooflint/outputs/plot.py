@@ -240,7 +240,8 @@ def _label_points(fig, ax, points: pd.DataFrame, colours: dict[str, str], fixed=
             if len(same_kind) > 1 or (same_kind["variant"] != same_kind["kind"]).any():
                 for index, point in same_kind.iterrows():
                     labels.append((point["variant"], colours.get(family, "black"), [position[index]], False))
-    for text, colour, anchors, bold in labels:
+    # Family names first: on a crowded plot a variant's name may find no free spot, a column's name must.
+    for text, colour, anchors, bold in sorted(labels, key=lambda label: not label[3]):
         _place(ax, renderer, frame, taken, text, colour, anchors, bold)
 
 
@@ -253,7 +254,7 @@ def _place(ax, renderer, frame, taken: list, text: str, colour: str, anchors, bo
     # A faint white box: a roof line running under a label does not cross its letters.
     backing = {"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 0.4}
     artist = ax.text(0, 0, text, fontsize=LABEL_POINTS, color=colour, fontweight=weight, transform=None, bbox=backing)
-    for distance in (8, 18, 32, 50):
+    for distance in (8, 18, 32, 50, 70):
         for x, y in anchors:
             for dx, dy in _DIRECTIONS:
                 artist.set_position((x + dx * distance, y + dy * distance))

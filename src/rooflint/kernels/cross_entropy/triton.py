@@ -125,6 +125,9 @@ def triton_chunked(case):
                 torch.matmul(logits.T, x[rows], out=dw)
             else:
                 dw.addmm_(logits.T, x[rows])
+            # Freed here, not when the next chunk's x Wᵀ rebinds the name: that product is allocated
+            # first, so two chunks' logits (2 x CHUNK_BYTES) would be held at once.
+            del logits
         return losses.mean(), dx, dw
 
     return call
