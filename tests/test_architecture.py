@@ -341,3 +341,14 @@ def test_a_private_name_is_only_imported_inside_its_own_package(tmp_path):
     assert private_imports(root / "kernels/other.py", root) == [
         "rooflint/kernels/other.py:1 imports rooflint.kernels.fam._check from rooflint.kernels.fam"
     ]
+
+
+def test_the_architecture_page_names_every_registered_command():
+    # docs/architecture.md's diagram lists the commands; a command added to COMMANDS and not there fails.
+    from rooflint.cli.app import COMMANDS
+
+    page = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text()
+    diagram = page.split("```")[1]
+    listed = {word.strip() for line in diagram.splitlines() if "rooflint" in line or line.strip().startswith("|")
+              for word in line.replace("rooflint", "").split("|")}  # fmt: skip
+    assert {name for name, _ in COMMANDS} <= listed

@@ -7,6 +7,7 @@ that escapes rooflint.cli.main, or an import the console script cannot make, fai
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from result_factory import run, write
 
 _SCRIPT = Path(sys.executable).with_name("rooflint")
@@ -27,7 +29,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist may send this module's cases to its worker between other modules' tests, and a
+# module-scoped fixture would then be built again (every subprocess run twice).
+@pytest.fixture(scope="session")
 def files(tmp_path_factory) -> dict[str, str]:
     """Fixture paths by name: valid results, broken ones, a folder, and a file blocking an --out."""
     root = tmp_path_factory.mktemp("bad_input")
@@ -125,11 +129,28 @@ def _resolve(arguments: list[str], files: dict[str, str]) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def outcomes(files, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+@pytest.fixture(scope="session")
+def outcomes(files, tmp_path_factory, worker_id) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
     """Every case run once, several at a time: each bench case pays for importing torch, so in
-    sequence they would take most of a minute on a 2-core runner."""
-    root = tmp_path_factory.mktemp("runs")
+    sequence they would take most of a minute on a 2-core runner. Under xdist the cases can land on
+    both workers: the first to get here runs them all and the other reads its outcomes (the run-once
+    pattern of pytest-xdist's docs), so no subprocess runs twice."""
+    if worker_id == "master":
+        return _run_cases(files, tmp_path_factory.mktemp("runs"))
+    shared = tmp_path_factory.getbasetemp().parent / "bad_input_outcomes.json"
+    with FileLock(f"{shared}.lock"):
+        if not shared.exists():
+            runs = _run_cases(files, tmp_path_factory.mktemp("runs"))
+            record = {name: [done.returncode, done.stdout, done.stderr, str(out)] for name, (done, out) in runs.items()}
+            shared.write_text(json.dumps(record))
+        record = json.loads(shared.read_text())
+    return {
+        name: (subprocess.CompletedProcess([], code, out, err), Path(path))
+        for name, (code, out, err, path) in record.items()
+    }
+
+
+def _run_cases(files, root: Path) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
     env = dict(os.environ, ROOFLINT_CACHE=str(root / "cache"), COLUMNS="200")
     env.pop("ROOFLINT_DEBUG", None)
 

@@ -43,7 +43,9 @@ def _write_cells(cells: list[list[str]], path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist may send this module's cases to its worker between other modules' tests, and a
+# module-scoped fixture would then be built again (every subprocess run twice).
+@pytest.fixture(scope="session")
 def broken(tmp_path_factory) -> dict[str, tuple[Path, list[str]]]:
     """Each malformation of a valid file, with what its one error line must say."""
     root = tmp_path_factory.mktemp("broken")
@@ -74,7 +76,7 @@ def broken(tmp_path_factory) -> dict[str, tuple[Path, list[str]]]:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def outcomes(broken, tmp_path_factory) -> dict[tuple[str, str], subprocess.CompletedProcess]:
     root = tmp_path_factory.mktemp("runs")
     env = dict(os.environ, ROOFLINT_CACHE=str(root / "cache"), COLUMNS="200")
