@@ -60,7 +60,7 @@ class Library:
         try:
             importlib.import_module(self.module)
         except ImportError as error:
-            return f"{self.name} is not installed ({_first_line(error)}): {self.install}"
+            return self._not_installed(error)
         except Exception as error:  # noqa: BLE001 - a library whose import crashes cannot run here
             return f"{self.name} failed to import: {type(error).__name__}: {_first_line(error)}"
         if device == "cuda":
@@ -86,7 +86,10 @@ class Library:
         try:
             return importlib.import_module(name)
         except ImportError as error:
-            raise VariantSkipped(f"{self.name} is not installed ({_first_line(error)}): {self.install}") from None
+            raise VariantSkipped(self._not_installed(error)) from None
+
+    def _not_installed(self, error: ImportError) -> str:
+        return f"{self.name} is not installed ({_first_line(error)}): {self.install}"
 
     def function(self, submodule: str, name: str) -> Any:
         """``module.submodule.name``; a release without it is a skip naming the version, not an error."""
@@ -130,7 +133,7 @@ def _first_line(error: BaseException) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-# The peers of issue 41. Compute capabilities from each project's stated requirements: Liger's Triton
+# The peers rooflint runs. Compute capabilities from each project's stated requirements: Liger's Triton
 # kernels run wherever Triton does; FlashInfer builds for sm_75 on; quack and FlashAttention-4 are
 # CuTe DSL kernels for Hopper and Blackwell; FlashAttention-2 needs Ampere; FlashAttention-3 is
 # Hopper-only.
