@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -32,6 +33,31 @@ def test_cpu_ceilings_are_a_measured_spec():
     # bf16 ops upcast at the fp32 rate, and a roof below them would call them impossible.
     for precision in ("bf16", "fp16"):
         assert spec.tensor_peak_tflops(precision) >= spec.tensor_peak_tflops("fp32")
+
+
+@pytest.mark.parametrize("bf16_probe_rate, measured_at_full_size", [(0.3, False), (2.0, True)])
+def test_a_slow_fallback_gemm_is_not_timed_at_full_size(monkeypatch, bf16_probe_rate, measured_at_full_size):
+    """A bf16 GEMM far behind fp32 at 256^3 is a scalar fallback: its 1024^3 call (seconds on a CI
+    box) is skipped and its roof is the fp32 GEMM's; one that keeps up is measured at full size."""
+    calls = []
+
+    def fake_rate(dtype, n):
+        calls.append((dtype, n))
+        if dtype == torch.float32:
+            return 1.0 if n == 256 else 4.0
+        if dtype == torch.float16:  # a scalar fallback in both cases
+            return 0.1 if n == 256 else 0.2
+        return bf16_probe_rate if n == 256 else 8.0
+
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
+    monkeypatch.setattr(ceilings, "_cpu_gemm_tflops", fake_rate)
+    monkeypatch.setattr(ceilings, "_wall_best", lambda fn, reps: 1.0)
+    monkeypatch.setattr(ceilings, "_copier", lambda n, device: lambda: None)
+    spec = ceilings.measure_cpu_ceilings(copy_mib=1)
+    assert ((torch.bfloat16, 1024) in calls) is measured_at_full_size
+    assert spec.tensor_peak_tflops("bf16") == (8.0 if measured_at_full_size else 4.0)
+    assert spec.tensor_peak_tflops("fp16") == 4.0 and (torch.float16, 1024) not in calls
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
 
 
 def test_cache_dir_honours_rooflint_cache(monkeypatch, tmp_path):

@@ -21,8 +21,9 @@ ARCHS = ("sm_75", "sm_80", "sm_90", "sm_90a")
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
 def test_compiles_with_warnings_as_errors(source, tmp_path):
     # One nvcc call builds every target: the host side compiles once, so CI's 2 cores spend their
-    # time in the device passes (an error still names the arch that failed).
-    compile_source(source, tmp_path / f"{source.stem}.o", ARCHS, shared=False)
+    # time in the device passes (an error still names the arch that failed). Optimizers off: this
+    # checks that each target compiles clean; the -O3 build is made and run on the GPU machine.
+    compile_source(source, tmp_path / f"{source.stem}.o", ARCHS, shared=False, check_only=True)
 
 
 def test_every_cuda_source_is_found_inside_its_family_package():

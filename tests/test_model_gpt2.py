@@ -24,9 +24,10 @@ from rooflint.core.specs import measured_spec
 from rooflint.engine.timing import summarize
 from rooflint.kernels import attention, decode_attention, gelu_linear, layernorm
 from rooflint.models import attribution as attribution_module
-from rooflint.models import checks, gpt2
+from rooflint.models import checks, gpt2, memory
 from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
+from rooflint.models.kernel_set_run import fp32_reference
 from rooflint.models.kernel_sets import EagerKernels, make_kernel_set
 from rooflint.models.model_run import run_model
 from rooflint.models.outcome import ModelRequest, PhaseResult, SetResult
@@ -342,14 +343,13 @@ def test_bf16_triton_logits_within_tolerance_and_reports_the_match_rate():
     kernels = make_kernel_set("triton", loaded.dtype, loaded.device, loaded.dims.head_dim, 1e-5)
     ids = torch.randint(0, TINY.vocab, (1, 8), generator=torch.Generator().manual_seed(1))
     runner = Runner(loaded, kernels, batch=1, prompt=8, new_tokens=2)
-    result = checks.compare(
-        runner.prefill(ids), checks.hf_logits(loaded.hf, ids), runner.generate(ids),
-        checks.hf_greedy(loaded.hf, ids, 2), "bf16",
-    )  # fmt: skip
+    tokens = checks.hf_greedy(loaded.hf, ids, 2)
+    reference = fp32_reference(loaded, ids, tokens, memory.free_bytes(loaded.device))
+    result = checks.compare(runner.prefill(ids), runner.generate(ids), reference, "bf16")
     assert result.logits_ok, result.describe()
-    assert result.rel_error > 0  # bf16 rounding: not bit-identical to HF
+    assert result.rel_error > 0 and reference.hf_error > 0  # bf16 rounding: neither is the fp32 answer
     assert not result.gating_tokens and 0 <= result.match_rate <= 1
-    assert "greedy tokens match HF" in result.describe()
+    assert "vs fp32 (HF bf16: " in result.describe() and "greedy tokens match HF" in result.describe()
 
 
 def test_a_swap_that_fails_its_check_is_reported_and_never_timed(tmp_path, monkeypatch):

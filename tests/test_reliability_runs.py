@@ -60,9 +60,17 @@ def no_traceback(done: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
 
 
-def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path):
-    base = bench(tmp_path, "base")
-    assert base.returncode == 0, base.stdout + base.stderr
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """One whole, clean run of the fragile family: the BASE the comparisons start from."""
+    root = tmp_path_factory.mktemp("base")
+    done = bench(root, "base")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "base"
+
+
+def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path, base):
+    shutil.copytree(base, tmp_path / "base")
     new = bench(tmp_path, "new", ROOFLINT_TEST_KILL="1")
     assert new.returncode == 1, new.stdout + new.stderr  # a crash fails the run
     crashed = rows(tmp_path / "new" / "results.csv")["killed"]
@@ -101,8 +109,8 @@ def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path):
     assert reported.returncode == 0 and "killed (crashed" in reported.stdout
 
 
-def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path):
-    assert bench(tmp_path, "base").returncode == 0
+def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path, base):
+    shutil.copytree(base, tmp_path / "base")
     new = bench(tmp_path, "new", "--variants", "eager,slow")
     assert new.returncode == 0, new.stderr
     compared = rooflint(tmp_path, "compare", "base/results.csv", "new/results.csv")
@@ -112,7 +120,8 @@ def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path):
 
 
 def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(tmp_path):
-    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="20")
+    # The first holds the folder for 10 s; the second is refused by its flag checks, before torch is imported.
+    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="10")
     argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "shared"]
     first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -138,10 +138,14 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
     for name in family_names():
         family = get_family(name)
         for _preset, params in family.cases("large"):
-            use = dtype if dtype in family.dtypes else family.dtypes[0]
-            cost = family.cost(params, use)
-            floor, bound = floor_seconds(cost, spec, family.tensor_precision(use))
-            if not math.isfinite(floor) or floor <= 0:
+            # The asked dtype where the family has it, else the family's first dtype that this GPU
+            # has a roof for (a T4 has no fp8 tensor cores: an fp8 family is predicted in int8 there).
+            for use in dict.fromkeys((dtype, *family.dtypes) if dtype in family.dtypes else family.dtypes):
+                cost = family.cost(params, use)
+                floor, bound = floor_seconds(cost, spec, family.tensor_precision(use))
+                if math.isfinite(floor) and floor > 0:
+                    break
+            else:
                 continue
             records.append(
                 {

@@ -31,6 +31,17 @@ SizeOption = Annotated[
     typer.Option("--size", help="small, large, or key=value,... (default: large on a GPU, small on CPU)."),
 ]
 
+# One flag, not a --x/--no-x pair: the pair's second name column squeezes every option name in
+# an 80-column --help.
+NoReferenceCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-reference-cache",
+        help="Compute every float64 reference; by default the slow ones are kept in the user cache "
+        "(ROOFLINT_CACHE) and read back on later runs.",
+    ),
+]
+
 
 def split(values: list[str] | None) -> list[str]:
     """Repeated and comma-separated values as one list: -V a -V b,c -> [a, b, c]."""

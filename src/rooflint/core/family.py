@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from rooflint.core.errors import UserError
+from rooflint.core.gpu_spec import tensor_precision_of
 
 # The implementation kinds, in the order bench runs them (after the family's baseline, which
 # always runs first so every later row can carry its speedup when it is written). ``library`` is a
@@ -23,15 +24,29 @@ from rooflint.core.errors import UserError
 VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda", "library")
 LIBRARY_KIND = "library"
 
+FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+# Quantized formats (docs/quantized.md), each mapped to the storage dtype of its quantized operand,
+# which is what make_inputs receives: fp8_e4m3, fp8_e5m2 and int8 quantize both GEMM operands;
+# w8a16 (int8) and wfp8a16 (fp8 e4m3) quantize the weight only, the activations stay bf16. Two
+# names share torch.int8 (and two float8_e4m3fn), so a Case carries its dtype's name as well.
+QUANTIZED_DTYPES = ("fp8_e4m3", "fp8_e5m2", "int8", "w8a16", "wfp8a16")
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
     "fp16": torch.float16,
     "bf16": torch.bfloat16,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+    "int8": torch.int8,
+    "w8a16": torch.int8,
+    "wfp8a16": torch.float8_e4m3fn,
 }
 
 # Norm-wise relative error ||out - ref|| / ||ref|| allowed per output dtype. Rounding alone gives
 # about 2^-24, 2^-11 and 2^-8 times a small factor; these leave room for fp32 accumulation order.
-DEFAULT_TOLERANCES = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+# A quantized format is checked against the float64 math of its DEQUANTIZED operands, so the
+# quantization error itself is not counted: what is left is the output's one rounding to bf16
+# (every quantized family writes bf16) and the accumulation order, hence the bf16 tolerance.
+DEFAULT_TOLERANCES = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2, **dict.fromkeys(QUANTIZED_DTYPES, 1.6e-2)}
 
 # Requirements a variant may declare; runnable() explains the first one missing.
 NEEDS_CUDA = "cuda"  # a CUDA GPU
@@ -58,6 +73,7 @@ class LibraryPeer(Protocol):
 
 
 def dtype_name(dtype: torch.dtype) -> str:
+    """The first name of a torch dtype (torch.int8 is "int8"; a Case knows when it is "w8a16")."""
     for name, value in DTYPES.items():
         if value == dtype:
             return name
@@ -103,10 +119,11 @@ class Case:
     dtype: torch.dtype
     device: torch.device
     inputs: dict[str, Any] = field(default_factory=dict)
+    dtype_label: str = ""  # the dtype's name where a storage dtype has several (int8, w8a16)
 
     @property
     def dtype_name(self) -> str:
-        return dtype_name(self.dtype)
+        return self.dtype_label or dtype_name(self.dtype)
 
     @property
     def shape(self) -> str:
@@ -168,7 +185,8 @@ class Family:
         self.dtypes = tuple(dtypes)
         self.tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
         # The precision the tensor cores run in for an input dtype (fp32 matmuls may use tf32).
-        self.tensor_precision = tensor_precision or (lambda dtype: dtype)
+        # Quantized names map to the precision their MMAs run (fp8_e4m3: fp8; w8a16: bf16).
+        self.tensor_precision = tensor_precision or tensor_precision_of
         # Optional: reduce (output, reference) to the tensors to compare, e.g. pick one of a tuple.
         self.compare = compare
         self.variants: dict[str, Variant] = {}
@@ -272,7 +290,7 @@ class Family:
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
         inputs = self.make_inputs(params, DTYPES[dtype], device, generator)
-        return Case(self, size, params, DTYPES[dtype], device, inputs)
+        return Case(self, size, params, DTYPES[dtype], device, inputs, dtype_label=dtype)
 
 
 def _parse_param(family: str, key: str, text: str, example: Any) -> Any:

@@ -8,11 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 # Precisions a tensor core or a CUDA core may run in, as they appear in spec keys.
-TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8")
+TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8", "int8")
+# The precision the tensor cores run for a quantized dtype name (rooflint.core.family.DTYPES). Both
+# fp8 formats run the one fp8 MMA rate; a weight-only format dequantizes its weights to bf16 in
+# registers, so its MMAs are bf16 ones: its roof is the bf16 peak, never the int8 or fp8 one.
+QUANTIZED_TENSOR_PRECISIONS = {
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "int8": "int8",
+    "w8a16": "bf16",
+    "wfp8a16": "bf16",
+}
 CUDA_PRECISIONS = ("fp32", "fp16")
 # CUDA-core work in every rooflint variant (and in PyTorch's own kernels, through opmath) runs in
 # fp32 even for fp16/bf16 tensors, so fp32 is the CUDA-core precision whatever the storage dtype.
 CUDA_CORE_PRECISION = "fp32"
+
+
+def tensor_precision_of(dtype: str) -> str:
+    """The tensor-core precision a dtype name's matmuls run in: itself unless it is a quantized format."""
+    return QUANTIZED_TENSOR_PRECISIONS.get(dtype, dtype)
+
+
 NUMBER_FIELDS = (
     ("memory_bandwidth_gbps", "l2_mib", "sm_count", "boost_clock_mhz")
     + tuple(f"tensor_{p}_tflops" for p in TENSOR_PRECISIONS)
@@ -52,7 +69,8 @@ class GpuSpec:
         return int(self.get("l2_mib") or 0) * 2**20
 
     def tensor_peak_tflops(self, precision: str) -> float | None:
-        return self.get(f"tensor_{precision}_tflops")
+        """The tensor-core peak of a precision, or of the precision a dtype name runs (fp8_e4m3: fp8)."""
+        return self.get(f"tensor_{tensor_precision_of(precision)}_tflops")
 
     def cuda_peak_tflops(self, precision: str) -> float | None:
         return self.get(f"cuda_{precision}_tflops")

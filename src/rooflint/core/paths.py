@@ -11,7 +11,8 @@ from rooflint.core.errors import UserError
 def cache_dir(kind: str) -> Path:
     """``$ROOFLINT_CACHE/<kind>``, else ``$XDG_CACHE_HOME/rooflint/<kind>``, else ``~/.cache/rooflint/<kind>``.
 
-    One root for every cache (``cuda`` builds, measured ``ceilings``), so one variable moves them all.
+    One root for every cache (``cuda`` builds, measured ``ceilings``, float64 ``references``), so one
+    variable moves them all.
     """
     root = os.environ.get("ROOFLINT_CACHE")
     if root:

@@ -22,9 +22,12 @@ import os
 import pkgutil
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from rooflint.core.errors import UserError
-from rooflint.core.family import Family
+
+if TYPE_CHECKING:  # core.family imports torch: naming and listing families must not (a typo'd name fails fast)
+    from rooflint.core.family import Family
 
 PLUGIN_VARIABLE = "ROOFLINT_FAMILY_MODULES"
 ENTRY_POINT_GROUP = "rooflint.families"
@@ -92,6 +95,8 @@ def sources() -> dict[str, FamilySource]:
 
 
 def _import_family(source: FamilySource) -> Family:
+    from rooflint.core.family import Family
+
     try:
         module = importlib.import_module(source.module)
     except ImportError as error:

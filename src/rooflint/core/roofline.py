@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rooflint.core.gpu_spec import CUDA_CORE_PRECISION, GpuSpec
+from rooflint.core.gpu_spec import CUDA_CORE_PRECISION, GpuSpec, tensor_precision_of
 
 if TYPE_CHECKING:  # family imports torch; lint, compare and report need only this module's maths
     from rooflint.core.family import Cost
@@ -55,6 +55,7 @@ class ComputeFloor:
 
 def compute_floor(cost: Cost, spec: GpuSpec, tensor_precision: str) -> ComputeFloor:
     """The compute floor of ``cost``: each unit's FLOPs over its own peak, the slower unit wins."""
+    tensor_precision = tensor_precision_of(tensor_precision)  # a dtype name (fp8_e4m3) runs fp8 MMAs
     tensor_peak = (spec.tensor_peak_tflops(tensor_precision) or math.nan) if cost.tensor_flops else math.nan
     cuda_peak = (spec.cuda_peak_tflops(CUDA_CORE_PRECISION) or math.nan) if cost.cuda_flops else math.nan
     tensor_s = cost.tensor_flops / (tensor_peak * 1e12) if cost.tensor_flops else 0.0

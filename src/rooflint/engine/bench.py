@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -14,19 +15,20 @@ import torch
 from rooflint.analysis.lint import lint_text
 from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES
-from rooflint.core.paths import output_dir, writable_file
+from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
-from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.selection import check_variant_names, select_variants
-from rooflint.core.specs import GpuSpec, get_spec, load_spec_file, spec_from_rows
+from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
 from rooflint.engine import fleet
 from rooflint.engine.ceilings import measure_cpu_ceilings
 from rooflint.engine.device import resolve_device
+from rooflint.engine.flag_checks import check_flags
 from rooflint.engine.measuring import run_worker
 from rooflint.engine.request import BenchPlan, BenchRequest
+from rooflint.engine.run_clock import RunTally, now_iso, run_record
 from rooflint.engine.worker import Task
-from rooflint.outputs.folder_lock import FolderLock, refuse_if_busy
-from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter
+from rooflint.outputs.folder_lock import FolderLock
+from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
 
 # What a bench measures when the user says nothing: bf16, on the GPU when there is one, the large
 # size there (it fills an H100 with 4x its L2) and the small one on a CPU (large takes minutes there).
@@ -39,6 +41,7 @@ class BenchOutcome:
     written: list[Path]
     csv_path: Path
     interrupted: bool = False
+    run: dict | None = None  # the run record results.json keeps (engine/run_clock.run_record)
 
     @property
     def exit_code(self) -> int:
@@ -57,17 +60,7 @@ def prepare(request: BenchRequest) -> BenchPlan:
     elif filled.dtypes == ["all"]:
         filled.dtypes = list(DTYPES)
     filled.size = request.size or ("large" if filled.device == "cuda" else "small")
-    if filled.roof not in ROOF_CHOICES:
-        raise UserError(f"unknown roof {filled.roof!r}; valid: {', '.join(ROOF_CHOICES)}")
-    if filled.spec_file:
-        load_spec_file(filled.spec_file)  # missing, binary or not TOML: refused before the run, not ignored
-    # Every place a result goes is proved writable now, not after the measuring.
-    output_dir(filled.out)
-    refuse_if_busy(filled.out)
-    if filled.junit:
-        writable_file(filled.junit, "JUnit report")
-    if filled.gpu is not None:
-        get_spec(filled.gpu, filled.spec_file)  # an unknown --gpu is bad input on any device
+    check_flags(filled)
     fleet.settle(filled)  # --scheduler, --gpu-types; several --devices run as a local fleet
     if filled.devices:
         if filled.device != "cuda":
@@ -136,29 +129,44 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
     """Run a prepared bench: rows reach results.csv as they finish; plots and JUnit follow.
 
     Ctrl-C stops the run but keeps every row measured so far, on disk and in the outcome.
+    results.json holds the run record too (where the wall time went, the caches' state).
     """
     request = bench.request
     output_dir(request.out)
+    started, began, tally = now_iso(), time.perf_counter(), RunTally()
+
+    def record() -> dict:
+        wall_s = time.perf_counter() - began
+        return run_record(
+            tally, started, now_iso(), wall_s, reference_cache=request.reference_cache, rows=len(writer.rows)
+        )
+
     with FolderLock(request.out):  # one bench per folder: two writers would interleave their rows
         keep_previous(request.out)
         cpu_spec = None
         if request.device == "cpu":
+            measured = time.perf_counter()
             cpu_spec = measure_cpu_ceilings()
+            tally.add_phase("ceilings", time.perf_counter() - measured)
         writer = ResultWriter(request.out)
         interrupted = False
         try:
-            run(bench, writer, cpu_spec, on_row)
+            run(bench, writer, cpu_spec, on_row, tally)
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            writer.close()
+            writer.close(record())  # an interrupted run keeps its record as far as it got
+        plotted = time.perf_counter()
         written = write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec)
         if request.junit:
             from rooflint.outputs.junit import write_junit
 
             write_junit(writer.rows, request.junit)
             written.append(request.junit)
-    return BenchOutcome(writer.rows, written, writer.csv_path, interrupted)
+        tally.add_phase("plots", time.perf_counter() - plotted)
+        final = record()  # the plots and JUnit included
+        write_json(writer.rows, writer.out_dir / "results.json", final)
+    return BenchOutcome(writer.rows, written, writer.csv_path, interrupted, final)
 
 
 def keep_previous(out: Path) -> None:
@@ -229,7 +237,11 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
                 for variant in select_variants(family, request.variants, dtype):
                     tasks.append(Task(family.name, variant.name, dtype, size, params))
     if not tasks:
-        raise UserError("nothing to run: no family supports the requested variants and dtypes")
+        offered = [name for name in DTYPES if any(name in family.dtypes for family in loaded)]
+        raise UserError(
+            f"nothing to run: no family supports the requested variants and dtypes ({', '.join(request.dtypes)}); "
+            f"these families run --dtype {', '.join(offered)}"
+        )
     return tasks
 
 
@@ -246,11 +258,19 @@ def shard(tasks: list[Task], devices: list[int]) -> dict[int, list[Task]]:
     return shards
 
 
-def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Callable[[ResultRow], None]) -> None:
+def run(
+    bench: BenchPlan,
+    writer: ResultWriter,
+    spec: GpuSpec | None,
+    on_row: Callable[[ResultRow], None],
+    tally: RunTally | None = None,
+) -> None:
     """Run the planned tasks; rows reach ``writer`` (and disk) as each one finishes.
 
     ``spec`` is the CPU's measured spec on a CPU run; on GPUs each worker judges against its own GPU.
+    ``tally`` gathers every worker's phase seconds and cache counts (engine/run_clock).
     """
+    tally = tally if tally is not None else RunTally()
     request, tasks = bench.request, bench.tasks
 
     def record(row: ResultRow) -> None:
@@ -259,7 +279,10 @@ def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Ca
         on_row(row)
 
     if request.scheduler:  # a Dask cluster, local or remote: docs/fleet.md
-        fleet.run_fleet(bench, record, spec, writer.out_dir)
+        try:
+            fleet.run_fleet(bench, record, spec, writer.out_dir)
+        finally:  # rows land as they finish on many GPUs; on disk they end in a one-GPU run's order
+            writer.reorder(fleet.row_order(tasks))
         return
     # Without Dask, several --devices keep this pool: one worker process per GPU, whole families each.
     if len(request.devices) > 1:  # the CLI admits device lists only for CUDA; tests shard CPU workers
@@ -281,6 +304,7 @@ def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Ca
                     request=request,
                     log_path=writer.out_dir / f"worker-gpu{index}.log",
                     on_row=locked,
+                    tally=tally,
                 )
                 for index, shard_tasks in shards.items()
                 if shard_tasks
@@ -297,4 +321,5 @@ def run(bench: BenchPlan, writer: ResultWriter, spec: GpuSpec | None, on_row: Ca
         request=request,
         log_path=writer.out_dir / "worker.log",
         on_row=record,
+        tally=tally,
     )

@@ -44,6 +44,11 @@ def _wall_best(fn: Callable[[], object], reps: int) -> float:
     return min(samples)
 
 
+def _cpu_gemm_tflops(dtype: torch.dtype, n: int) -> float:
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    return 2 * n**3 / _wall_best(lambda: torch.mm(a, b), reps=3) / 1e12
+
+
 def _copier(n: int, device: str) -> Callable[[], object]:
     """A copy of n fp32 values; the buffers live as long as the returned function."""
     src = torch.randn(n, device=device)
@@ -80,24 +85,24 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     n = max(copy_mib * 2**20, 4 * llc) // 4
     bandwidth_gbps = 2 * n * 4 / _wall_best(_copier(n, "cpu"), reps=5) / 1e9  # bytes read + bytes written
 
-    peaks: dict[str, float] = {}
-    # CPU fp16 GEMM is often a scalar fallback (seconds at 1024^3), so fp16 uses a smaller matrix.
-    for precision, dtype, size in (
-        ("fp32", torch.float32, matmul_n),
-        ("bf16", torch.bfloat16, matmul_n),
-        ("fp16", torch.float16, 256),
-    ):
-        a = torch.randn(size, size).to(dtype)
-        b = torch.randn(size, size).to(dtype)
-        seconds = _wall_best(lambda a=a, b=b: torch.mm(a, b), reps=3)
-        peaks[f"tensor_{precision}_tflops"] = 2 * size**3 / seconds / 1e12
+    peaks = {"tensor_fp32_tflops": _cpu_gemm_tflops(torch.float32, matmul_n)}
     # A roof must bound every kernel from above. Where a CPU has no fast bf16/fp16 GEMM, torch.mm
-    # in that dtype is a slow fallback (bf16 at 0.9 GFLOP/s on a 2-core CI box) while other bf16
-    # ops upcast and run at the fp32 rate (SDPA's math path: 57 GFLOP/s on the same box), so each
-    # precision's peak is at least the fp32 GEMM's.
-    for precision in ("bf16", "fp16"):
-        peaks[f"tensor_{precision}_tflops"] = max(peaks[f"tensor_{precision}_tflops"], peaks["tensor_fp32_tflops"])
+    # in that dtype is a slow fallback (bf16 at 0.3-0.9 GFLOP/s on a 2-core CI box, 8 s for one
+    # 1024^3 call) while other bf16 ops upcast and run at the fp32 rate (SDPA's math path: 57
+    # GFLOP/s on the same box), so each precision's peak is at least the fp32 GEMM's. A 256^3 GEMM
+    # tells the two apart in milliseconds: only a precision that keeps up with fp32 there has a
+    # GEMM of its own worth measuring at full size.
+    probe = 256
+    fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
+    for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        rate = _cpu_gemm_tflops(dtype, probe)
+        if rate >= fp32_probe / 2:
+            rate = _cpu_gemm_tflops(dtype, matmul_n)
+        peaks[f"tensor_{precision}_tflops"] = max(rate, peaks["tensor_fp32_tflops"])
     peaks["tensor_tf32_tflops"] = peaks["tensor_fp32_tflops"]  # no TF32 on a CPU: fp32 matmuls run fp32
+    # No fp8 or int8 matrix unit either: torch's CPU _scaled_mm and _int_mm ran at 1 to 20 GFLOP/s
+    # on a 2-core box against 45 for fp32, so the fp32 GEMM rate bounds them from above.
+    peaks["tensor_fp8_tflops"] = peaks["tensor_int8_tflops"] = peaks["tensor_fp32_tflops"]
     peaks["cuda_fp32_tflops"] = peaks["tensor_fp32_tflops"]
     peaks["l2_mib"] = llc / 2**20
     peaks["sm_count"] = float(os.cpu_count() or 1)
@@ -132,7 +137,16 @@ def _event_median_ms(fn: Callable[[], object], reps: int, warmup: int = 3) -> fl
 def _matmul_tflops(precision: str, n: int) -> float | None:
     """Dense matmul throughput. None where this torch/GPU cannot run the precision (fp8 before sm_89)."""
     device = torch.device("cuda")
-    if precision == "fp8":
+    if precision == "int8":
+        # torch._int_mm: cuBLASLt's int8 GEMM with int32 accumulation (the second operand column-major).
+        a = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8).t()
+        try:
+            fn = lambda: torch._int_mm(a, b)
+            fn()
+        except (RuntimeError, TypeError):
+            return None
+    elif precision == "fp8":
         if not hasattr(torch, "float8_e4m3fn") or torch.cuda.get_device_capability() < (8, 9):
             return None
         a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
@@ -179,7 +193,7 @@ def measure_gpu_ceilings(matmul_n: int = 8192, copy_gib: float = 2.0) -> dict[st
     l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
     values["l2_bandwidth_gbps"] = ceiling_kernels.l2_copy_gbps(l2, _event_median_ms)
     values["cuda_fp32_tflops"] = ceiling_kernels.fma_tflops(props.multi_processor_count, _event_median_ms)
-    for precision in ("tf32", "fp16", "bf16", "fp8"):
+    for precision in ("tf32", "fp16", "bf16", "fp8", "int8"):
         tflops = _matmul_tflops(precision, matmul_n)
         if tflops is not None:
             values[f"tensor_{precision}_tflops"] = tflops

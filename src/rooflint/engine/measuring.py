@@ -18,12 +18,14 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from rooflint.core.specs import GpuSpec, spec_to_dict
 from rooflint.engine.request import BenchRequest
+from rooflint.engine.run_clock import RunTally
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
 
@@ -120,12 +122,17 @@ def run_worker(
     log_path: Path,
     on_row: Callable[[ResultRow], None],
     process: MeasuringProcess | None = None,
+    tally: RunTally | None = None,
 ) -> None:
     """Run tasks in a measuring process, restarting it after a crash, until every task has a row.
 
     ``process``: one kept by the caller across calls (a Dask worker's); else one for this call only.
     ``request``: the bench's; its spec choice and measuring settings travel with each job.
+    ``tally``: where the process's phase seconds and cache counts are added (run_clock); the time
+    from sending a job to the process's first answer (its start-up, when it had to start) is "startup".
     """
+    tally = tally if tally is not None else RunTally()
+    tally.worker_started()
     own = process is None
     process = process or MeasuringProcess(device_index, log_path)
     # Where the rows made here (a crash, a broken worker) were run: the worker's own stamp once it
@@ -142,17 +149,23 @@ def run_worker(
                 "gpu": request.gpu,
                 "roof": request.roof,
                 "measure": request.measure.to_dict(),
+                "reference_cache": request.reference_cache,
                 "tasks": [dataclasses.asdict(t) for t in remaining],
             }
             started: str | None = None
             done: set[str] = set()
             process.exit_code = None
+            sent = time.perf_counter()
             for event in process.jobs(job):
                 if event.get("event") == "start":
                     started = event["task"]
                 elif event.get("event") == "where":
                     where = {name: event["row"].get(name) for name in WHERE_FIELDS}
+                    tally.add_phase("startup", time.perf_counter() - sent)
+                elif event.get("event") == "clock":
+                    tally.add(event["clock"])
                 elif event.get("event") == "row":
+                    tally.add(event.get("clock") or {})
                     on_row(row_from_record(event["row"]))
                     done.add(event["task"])
                     started = None

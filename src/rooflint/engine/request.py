@@ -36,6 +36,7 @@ class BenchRequest:
     out: Path = DEFAULT_OUT
     junit: Path | None = None
     measure: MeasureSettings = field(default_factory=MeasureSettings)  # regime, CUDA graphs, throttle policy
+    reference_cache: bool = True  # read and keep float64 references in the user cache (engine/reference_cache)
 
 
 @dataclass

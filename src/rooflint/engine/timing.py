@@ -242,6 +242,7 @@ class _BurstState:
 
     last_row_end: float | None = None
     heat: Callable[[], None] | None = None
+    start_state_s: float = 0.0  # seconds spent reaching the start state so far (a run's "cool" time)
 
 
 def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=time.sleep, clock=time.perf_counter):
@@ -265,11 +266,19 @@ def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=
 def burst_row(sampler: Sampler) -> Iterator[None]:
     """A burst row's timing, by any timer (events, CUDA-graph replays): the GPU brought to the start
     state first (start_state), and the row's end remembered for the next row's."""
+    began = time.perf_counter()
     start_state(sampler)
+    _BurstState.start_state_s += time.perf_counter() - began
     try:
         yield
     finally:
         _BurstState.last_row_end = time.perf_counter()
+
+
+def start_state_seconds() -> float:
+    """Seconds this process has spent bringing the GPU to the burst start state (pre-heat and
+    cool-down): the worker reports them apart from the timing itself."""
+    return _BurstState.start_state_s
 
 
 def time_cuda(

@@ -7,6 +7,7 @@ only itself: the parent records it as crashed and starts a fresh worker for the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -15,7 +16,7 @@ import math
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +28,11 @@ from rooflint.core.registry import get_family
 from rooflint.core.roofline import analyse, copy_to_row
 from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
 from rooflint.core.triton_compat import HAS_TRITON
-from rooflint.engine import environment, nvml, throttle, timing
+from rooflint.engine import compile_caches, environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
+from rooflint.engine.reference_cache import ReferenceCache, reference_key
+from rooflint.engine.run_clock import PhaseClock
 from rooflint.engine.settings import MeasureSettings
 from rooflint.engine.timer import measure
 from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
@@ -105,9 +108,11 @@ class Worker:
         timer: Callable[..., timing.Timing] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         reference_clock_mhz: float | None = None,
+        reference_cache: ReferenceCache | None = None,
     ) -> None:
         """``sampler``, ``timer``, ``sleep`` and ``reference_clock_mhz`` are for tests: a fake
-        sampler and timer drive the throttle retry on a CPU. ``timer(fn, nvtx_name=, sampler=)``."""
+        sampler and timer drive the throttle retry on a CPU. ``timer(fn, nvtx_name=, sampler=)``.
+        ``reference_cache``: where float64 references are kept between runs; None computes each."""
         self.device = device
         self.spec = spec
         self.settings = settings = settings or MeasureSettings()
@@ -133,6 +138,8 @@ class Worker:
         self._case: Case | None = None
         self._reference: Any = None
         self._baseline_ms: dict[tuple, float] = {}  # (family, dtype, shape) -> the family baseline's median
+        self.clock = PhaseClock()  # where this process's time goes, sent to the parent with each row
+        self.reference_cache = reference_cache
 
     def _stamp(self, row: ResultRow) -> ResultRow:
         return environment.stamp(row, self.spec, self.device, self.env)
@@ -142,11 +149,35 @@ class Worker:
         if key != self._case_key:
             self._case = self._reference = None
             self._release()
-            case = family.build_case(task.size, task.params, task.dtype, torch.device(self.device))
-            with torch.no_grad():
-                reference = family.reference(case.inputs, task.params)
+            with self.clock.phase("inputs"):
+                case = family.build_case(task.size, task.params, task.dtype, torch.device(self.device), seed=INPUT_SEED)
+            with self.clock.phase("reference"):
+                reference = self._reference_for(family, task, case)
             self._case_key, self._case, self._reference = key, case, reference
         return self._case, self._reference
+
+    def _reference_for(self, family: Family, task: Task, case: Case) -> Any:
+        """The float64 reference: read from the reference cache where it holds it, else computed
+        (and stored when reading it back is faster than computing it)."""
+        cache = self.reference_cache
+        key = reference_key(family, task.params, task.dtype, INPUT_SEED, self.device) if cache else ""
+        if cache is not None:
+            stored = cache.load(key, self.device)
+            if stored is not None:
+                self.clock.count("reference_hits")
+                return stored
+        began = time.perf_counter()
+        with torch.no_grad():
+            reference = family.reference(case.inputs, task.params)
+        if cache is None:
+            return reference
+        if self.device == "cuda":
+            torch.cuda.synchronize()  # the compute time decides whether storing pays
+        if cache.worth_storing(reference, time.perf_counter() - began) and cache.store(key, reference):
+            self.clock.count("reference_misses")
+        else:
+            self.clock.count("reference_recomputed")
+        return reference
 
     def _release(self) -> None:
         gc.collect()
@@ -181,11 +212,13 @@ class Worker:
     def _measure(self, family: Family, variant: Variant, task: Task, case: Case, reference: Any) -> ResultRow:
         row = base_row(task, variant.kind, OK)
         cuda = self.device == "cuda"
-        fn = variant.build(case)
-        output = fn()
-        if cuda:
-            row.peak_extra_memory_bytes = _scratch_bytes(fn, output)
-        verdict = check(family, task.dtype, output, reference)
+        with self._first_calls():
+            fn = variant.build(case)
+            output = fn()
+            if cuda:
+                row.peak_extra_memory_bytes = _scratch_bytes(fn, output)
+        with self.clock.phase("check"):
+            verdict = check(family, task.dtype, output, reference)
         row.rel_error, row.tolerance = verdict.error, verdict.tolerance
         del output
         cost = family.cost(task.params, task.dtype)
@@ -195,12 +228,7 @@ class Worker:
         if not verdict.passed:
             row.status, row.message = FAILED, verdict.message
             return row
-        judged = throttle.time_until_unthrottled(
-            functools.partial(self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler),
-            self.reference,
-            self.settings.throttle,
-            self.sleep,
-        )
+        judged = self._timed(fn, task)
         measured = judged.timing
         throttle.fill_row(row, judged)  # clocks, power, energy, reasons, throttled, retries
         row.launch_overhead_ms = measured.launch_overhead_ms
@@ -233,6 +261,54 @@ class Worker:
             row.speedup_vs_eager = self._baseline_ms[baseline_key] / measured.median_ms
         del fn
         return row
+
+    @contextlib.contextmanager
+    def _first_calls(self) -> Iterator[None]:
+        """A variant's build and first calls: its compiles (torch.compile, Triton's JIT and
+        autotuning), or its nvcc build where one ran, told apart by the library it added to the
+        build cache. Entries added to each compile cache are counted as misses."""
+        before = compile_caches.census()
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - began
+            added = compile_caches.added(before, compile_caches.census())
+            self.clock.add("build" if added["build"] else "compile", elapsed)
+            for name, count in added.items():
+                if count:
+                    self.clock.count(f"{name}_added", count)
+
+    def _timed(self, fn: Callable[[], Any], task: Task) -> throttle.Judged:
+        """Time a checked variant, re-timing it while throttled. Its seconds are split: reaching the
+        burst start state and waiting out a throttle are "cool", the rest (warm-up, flushes,
+        samples) is "measure"."""
+        waited = 0.0
+
+        def sleep(seconds: float) -> None:
+            nonlocal waited
+            began = time.perf_counter()
+            self.sleep(seconds)
+            waited += time.perf_counter() - began
+
+        cooled = timing.start_state_seconds()
+        began = time.perf_counter()
+        judged = throttle.time_until_unthrottled(
+            functools.partial(self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler),
+            self.reference,
+            self.settings.throttle,
+            sleep,
+        )
+        elapsed = time.perf_counter() - began
+        cool = min(elapsed, timing.start_state_seconds() - cooled + waited)
+        self.clock.add("cool", cool)
+        self.clock.add("measure", elapsed - cool)
+        return judged
+
+
+# Every bench builds its inputs from this seed: the same inputs on every run, so a reference read
+# from the reference cache is the one this run would compute.
+INPUT_SEED = 0
 
 
 def _scratch_bytes(fn: Callable[[], Any], first_output: Any) -> int:
@@ -283,11 +359,21 @@ def main() -> None:
         # Where this worker measures, before any task: a row the parent writes for a task that
         # killed this process carries the same GPU, device and host as the rows measured here.
         emit({"event": "where", "row": json_safe(dataclasses.asdict(worker._stamp(ResultRow(*[""] * 7))))})
+        # What the compile caches held before this job's first compile: the run's cold or warm start.
+        emit({"event": "clock", "clock": {**worker.clock.take(), "cache_entries": compile_caches.census()}})
         for raw in tasks:
             task = Task(**raw)
             emit({"event": "start", "task": task.key})
             row = worker.run(task)
-            emit({"event": "row", "task": task.key, "row": json_safe(dataclasses.asdict(row))})
+            # The row's phases travel with it: a process that dies later loses only its last task's.
+            emit(
+                {
+                    "event": "row",
+                    "task": task.key,
+                    "row": json_safe(dataclasses.asdict(row)),
+                    "clock": worker.clock.take(),
+                }
+            )
         emit({"event": "done"})
 
 
@@ -299,7 +385,8 @@ def _worker_for(job: dict[str, Any]) -> Worker:
         spec = spec_from_dict(job["spec"])
     else:
         spec = current_gpu_spec(job.get("spec_file"), job.get("gpu"), job.get("roof"))
-    return Worker(device, spec, MeasureSettings.from_dict(job["measure"]))
+    cache = ReferenceCache() if job.get("reference_cache", True) else None
+    return Worker(device, spec, MeasureSettings.from_dict(job["measure"]), reference_cache=cache)
 
 
 if __name__ == "__main__":

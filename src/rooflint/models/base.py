@@ -10,6 +10,7 @@ nn.Linear layout, a forward written against KernelSet slots, and its cost per op
 from __future__ import annotations
 
 import contextlib
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -189,13 +190,71 @@ def build(
         hf_config = spec.hf_config(config, layers)
         hf_config._attn_implementation = "eager"
         torch.manual_seed(seed)
-        # Built on the target device: initialising 1.5B parameters on the CPU takes far longer.
-        with torch.device(device):
+        # Built on the target device and in the target dtype, as from_pretrained(dtype=...) builds:
+        # initialising billions of parameters on the CPU takes minutes, and an fp32 build cast
+        # afterwards would hold an 8B model three times over (32 GB + 16 GB) at its peak.
+        with torch.device(device), _default_dtype(dtype):
             hf = spec.hf_class()(hf_config)
             _randomize_affine(hf)
         config_name = config if layers is None else f"{config}-L{layers}"
-    hf = hf.to(device=device, dtype=dtype).eval()
+    hf = _cast_parameters(hf, device, dtype).eval()
     return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
+
+
+def config_with_layers(hf_config: Any, layers: int) -> Any:
+    """A copy of ``hf_config`` with its first ``layers`` layers (per-layer lists cut to match)."""
+    config = copy.deepcopy(hf_config)
+    config.num_hidden_layers = layers  # GPT-2's n_layer through the config's attribute map
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:layers]
+    return config
+
+
+@torch.no_grad()
+def copy_model(loaded: LoadedModel, dtype: torch.dtype, layers: int | None = None) -> LoadedModel:
+    """The same weights in ``dtype``, all layers or the first ``layers`` (with the final norm and the
+    head), as a model of its own: the check's fp32 reference and the kernel set's cut-down twin.
+
+    Built from the config on the device and loaded from the original's state, so whatever the model
+    computes in its constructor (RoPE's inverse frequencies, causal masks) is computed as HF does.
+    """
+    spec, source = loaded.spec, loaded.hf
+    config = config_with_layers(source.config, layers if layers is not None else loaded.dims.layers)
+    with torch.device(loaded.device), _default_dtype(dtype):
+        hf = spec.hf_class()(config)
+    state = source.state_dict()
+    hf.load_state_dict({name: state[name] for name in hf.state_dict()})  # copy_ casts to ``dtype``
+    hf = _cast_parameters(hf, loaded.device, dtype).eval()
+    name = loaded.config_name if layers is None else f"{loaded.config_name}-first{layers}"
+    return LoadedModel(spec, name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, loaded.device)
+
+
+def _cast_parameters(hf: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """The model on ``device`` with its parameters in ``dtype``; its buffers keep their own dtype.
+
+    Module.to(dtype) would also round RoPE's inverse frequencies, which Hugging Face computes and
+    keeps in fp32 (from_pretrained(dtype=torch.bfloat16) leaves them so). Rounded to bf16 (2^-9
+    relative error) the angle position p * inv_freq is off by up to a radian past position 1000,
+    and the reference that every kernel set is checked against would be the one that is wrong.
+    """
+    hf.to(device=device)
+    for parameter in hf.parameters():
+        if parameter.is_floating_point() and parameter.dtype != dtype:
+            parameter.data = parameter.data.to(dtype)
+    return hf
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    """Parameters created inside are ``dtype`` (a floating dtype; others keep the default)."""
+    previous = torch.get_default_dtype()
+    floating = dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    if floating:
+        torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 @torch.no_grad()

@@ -58,5 +58,5 @@ def _measure_alone(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> SetRe
     device = resolve_device(request.device)
     loaded = load(request, request.model_spec or get_model(request.model), device)
     ids, prompt = inputs(request, loaded.dims.vocab, device)
-    reference_logits, reference_tokens = references(loaded, request, ids, prompt)
-    return run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits, reference_tokens)
+    reference = references(loaded, request, ids, prompt)
+    return run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference)

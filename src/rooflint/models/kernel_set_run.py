@@ -6,6 +6,7 @@ way from the same seed, so every process builds the same weights and inputs.
 
 from __future__ import annotations
 
+import gc
 import traceback
 from pathlib import Path
 
@@ -14,10 +15,10 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import DTYPES
 from rooflint.engine.device import resolve_device as resolve_device_name
-from rooflint.models import checks, measure
+from rooflint.models import checks, measure, memory, quantized_weights
 from rooflint.models import rows as R
 from rooflint.models.attribution import Attribution, profile_step, split_phases
-from rooflint.models.base import LoadedModel, ModelSpec, build
+from rooflint.models.base import LoadedModel, ModelSpec, build, config_with_layers, copy_model
 from rooflint.models.outcome import ModelRequest, PhaseResult, SetResult
 from rooflint.models.runner import Runner
 from rooflint.outputs.results import ERROR, FAILED, OK, SKIPPED
@@ -34,11 +35,68 @@ def load(request: ModelRequest, spec_model: ModelSpec, device: torch.device) -> 
                  layers=request.layers, seed=request.seed)  # fmt: skip
 
 
-def references(loaded: LoadedModel, request: ModelRequest, ids, prompt) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hugging Face eager's logits over ``ids`` and its first greedy tokens after ``prompt``: what
-    every kernel set is checked against."""
-    tokens = min(checks.CHECK_TOKENS, request.new_tokens)
-    return checks.hf_logits(loaded.hf, ids), checks.hf_greedy(loaded.hf, prompt, tokens)
+def references(loaded: LoadedModel, request: ModelRequest, ids, prompt) -> checks.Reference:
+    """What every kernel set is checked against: Hugging Face eager's logits over ``ids`` (in fp32
+    for a reduced-precision run, with HF's own error in the run's dtype) and its first greedy
+    tokens after ``prompt`` in the run's dtype."""
+    tokens = checks.hf_greedy(loaded.hf, prompt, min(checks.CHECK_TOKENS, request.new_tokens))
+    if request.dtype == "fp32":
+        return checks.Reference(checks.hf_logits(loaded.hf, ids), tokens)
+    return fp32_reference(loaded, ids, tokens, memory.free_bytes(loaded.device))
+
+
+def fp32_reference(loaded: LoadedModel, ids, tokens, free: int) -> checks.Reference:
+    """HF's logits on an fp32 copy of the same weights (the whole model, or where it cannot fit in
+    ``free`` bytes its first layers with the final norm and head) and HF's own error in the run's
+    dtype on the same layers. The copies are gone before anything is timed."""
+    total = loaded.dims.layers
+    layers = fp32_layers(loaded, ids.shape[0], ids.shape[1], free)
+    if layers == 0:
+        note = "no fp32 reference: one fp32 layer does not fit; checked against HF in the same dtype"
+        return checks.Reference(checks.hf_logits(loaded.hf, ids), tokens, note=note)
+    cut = None if layers == total else layers
+    exact_model = copy_model(loaded, torch.float32, cut)
+    exact = checks.hf_logits(exact_model.hf, ids)
+    del exact_model
+    _release(loaded.device)
+    same_layers = loaded if cut is None else copy_model(loaded, loaded.dtype, cut)
+    hf_error = checks.relative_error(checks.hf_logits(same_layers.hf, ids), exact)
+    del same_layers
+    _release(loaded.device)
+    return checks.Reference(exact, tokens, hf_error, cut, total)
+
+
+def fp32_layers(loaded: LoadedModel, batch: int, seq: int, free: int) -> int:
+    """How many layers an fp32 copy of the model can hold in ``free`` bytes, with its forward's
+    activations over [batch, seq]: all of them, the first L, or 0."""
+    config = loaded.hf.config
+    one, two = (memory.parameter_bytes(loaded.spec, config_with_layers(config, n), 4) for n in (1, 2))
+    per_layer, rest = two - one, 2 * one - two  # rest: embeddings, final norm, head
+    activations = memory.prefill_activation_bytes(loaded.dims, batch, seq, 4)
+    budget = memory.HEADROOM * free - activations - rest
+    return max(0, min(loaded.dims.layers, int(budget // per_layer))) if budget > 0 else 0
+
+
+def _release(device: torch.device) -> None:
+    """A dropped model copy's memory handed back to the GPU before the next copy or the timing."""
+    if device.type == "cuda":  # on a CPU the last reference frees it; a collection costs ~0.5 s there
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def check_logits(loaded: LoadedModel, kernels, request, runner: Runner, ids, reference: checks.Reference):
+    """The set's prefill logits over the layers the reference covers: the timed runner's, or a
+    runner's on a copy of the first ``reference.layers`` layers (the same kernels)."""
+    if reference.layers is None:
+        return runner.prefill(ids)
+    cut = copy_model(loaded, loaded.dtype, reference.layers)
+    twin = Runner(cut, kernels, request.batch, request.prompt, request.new_tokens)
+    try:
+        return twin.prefill(ids)
+    finally:
+        twin.release()
+        del twin, cut
+        _release(loaded.device)
 
 
 def inputs(request: ModelRequest, vocab: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,26 +107,35 @@ def inputs(request: ModelRequest, vocab: int, device: torch.device) -> tuple[tor
     return ids, prompt
 
 
-def run_set(name, loaded: LoadedModel, request, device, gpu_spec, ids, prompt, ref_logits, ref_tokens) -> SetResult:
+def run_set(
+    name, loaded: LoadedModel, request, device, gpu_spec, ids, prompt, reference: checks.Reference
+) -> SetResult:
     spec_model, dims = loaded.spec, loaded.dims
     try:
         eps = spec_model.norm_eps(loaded.hf.config)
         kernels = spec_model.kernel_set(name, loaded.dtype, device, dims.head_dim, eps)
     except VariantSkipped as why:
         return SetResult(name, SKIPPED, str(why))
+    quantized_weights.attach(kernels, loaded.weights, request.weights_dtype)
     runner = Runner(loaded, kernels, request.batch, request.prompt, request.new_tokens)
     result = SetResult(name, OK, "", plan=kernels.describe())
     try:
         # Correctness before any timing, on the path that is timed (graphs included).
-        logits = runner.prefill(ids)
+        logits = check_logits(loaded, kernels, request, runner, ids, reference)
         runner.capture()
         result.note = runner.graph_note
         tokens = runner.generate(prompt)
-        result.check = checks.compare(logits, ref_logits, tokens, ref_tokens, request.dtype)
+        result.check = checks.compare(logits, tokens, reference, request.dtype)
         del logits
         if not result.check.passed:
             result.status, result.message = FAILED, result.check.describe()
             return result
+        quantized = quantized_weights.check_decode(runner, prompt)  # None: bf16 weights
+        if quantized is not None:
+            result.note = "; ".join(filter(None, (result.note, quantized.describe())))
+            if not quantized.passed:
+                result.status, result.message = FAILED, quantized.describe()
+                return result
         result.phases = measure_phases(runner, request, device, gpu_spec, ids, prompt)
     except torch.cuda.OutOfMemoryError as error:
         result.status, result.message = ERROR, f"out of memory: {str(error).splitlines()[0]}"
@@ -101,6 +168,7 @@ def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> di
         middle = new // 2  # the profiled step sees the loop's mean cache length, prompt + N/2
         decode = R.phase_of("decode", request)
         costs = spec_model.op_costs(dims, decode, dtype, runner.kernels.fusions(decode.rows, True))
+        costs = quantized_weights.decode_costs(costs, dims, decode, dtype, runner.kernels)  # 1-byte weights
         phases["decode"] = PhaseResult(decode, per_step, batch, costs)
         if profiled:
             runner.start(prompt)

@@ -175,6 +175,8 @@ class _PaddedHead:
         self._padded: dict[int, torch.Tensor] = {}
 
     def __call__(self, x, w):
+        if w.shape[0] % LM_HEAD_PAD == 0:  # whole tiles already (Llama's 128256): no padded copy
+            return F.linear(x, w)
         key = w.data_ptr()
         if key not in self._padded:
             rows = -(-w.shape[0] // LM_HEAD_PAD) * LM_HEAD_PAD

@@ -174,14 +174,13 @@ class Llama(ModelSpec):
     # ---- running ------------------------------------------------------------------------
     def forward(self, weights: LlamaWeights, kernels: Any, ids, start, cache, rec, last_only=False):
         batch, tokens = ids.shape
-        heads, kv_heads, d_head = weights.heads, weights.kv_heads, weights.head_dim
-        q_width, kv_width = heads * d_head, kv_heads * d_head
+        heads, d_head = weights.heads, weights.head_dim
+        q_width = heads * d_head
         decoding = tokens == 1 and cache is not None
         with rec("embedding"):
             x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
         with rec("rms_norm"):
             h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
-        cos, sin = weights.cos.narrow(0, start, tokens), weights.sin.narrow(0, start, tokens)
         for index, layer in enumerate(weights.layers):
             if index:
                 with rec("add_rms_norm"):
@@ -189,14 +188,9 @@ class Llama(ModelSpec):
             with rec("qkv_proj"):
                 qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
             with rec("rope"):
-                q = qkv[:, :q_width].view(batch, tokens, heads, d_head)
-                k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d_head)
-                q, k = kernels.rope(q, k, cos, sin)  # [B, T, H, D] and [B, T, H_kv, D]
-            v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d_head)
+                # q, k rotated, and with a cache the new K and V written to it: [B, T, heads, D] each
+                q, k, v = kernels.rope_append(qkv, batch, tokens, weights, start, cache, index)
             with rec("attention"):
-                if cache is not None:
-                    kernels.kv_append(cache, index, k.reshape(-1, d_head), v.reshape(-1, d_head),
-                                      cache.slots(start, tokens))  # fmt: skip
                 if decoding:
                     a = kernels.attend_decode_gqa(q.transpose(1, 2), cache, index, start + 1)
                 else:
@@ -223,9 +217,10 @@ class Llama(ModelSpec):
 
     # ---- costs --------------------------------------------------------------------------
     def op_costs(self, dims: Dims, phase: Phase, dtype: str, fusions: frozenset[str] = frozenset()) -> dict[str, Cost]:
-        """Ideal work of each op over all layers (the Llama set fuses no GEMM prologue or epilogue,
+        """Ideal work of each op over all layers (the Llama sets fuse no GEMM prologue or epilogue,
         so ``fusions`` changes nothing). Prefill computes every position's logits, as HF's forward
-        does; a decode step appends one token's K and V per layer and reads the cache."""
+        does; a decode step appends one token's K and V per layer (in the rope op, which writes the
+        rotated K) and reads the cache."""
         return llama_costs(dims, phase, dtype)
 
 
@@ -234,12 +229,14 @@ def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) ->
     q_width, kv_width = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
     head_rows = phase.batch if phase.name == "decode" else rows
     new_kv = 2 * rows * kv_width * size  # this step's K and V rows
+    append = Cost()
     if phase.name == "decode":
         attend = decode_attention.cost(
             {"b": phase.batch, "h": dims.heads, "h_kv": dims.kv_heads, "c": phase.context, "d": dims.head_dim}, dtype
         )
-        # read the new K and V rows, write them into the cache, one int64 slot per (sequence, kv head)
-        attend = _add(attend, Cost(bytes=2 * new_kv + phase.batch * dims.kv_heads * INDEX_BYTES))
+        # the rope op writes the new K and V rows into the cache (read V, write K and V), one
+        # int64 slot per (sequence, kv head): the forward appends inside rope_append
+        append = Cost(bytes=new_kv + new_kv // 2 + phase.batch * dims.kv_heads * INDEX_BYTES)
     else:
         flops = attention.cost({"B": phase.batch, "H": dims.heads, "N": phase.tokens, "D": dims.head_dim,
                                 "causal": True}, dtype).tensor_flops  # fmt: skip
@@ -249,9 +246,12 @@ def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) ->
         "qkv_proj": linear_cost(rows, d, q_width + 2 * kv_width, dtype, bias=qkv_bias),
         # read q and k and their positions' cos and sin rows, write the rotated q and k;
         # per element: two multiplies and an add
-        "rope": Cost(
-            cuda_flops=3 * rows * (q_width + kv_width),
-            bytes=2 * rows * (q_width + kv_width) * size + 2 * phase.tokens * dims.head_dim * size,
+        "rope": _add(
+            Cost(
+                cuda_flops=3 * rows * (q_width + kv_width),
+                bytes=2 * rows * (q_width + kv_width) * size + 2 * phase.tokens * dims.head_dim * size,
+            ),
+            append,
         ),
         "attention": attend,
         "o_proj": linear_cost(rows, q_width, d, dtype, bias=False),

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import dtype_name
+from rooflint.models import quantized_weights
 from rooflint.models.cache import KVCache
 from rooflint.models.kernel_sets import CompileKernels, EagerKernels, TritonKernels, _dtype_gap
 
@@ -26,6 +27,15 @@ class LlamaSlots:
     """The Llama slots in PyTorch, as Hugging Face's modeling_llama computes them."""
 
     eps: float
+    # {bf16 weight's data pointer: its int8/fp8 form} with --weights-dtype (models/quantized_weights.py)
+    quantized: dict = {}
+
+    def linear(self, x, w, b, residual=None):
+        """A decode step's projection on its quantized weight where the set holds one; else the set's own."""
+        q = self.quantized.get(w.data_ptr()) if self.quantized and x.shape[0] <= quantized_weights.MAX_ROWS else None
+        if q is None:
+            return super().linear(x, w, b, residual)
+        return quantized_weights.quantized_linear(self.name, x, q, b, residual)
 
     def token_embedding(self, ids, table):
         return F.embedding(ids, table).view(ids.numel(), -1)
@@ -42,9 +52,23 @@ class LlamaSlots:
         cos, sin = cos[:, None, :], sin[:, None, :]
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
+    def rope_append(self, qkv, batch, tokens, weights, start, cache, layer):
+        """q [B, T, H, D], k and v [B, T, H_kv, D] from the QKV output, q and k rotated for
+        positions start.., and with ``cache`` the new K and V appended to ``layer``'s pages."""
+        heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
+        q_width, kv_width = heads * d, kv_heads * d
+        cos, sin = weights.cos.narrow(0, start, tokens), weights.sin.narrow(0, start, tokens)
+        q = qkv[:, :q_width].view(batch, tokens, heads, d)
+        k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d)
+        v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d)
+        q, k = self.rope(q, k, cos, sin)
+        if cache is not None:
+            self.kv_append(cache, layer, k.reshape(-1, d), v.reshape(-1, d), cache.slots(start, tokens))
+        return q, k, v
+
     def gate_up(self, h, w, b, ffn):
         """(gate, up), each [rows, ffn], from one GEMM over the concatenated weight (views of its output)."""
-        y = F.linear(h, w, b)
+        y = self.linear(h, w, b)
         return y[:, :ffn], y[:, ffn:]
 
     def silu_mul(self, gate, up):
@@ -57,7 +81,14 @@ class LlamaSlots:
     def attend_decode_gqa(self, q, cache: KVCache, layer: int, length: int):
         """One query [B, H, 1, D] against the first ``length`` cached tokens [B, H_kv, length, D]."""
         k, v = cache.view(layer, length)
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
+        batch, heads, _, d = q.shape
+        # The query heads of one kv head as that kv head's rows: [B, H_kv, H / H_kv, D], head i on
+        # kv head i // group as repeat_kv maps it. With one new token per sequence this is exact
+        # GQA with no enable_gqa flag, which under torch.compile(dynamic=True) would be a SymBool
+        # (the head counts are symbolic there) and SDPA takes none: a graph break that split the
+        # compiled step into per-layer frames, each recompiled for its layer index.
+        grouped = q.reshape(batch, cache.kv_heads, -1, d)
+        return F.scaled_dot_product_attention(grouped, k, v).reshape(batch, heads, 1, d)
 
     def fusions(self, rows, decoding):
         return frozenset()  # no GPT-2 fused slot (norm_linear, ...) applies to the Llama block
@@ -109,11 +140,42 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             self.plan[slot] = "triton" if why is None else f"eager ({why})"
         if self.plan["prefill_attention"] == "triton":
             self.plan["prefill_attention"] = "triton (K and V repeated to the query heads: the kernel has no GQA)"
-        self.plan["kv_append"] = "triton"
-        self.plan["rope"] = "eager (the rope family's kernel rotates q and k of one head count, dense rows)"
-        self.plan["linear"] = linear
-        self.plan["lm_head"] = "cuBLAS, vocab padded to whole tiles"
+        # RoPE and the cache append are one kernel (models/ops/rope_append.py); "kv_append" names
+        # where the append runs
+        if head_dim & (head_dim - 1) == 0:
+            self.plan["rope"] = "triton (q and k rotated in place in the QKV output, one kernel a layer)"
+            self.plan["kv_append"] = "triton (in the rope kernel: the rotated K and V written to their pages)"
+        else:
+            self.plan["rope"] = f"eager (head_dim {head_dim} is not a power of two)"
+            self.plan["kv_append"] = "triton"
+        if self.plan["prefill_attention"] == "triton":
+            self.plan["prefill_attention"] = "triton (GQA: each query head reads its kv head in place)"
+        self.plan["linear"] = linear.replace("decode (", "decode: qkv, o, gate/up and down projections (")
+        self.plan["lm_head"] = "cuBLAS (vocab a multiple of 128 here: no padded copy)"
         self.plan["sample"] = "triton (argmax in one kernel)"
+
+    def rope_append(self, qkv, batch, tokens, weights, start, cache, layer):
+        if not self.plan["rope"].startswith("triton"):
+            return super().rope_append(qkv, batch, tokens, weights, start, cache, layer)
+        from rooflint.models.ops.rope_append import rope_append
+
+        heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
+        append = None
+        if cache is not None:
+            append = (cache.slots(start, tokens), *cache.rows(layer))
+        rope_append(qkv, weights.cos, weights.sin, tokens, start, heads, kv_heads, d, append)
+        q_width, kv_width = heads * d, kv_heads * d
+        return (qkv[:, :q_width].view(batch, tokens, heads, d),
+                qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
+                qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
+
+    def gate_up(self, h, w, b, ffn):
+        """A decode step's gate/up projection on the weight-streaming GEMM (with PDL on sm_90),
+        like the other projections; cuBLAS above its rows."""
+        if not self._streams(h.shape[0]):
+            return super().gate_up(h, w, b, ffn)
+        y = self.linear(h, w, b)
+        return y[:, :ffn], y[:, ffn:]
 
     def rms_norm(self, x, w, residual=None):
         if self.plan["rms_norm"] != "triton":
@@ -136,14 +198,12 @@ class LlamaTriton(LlamaSlots, TritonKernels):
     def attend_prefill_gqa(self, q, k, v):
         if self.plan["prefill_attention"].startswith("eager"):
             return super().attend_prefill_gqa(q, k, v)
-        group = q.shape[1] // k.shape[1]
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         from rooflint.kernels.attention.triton import triton_attention
 
         b, h, t, d = q.shape
         out = torch.empty((b, t, h, d), dtype=q.dtype, device=q.device)  # token-major: o_proj reads a view
-        return triton_attention(q, k, v, True, out.transpose(1, 2))
+        # GQA: query head i reads kv head i // group of the strided K and V views, nothing repeated
+        return triton_attention(q, k, v, True, out.transpose(1, 2), group=h // k.shape[1])
 
     def attend_decode_gqa(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":

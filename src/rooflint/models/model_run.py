@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from rooflint.core.errors import UserError
-from rooflint.core.family import DTYPES
+from rooflint.core.family import DTYPES, FLOAT_DTYPES
 from rooflint.core.specs import GpuSpec
 from rooflint.engine import environment
 from rooflint.models import memory, peers, sweep
@@ -32,8 +32,8 @@ from rooflint.outputs.results import OK, ResultRow, ResultWriter
 
 
 def validate(request: ModelRequest) -> list[str]:
-    if request.dtype not in DTYPES:
-        raise UserError(f"unknown dtype {request.dtype!r}; valid: {', '.join(DTYPES)}")
+    if request.dtype not in FLOAT_DTYPES:  # a whole model runs in a float dtype; quantized ones are GEMM cases
+        raise UserError(f"unknown dtype {request.dtype!r} for a model; valid: {', '.join(FLOAT_DTYPES)}")
     for name in ("batch", "seq", "prompt", "new_tokens"):
         if getattr(request, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1")
@@ -71,10 +71,10 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
                                      request.sweep_contexts or [request.prompt], request.dtype,
                                      memory.free_bytes(device) + weights_bytes, device, loaded.config_name)  # fmt: skip
 
-    reference_logits = reference_tokens = None
+    reference = None
     if not isolate:  # an isolated set computes its own, in its process
-        log("HF eager reference: logits and greedy tokens")
-        reference_logits, reference_tokens = references(loaded, request, ids, prompt)
+        log("HF eager reference: logits" + (" in fp32" if request.dtype != "fp32" else "") + " and greedy tokens")
+        reference = references(loaded, request, ids, prompt)
 
     writer = ResultWriter(request.out)
     outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
@@ -96,15 +96,14 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
             if isolate:
                 result = run_set_isolated(name, request, gpu_spec)
             else:
-                result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference_logits,
-                                 reference_tokens)  # fmt: skip
+                result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference)
             outcome.sets.append(result)
             for row in set_rows(result, family, request, gpu_spec, outcome.sets):
                 emit(row)
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        del reference_logits
+        del reference
         if request.hf_baseline:
             if not outcome.baselines:
                 baselines(compiled=False)
@@ -146,11 +145,14 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     dims = spec_model.dims(hf_config)
     size = DTYPES[request.dtype].itemsize
     weights = memory.parameter_bytes(spec_model, hf_config, size)
+    # a reduced-precision run's reference logits are held in fp32 (the fp32 model copy itself is
+    # sized to what is free when it is built: kernel_set_run.fp32_reference)
+    fp32_reference_extra = request.batch * request.seq * dims.vocab * max(0, 4 - size)
     need = memory.MemoryNeed(
         copies * weights,
         memory.kv_cache_bytes(dims, request.batch, request.prompt + request.new_tokens, size),
         memory.prefill_activation_bytes(dims, request.batch, max(request.seq, request.prompt + request.new_tokens),
-                                        size),
+                                        size) + fp32_reference_extra,
     )  # fmt: skip
     memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, memory.free_bytes(device),
                       device, "--batch or --seq (or --layers)")  # fmt: skip

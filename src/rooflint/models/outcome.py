@@ -28,6 +28,7 @@ class ModelRequest:
     prompt: int = 512
     new_tokens: int = 128
     dtype: str = "bf16"
+    weights_dtype: str | None = None  # "int8"/"fp8": decode projections quantized (models/quantized_weights.py)
     kernels: list[str] | None = None  # None: every set on a GPU, eager on a CPU
     weights: Path | None = None
     layers: int | None = None

@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 
+from rooflint.core.gpu_spec import tensor_precision_of
 from rooflint.core.roofline import CUDA_CORE_PRECISION
 from rooflint.core.specs import TENSOR_PRECISIONS, GpuSpec
 
@@ -46,7 +47,8 @@ def ceilings_for(spec: GpuSpec, precisions: set[str] | None = None) -> list[tupl
     unit = "CPU" if spec.key == "cpu" else "CUDA cores"
     if cuda:
         roofs.append((f"{unit} {CUDA_CORE_PRECISION}", cuda))
-    wanted = precisions or {"bf16", "fp16"}
+    # Dtype names stand for the precision their MMAs run: fp8_e4m3 rows draw the fp8 roof.
+    wanted = {tensor_precision_of(p) for p in precisions} if precisions else {"bf16", "fp16"}
     drawn = set()
     for precision in TENSOR_PRECISIONS:
         peak = spec.tensor_peak_tflops(precision)

@@ -11,7 +11,8 @@ import csv
 import dataclasses
 import json
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -145,13 +146,33 @@ class ResultWriter:
         self._writer.writerow(dataclasses.asdict(row))
         self._file.flush()
 
-    def close(self) -> None:
+    def reorder(self, key: Callable[[ResultRow], Any]) -> None:
+        """Sort the rows by ``key`` and write results.csv again (with any field changed since a row
+        was appended), through a temporary file renamed into place: stopped midway, the file keeps
+        every row as it was. A fleet's rows land as they finish and end in plan order."""
+        self.rows.sort(key=key)
+        temporary = self.csv_path.with_name(self.csv_path.name + ".tmp")
+        with temporary.open("w", newline="") as handle:
+            rewriter = csv.DictWriter(handle, fieldnames=COLUMNS)
+            rewriter.writeheader()
+            rewriter.writerows(dataclasses.asdict(row) for row in self.rows)
         self._file.close()
-        write_json(self.rows, self.out_dir / "results.json")
+        os.replace(temporary, self.csv_path)
+        self._file = self.csv_path.open("a", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+
+    def close(self, run: dict[str, Any] | None = None) -> None:
+        self._file.close()
+        write_json(self.rows, self.out_dir / "results.json", run)
 
 
-def write_json(rows: Iterable[ResultRow], path: Path) -> None:
-    payload = {"schema_version": SCHEMA_VERSION, "rows": [json_safe(dataclasses.asdict(r)) for r in rows]}
+def write_json(rows: Iterable[ResultRow], path: Path, run: dict[str, Any] | None = None) -> None:
+    """``run``: a bench's run record (engine/run_clock.run_record: wall time, phases, caches), kept
+    beside the rows; readers of the rows ignore it."""
+    records = [json_safe(dataclasses.asdict(row)) for row in rows]
+    payload: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "rows": records}
+    if run is not None:
+        payload["run"] = run
     Path(path).write_text(json.dumps(payload, indent=1))
 
 

@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, RoofOption, SizeOption, SpecFileOption, VariantsOption, split
+from rooflint.cli.options import (
+    DeviceOption,
+    GpuOption,
+    NoReferenceCacheOption,
+    RoofOption,
+    SizeOption,
+    SpecFileOption,
+    VariantsOption,
+    split,
+)
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import fmt
 
@@ -73,22 +82,24 @@ def bench_command(
     recovery_delay: Annotated[
         float | None, typer.Option("--recovery-delay", help="Seconds to wait before re-timing a throttled row.")
     ] = None,
+    no_reference_cache: NoReferenceCacheOption = False,
 ) -> None:
     """Check every variant against a float64 reference, time it honestly and place it on the roofline.
 
     Exit code: 0 when every runnable row was measured and passed its check (skipped rows, such as
     CUDA variants on a machine without a GPU, do not fail a run), 1 when any row failed its check or
-    errored, 2 on bad input.
+    errored, 2 on bad input. The last line says where the wall time went (results.json's "run").
 
     Examples:
       rooflint bench all --device cpu --size small
       rooflint bench softmax gelu --size large --dtype bf16 --out out/h100
       rooflint bench attention --size B=1,H=8,N=2048,D=128,causal=1 --variants triton,eager
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from rooflint.core.roofs import DEFAULT_ROOF
-    from rooflint.engine import bench as engine
+    from rooflint.engine.flag_checks import check_flags
+    from rooflint.engine.request import BenchRequest
     from rooflint.engine.settings import MeasureSettings
 
     measure = MeasureSettings.from_options(
@@ -101,7 +112,7 @@ def bench_command(
     for option, given in (("--variants", variants), ("--dtype", dtype), ("families", families)):
         if given is not None and not split(given):  # `--variants ''` must not mean "every variant"
             raise UserError(f"{option} {' '.join(given)!r} names nothing; give at least one name (rooflint list)")
-    request = engine.BenchRequest(
+    request = BenchRequest(
         families=split(families) or ["all"],
         variants=split(variants),
         dtypes=split(dtype),
@@ -116,7 +127,11 @@ def bench_command(
         out=out,
         junit=junit,
         measure=measure,
+        reference_cache=not no_reference_cache,
     )
+    check_flags(request)  # before torch's import: a bad flag is answered at once
+    from rooflint.engine import bench as engine
+
     planned = engine.prepare(request)
     if cuda_graphs and planned.request.device != "cuda":
         err_console.print(
@@ -124,7 +139,7 @@ def bench_command(
             highlight=False,
             soft_wrap=True,
         )
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = progress_columns()
     with Progress(*columns, console=console, transient=True) as progress:
         # A fleet runs the whole plan once per GPU type asked for.
         total = len(planned.tasks) * max(1, len(planned.request.gpu_types))
@@ -137,12 +152,31 @@ def bench_command(
     console.print(results_table(outcome.rows))
     files = [outcome.csv_path, out / "results.json", *outcome.written]
     console.print("wrote " + ", ".join(str(p) for p in files))
+    if outcome.run is not None:
+        from rooflint.engine.run_clock import summary_line
+
+        console.print(summary_line(outcome.run), highlight=False, soft_wrap=True)
     if outcome.interrupted:
         err_console.print(f"[yellow]interrupted[/]: {len(outcome.rows)} rows measured before it are in {out}")
         raise typer.Exit(130)
     if outcome.exit_code:
         err_console.print("[red]some rows failed their check or errored[/]: see the status column")
     raise typer.Exit(outcome.exit_code)
+
+
+def progress_columns() -> tuple:
+    """The bench's progress bar: what ran last, the bar, rows done of all, time so far and the ETA
+    (rich estimates it from the recent pace of rows)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
 
 
 def _parse_devices(text: str | None) -> list[int]:

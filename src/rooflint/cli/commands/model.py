@@ -35,6 +35,15 @@ def model_command(
     prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens before greedy generation.")] = 512,
     new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated greedily.")] = 128,
     dtype: Annotated[str, typer.Option("--dtype", help="fp32, fp16 or bf16.")] = "bf16",
+    weights_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--weights-dtype",
+            help="bf16, int8 or fp8 (e4m3): a decode step's projection weights, quantized per output channel "
+            "(Llama family, --dtype bf16; the triton set's weight-only kernel, eager's dequantize-then-linear). "
+            "Default: the model's --dtype. See docs/quantized.md.",
+        ),
+    ] = None,
     kernels: Annotated[
         list[str] | None,
         typer.Option(
@@ -87,17 +96,22 @@ def model_command(
     from rooflint.models.catalog import resolve
     from rooflint.models.model_run import run_model
     from rooflint.models.outcome import ModelRequest
+    from rooflint.models.quantized_weights import resolve as resolve_weights_dtype
     from rooflint.models.sweep import parse_sizes
     from rooflint.models.tables import all_tables
 
     spec, config = resolve(model, config)
+    quantized = resolve_weights_dtype(weights_dtype, dtype, spec.name)  # refused before anything is built
     known = spec.configs  # an unknown --config is refused before anything is built
     if weights is None and config not in known:
         raise UserError(f"unknown {model} config {config!r}; valid: {', '.join(known)}")
     batches, contexts = parse_sizes(batch, "--batch"), parse_sizes(context, "--context")
     sweeping = len(batches) > 1 or contexts is not None
+    if quantized and sweeping:
+        raise UserError("--weights-dtype int8/fp8 runs one --batch and no --context sweep (sweeps keep bf16 weights)")
     request = ModelRequest(
         model=model, config=config, batch=batches[0], seq=seq, prompt=prompt, new_tokens=new_tokens, dtype=dtype,
+        weights_dtype=quantized,
         kernels=split(kernels) or None, weights=weights, layers=layers, out=out, device=device, gpu=gpu,
         spec_file=spec_file, hf_baseline=hf_baseline, plots=not no_plots,
         sweep_batches=batches if sweeping else None, sweep_contexts=contexts if sweeping else None,

@@ -1,9 +1,9 @@
-"""The client side of a fleet: hand out one task per group and GPU type, keep each row as it arrives."""
+"""The client side of a fleet: hand out each GPU type's groups, longest first; keep each row as it arrives."""
 
 from __future__ import annotations
 
 import datetime
-import json
+import math
 import queue
 import time
 import uuid
@@ -16,31 +16,23 @@ from typing import Any
 from distributed import KilledWorker
 
 from rooflint.core.errors import UserError
-from rooflint.core.family import shape_label
 from rooflint.core.paths import existing_file
+from rooflint.core.registry import get_family
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.fleet.cluster import describe_workers, open_client
-from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
+from rooflint.engine.fleet.durations import DurationTable, estimator
+from rooflint.engine.fleet.groups import Group, plan_groups
+from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources, type_resource
 from rooflint.engine.fleet.task import measure_group
 from rooflint.engine.request import BenchPlan
 from rooflint.engine.worker import Task, base_row
-from rooflint.outputs.results import ERROR, ResultRow, row_from_record
+from rooflint.outputs.results import ERROR, OK, ResultRow, row_from_record
 
 POLL_S = 0.5  # how often the client looks up from its inbox (Ctrl-C is noticed at once regardless)
 WORKERS_EVERY_S = 5.0  # how often it re-reads the workers: some join late (Slurm, autoscaling), some leave
 NO_WORKER_TIMEOUT_S = 120.0  # a GPU type with work left and no worker this long: its rows become errors
 MAX_STARTS = 2  # a task whose worker died under it twice becomes error rows
 MAX_SUBMITS = 6  # and one lost this often without ever starting (queued on dying workers) too
-
-
-def task_groups(tasks: list[Task]) -> list[list[Task]]:
-    """The plan cut into Dask tasks: one per family x dtype x shape, its variants in plan order,
-    so the baseline runs first, on the same GPU as the variants compared against it."""
-    groups: dict[tuple[str, str, str, str], list[Task]] = {}
-    for task in tasks:
-        key = (task.family, task.dtype, task.size, json.dumps(task.params, sort_keys=True))
-        groups.setdefault(key, []).append(task)
-    return list(groups.values())
 
 
 def row_key(row: ResultRow) -> str:
@@ -52,7 +44,7 @@ def row_key(row: ResultRow) -> str:
 class Submission:
     """One Dask task: a group of tasks on one GPU type, and what the client has heard of it."""
 
-    name: str  # <label>/<family>/<dtype>/<shape>
+    name: str  # <label>/<family>/<dtype>/<shape>/<variant+variant...>
     label: str
     tasks: list[Task]
     delivered: set[str] = field(default_factory=set)  # row keys already recorded
@@ -80,13 +72,21 @@ class FleetLog:
                 handle.write(f"== {submission.name} on {result['name']} ({result['host']})\n{result['log']}\n")
 
 
-def run_fleet(bench: BenchPlan, record: Callable[[ResultRow], None], spec: GpuSpec | None, out_dir: Path) -> None:
+def run_fleet(
+    bench: BenchPlan,
+    record: Callable[[ResultRow], None],
+    spec: GpuSpec | None,
+    out_dir: Path,
+    durations: DurationTable | None = None,
+) -> None:
     """Run a prepared bench on the cluster ``bench.request.scheduler`` names; ``record`` gets each row once.
 
-    Every GPU type chosen (``--gpu-types``, else every type the workers offer) runs the whole plan.
-    A task whose worker dies runs again on another worker of its type; lost twice (or failing twice),
-    its rows not yet received become error rows saying why. Ctrl-C (or an exception from ``record``)
-    cancels what is still running; every row recorded before stays recorded.
+    Every GPU type chosen (``--gpu-types``, else every type the workers offer) runs the whole plan,
+    cut into groups of a few variants and handed out longest first by ``durations`` (default: the
+    table in the user cache, which this run then updates). A task whose worker dies runs again, for
+    the rows not yet received, on a peer of its type; lost twice (or failing twice), its rows not
+    yet received become error rows saying why. Ctrl-C (or an exception from ``record``) cancels
+    what is still running; every row recorded before stays recorded.
     """
     request = bench.request
     log = FleetLog(out_dir)
@@ -102,17 +102,27 @@ def run_fleet(bench: BenchPlan, record: Callable[[ResultRow], None], spec: GpuSp
                 f"reads its own GPU (types here: {', '.join(labels)})"
             )
         log.line("GPU types, each running the whole plan: " + ", ".join(label or "(untyped)" for label in labels))
-        FleetRun(client, bench, labels, record, spec, log).run()
+        save = durations is None
+        table = DurationTable.load() if durations is None else durations
+        FleetRun(client, bench, labels, record, spec, log, table).run()
+        if save:
+            _save(table, log)
 
 
 class FleetRun:
     """One bench on a connected cluster.
 
-    The client hands each GPU type at most one task per worker of that type, and the next as one
-    finishes, so a task seldom waits on a worker that is busy. A task whose worker dies comes back
-    as KilledWorker (the local scheduler allows no silent re-runs): the client runs it again if it had
-    started fewer than MAX_STARTS times, counting only the tries that really started, since Dask
-    blames a lost worker on every task waiting on it too.
+    The client hands each GPU type at most one task per worker of that type, longest first, and the
+    next as one finishes, so a task seldom waits on a worker that is busy and the run does not end
+    on one GPU finishing a long group alone. A task whose worker dies comes back as KilledWorker (the
+    local scheduler allows no silent re-runs): the client runs its rows not yet received again, on
+    a peer of its type where there is one, if it had started fewer than MAX_STARTS times, counting
+    only the tries that really started, since Dask blames a lost worker on every task waiting on it
+    too.
+
+    A case's groups may run on different GPUs of a type, so the client states each row's
+    ``speedup_vs_eager`` against the baseline row it recorded for that case and type, and fills in
+    the rows that arrived before their baseline when it comes.
     """
 
     def __init__(
@@ -123,21 +133,31 @@ class FleetRun:
         record: Callable[[ResultRow], None],
         spec: GpuSpec | None,
         log: FleetLog,
+        durations: DurationTable,
+        measure: Callable[..., dict[str, Any]] | None = None,
     ) -> None:
+        """``measure``: what each task runs on its worker, task.measure_group's signature (tests fake it)."""
         self.client, self.request, self.labels = client, bench.request, labels
         self.record, self.spec, self.log = record, spec, log
+        self.measure = measure or measure_group
         # The --spec-file travels with each task: the workers' machines need not have it.
         spec_file = self.request.spec_file
         self.spec_file_text = existing_file(spec_file, "--spec-file").read_text() if spec_file else None
         self.run_id = uuid.uuid4().hex[:8]
         self.topic = f"rooflint-rows-{self.run_id}"
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
-        # The largest groups first: they set the run's length, so no GPU waits alone on one at the end.
-        groups = sorted(task_groups(bench.tasks), key=len, reverse=True)
-        self.waiting = {label: deque(groups) for label in labels}
+        offered = offered_labels(describe_workers(client))
+        self.durations = durations
+        self.waiting: dict[str, deque[Group]] = {}
+        for label in labels:
+            seconds = estimator(durations, table_gpu(label))
+            self.waiting[label] = deque(plan_groups(bench.tasks, seconds, len(offered.get(label, [])) or 1))
         self.running: dict[str, tuple[Submission, Any]] = {}  # Dask key -> (submission, future)
         self.by_name: dict[str, Submission] = {}
         self.missing_since: dict[str, float] = {}
+        self.observed: dict[str, dict[str, float]] = {}  # table gpu -> row key -> seconds
+        self.baselines: dict[tuple[str, str, str, str], float] = {}  # (label, family, dtype, shape) -> median ms
+        self.before_baseline: dict[tuple[str, str, str, str], list[ResultRow]] = {}
 
     def run(self) -> None:
         # Subscribed before anything is submitted: the scheduler forwards row events to subscribers only.
@@ -145,7 +165,7 @@ class FleetRun:
         try:
             offered = self._top_up()
             total = sum(len(groups) for groups in self.waiting.values()) + len(self.running)
-            self.log.line(f"{total} tasks, at most one per worker at a time; workers of each type: {offered}")
+            self.log.line(f"{total} tasks, longest first, one per worker at a time; workers of each type: {offered}")
             checked = time.monotonic()
             while self.running:
                 try:
@@ -169,6 +189,8 @@ class FleetRun:
             if unfinished:
                 self.log.line(f"stopped: cancelling {len(unfinished)} running tasks")
                 self.client.cancel(unfinished, force=True)
+            for gpu, seconds in self.observed.items():
+                self.durations.update(gpu, seconds)
 
     def _top_up(self) -> dict[str, int]:
         """Submit waiting groups until each GPU type has one task per worker; returns the worker counts."""
@@ -177,31 +199,46 @@ class FleetRun:
             busy = sum(1 for submission, _ in self.running.values() if submission.label == label)
             # With no worker of the type right now, one task still waits for the next to join.
             while self.waiting[label] and busy < max(1, offered.get(label, 0)):
-                self._submit(label, self.waiting[label].popleft())
+                group = self.waiting[label].popleft()
+                self._submit(Submission(f"{label or 'any'}/{group.name}", label, list(group.tasks)))
                 busy += 1
         return offered
 
-    def _submit(self, label: str, group: list[Task], submission: Submission | None = None) -> None:
-        name = _name(label, group)
-        submission = submission or Submission(name, label, group)
+    def _submit(self, submission: Submission, avoid: str = "") -> None:
+        """Submit a group; ``avoid``: the worker that died under it, so a peer of its type runs it
+        (loosely: where no peer is left, any worker of the type will)."""
         submission.submits += 1
+        tasks = [task for task in submission.tasks if task.key not in submission.delivered]
+        peers = self._peers(submission.label, avoid) if avoid else None
         future = self.client.submit(
-            measure_group,
-            name,
+            self.measure,
+            submission.name,
             self.topic,
-            group,
+            tasks,
             device=self.request.device,
             spec=self.spec,
             request=self.request,
             spec_file_text=self.spec_file_text,
-            resources=task_resources(label),
+            resources=task_resources(submission.label),
+            workers=peers or None,
+            allow_other_workers=bool(peers),
             retries=1,  # an exception in the task (a worker that cannot import a family) runs once more
             pure=False,
-            key=f"rooflint-{self.run_id}-{name}-{submission.submits}",
+            key=f"rooflint-{self.run_id}-{submission.name}-{submission.submits}",
         )
         self.running[future.key] = (submission, future)
-        self.by_name[name] = submission
+        self.by_name[submission.name] = submission
         future.add_done_callback(lambda done: self.inbox.put(("done", done)))
+
+    def _peers(self, label: str, avoid: str) -> list[str]:
+        """Addresses of the workers of GPU type ``label`` other than the one named ``avoid``."""
+        resource = type_resource(label)
+        return [
+            address
+            for address, info in describe_workers(self.client).items()
+            if str(info.get("name", address)) != avoid
+            and (info.get("resources") or {}).get(resource if label != ANY else "GPU", 0) >= 1
+        ]
 
     def _watch(self, offered: dict[str, int]) -> None:
         """Give up on a GPU type whose workers are all gone for NO_WORKER_TIMEOUT_S: Dask would wait forever."""
@@ -222,7 +259,7 @@ class FleetRun:
                     self.client.cancel([future], force=True)
             while self.waiting[label]:
                 group = self.waiting[label].popleft()
-                self._error_rows(Submission(_name(label, group), label, group), reason)
+                self._error_rows(Submission(f"{label or 'any'}/{group.name}", label, list(group.tasks)), reason)
 
     def _on_event(self, submission: Submission, event: dict[str, Any]) -> None:
         if event["kind"] == "start":
@@ -234,14 +271,15 @@ class FleetRun:
                 self.log.line(f"{submission.name}: started on {where}")
             submission.workers.append(event["name"])
         elif event["kind"] == "row":
-            self._deliver(submission, event["record"])
+            self._deliver(submission, event["record"], event.get("seconds"))
 
     def _on_done(self, submission: Submission, future: Any) -> None:
         if future.status == "finished":
             result = future.result()
             # Rows whose events were lost or are still on their way arrive here; the others are duplicates.
+            seconds = result.get("seconds") or {}
             for row_record in result["records"]:
-                self._deliver(submission, row_record)
+                self._deliver(submission, row_record, seconds.get(row_key(row_from_record(row_record))))
             self.log.worker_output(submission, result)
             self.log.line(f"{submission.name}: finished on {result['name']} ({result['host']})")
             return
@@ -253,10 +291,14 @@ class FleetRun:
                 error = other
             starts = len(submission.workers)
             lost = isinstance(error, KilledWorker)
+            left = [task for task in submission.tasks if task.key not in submission.delivered]
+            if lost and not left:
+                self.log.line(f"{submission.name}: its worker died after its last row; nothing to run again")
+                return
             if lost and starts < MAX_STARTS and submission.submits < MAX_SUBMITS:
                 where = f"under it on {submission.workers[-1]}" if starts else "before it started"
-                self.log.line(f"{submission.name}: its worker died {where}; submitted again")
-                self._submit(submission.label, submission.tasks, submission)
+                self.log.line(f"{submission.name}: its worker died {where}; {len(left)} rows submitted again")
+                self._submit(submission, avoid=submission.workers[-1] if starts else "")
                 return
             tried = f"started {starts} times" if lost else "failed twice"
             reason = f"lost on the cluster ({tried}): {type(error).__name__}: {_first_line(error)}"
@@ -269,9 +311,10 @@ class FleetRun:
                 submission.delivered.add(task.key)
                 row = base_row(task, task.kind, ERROR, reason[:400])
                 row.gpu = gpu_key(submission.label, self.request.spec_file)
+                self._speedup(submission.label, row)
                 self.record(row)
 
-    def _deliver(self, submission: Submission, row_record: dict[str, Any]) -> None:
+    def _deliver(self, submission: Submission, row_record: dict[str, Any], seconds: float | None) -> None:
         row = row_from_record(row_record)
         key = row_key(row)
         if key in submission.delivered:
@@ -279,12 +322,48 @@ class FleetRun:
         submission.delivered.add(key)
         if not row.gpu and submission.label != ANY:
             row.gpu = gpu_key(submission.label, self.request.spec_file)  # a crash row: no GPU was read for it
+        if seconds is not None:
+            self.observed.setdefault(table_gpu(submission.label), {})[key] = float(seconds)
+        self._speedup(submission.label, row)
         self.record(row)
 
+    def _speedup(self, label: str, row: ResultRow) -> None:
+        """State the row's speedup against its case's baseline row on this GPU type, as a one-GPU run
+        does; a baseline that lands after its case's rows fills theirs in (the writer's rows are these
+        objects, and the fleet's results.csv is written again in plan order at the end)."""
+        case = (label, row.family, row.dtype, row.shape)
+        baseline = get_family(row.family).baseline
+        if baseline is None:
+            return
+        if row.variant == baseline.name:
+            if row.status == OK and math.isfinite(row.median_ms) and row.median_ms > 0:
+                self.baselines[case] = row.median_ms
+                for earlier in self.before_baseline.pop(case, []):
+                    earlier.speedup_vs_eager = row.median_ms / earlier.median_ms
+            else:
+                self.before_baseline.pop(case, None)
+            return
+        if row.status != OK or not math.isfinite(row.median_ms) or row.median_ms <= 0:
+            return
+        if case in self.baselines:
+            row.speedup_vs_eager = self.baselines[case] / row.median_ms
+        else:
+            # A speedup the measuring process stated from a baseline it ran earlier may not be against
+            # the row kept for the case (a retry measures again): the kept one decides.
+            row.speedup_vs_eager = math.nan
+            self.before_baseline.setdefault(case, []).append(row)
 
-def _name(label: str, group: list[Task]) -> str:
-    first = group[0]
-    return f"{label or 'any'}/{first.family}/{first.dtype}/{shape_label(first.params)}"
+
+def table_gpu(label: str) -> str:
+    """The duration table's GPU key for a worker label: the label (rooflint's GPU key, best)."""
+    return label or "any"
+
+
+def _save(table: DurationTable, log: FleetLog) -> None:
+    try:
+        log.line(f"durations of this run kept for the next in {table.save()}")
+    except OSError as error:  # a read-only cache costs the next run its order, never this run its rows
+        log.line(f"could not keep the durations: {error}")
 
 
 def _first_line(error: BaseException) -> str:

@@ -52,29 +52,23 @@ def local_workers(request: BenchRequest) -> list[LocalWorker]:
     ]
 
 
-def local_cluster(workers: list[LocalWorker]) -> Any:
+def local_cluster(workers: list[LocalWorker], in_process: bool = False) -> Any:
     """A SpecCluster of one single-threaded Nanny per worker: a task holds its worker's GPU alone,
-    and a worker process that dies is restarted by its nanny."""
+    and a worker process that dies is restarted by its nanny. ``in_process``: workers in this
+    process instead, without their ``env`` (tests of the client's scheduling, in a fraction of a second)."""
     import dask
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Nanny, Scheduler, SpecCluster, Worker
 
     common = {"host": "127.0.0.1", "protocol": "tcp://"}
     scheduler = {"cls": Scheduler, "options": {**common, "port": 0, "dashboard": False, "dashboard_address": ":0"}}
-    specs = {
-        worker.name: {
-            "cls": Nanny,
-            "options": {
-                **common,
-                "nthreads": 1,
-                "resources": worker.resources,
-                "env": worker.env,
-                "memory_limit": 0,  # the measuring happens in child processes, not in the worker
-                "dashboard": False,
-                "silence_logs": logging.WARNING,
-            },
-        }
-        for worker in workers
-    }
+
+    def options(worker: LocalWorker) -> dict[str, Any]:
+        # memory_limit 0: the measuring happens in child processes, not in the worker.
+        own = {**common, "nthreads": 1, "resources": worker.resources, "memory_limit": 0, "dashboard": False}
+        return own if in_process else {**own, "env": worker.env, "silence_logs": logging.WARNING}
+
+    kind = Worker if in_process else Nanny
+    specs = {worker.name: {"cls": kind, "options": options(worker)} for worker in workers}
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
         return SpecCluster(workers=specs, scheduler=scheduler, silence_logs=logging.WARNING, name="rooflint")
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooflint.core import paths
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.worker import Task
@@ -19,6 +22,11 @@ if TYPE_CHECKING:
     from rooflint.engine.measuring import MeasuringProcess
 
 LOG_TAIL_CHARS = 20_000  # of the measuring processes' stderr, sent back for the client's worker log
+HOST_VARIABLE = "ROOFLINT_HOST"  # the machine's name in rows, where the hostname is not it (a pod's)
+# The compilers' caches, each under rooflint's cache root unless set already: every worker of a host
+# (and every task of a worker) then finds the kernels another one compiled, and ROOFLINT_CACHE moves
+# all of them to a node's local disk at once.
+SHARED_CACHES = {"TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
 
 
 def measure_group(
@@ -31,33 +39,42 @@ def measure_group(
     request: BenchRequest,
     spec_file_text: str | None = None,
 ) -> dict[str, Any]:
-    """Run one family x dtype x shape, baseline first, on this worker's GPU.
+    """Run some variants of one family x dtype x shape (fleet/groups.py), in plan order, on this worker's GPU.
 
     ``measuring.run_worker`` does the measuring, exactly as in a local run: a child process checks
     and times each variant and is restarted after a crash. The child stays up between this worker's
     tasks (see ``_process``), so each task pays no start-up again. Each row is sent to the client under
-    ``topic`` as soon as it exists, and all of them again in the result, so a row lost on the way
-    still arrives; the client keeps one of each. ``spec_file_text`` is the client's --spec-file,
-    which need not exist on this machine.
+    ``topic`` as soon as it exists, with the seconds since the row before it (the duration table's
+    entry, fleet/durations.py), and all of them again in the result, so a row lost on the way still
+    arrives; the client keeps one of each. ``spec_file_text`` is the client's --spec-file, which need
+    not exist on this machine.
     """
     from distributed import get_worker
 
     from rooflint.engine.measuring import run_worker
 
+    share_caches()
     worker = get_worker()
     # "name", not "worker": the scheduler sets an event's "worker" to the worker's address.
-    me = {"group": group, "name": str(worker.name), "host": socket.gethostname()}
+    me = {"group": group, "name": str(worker.name), "host": os.environ.get(HOST_VARIABLE) or socket.gethostname()}
     worker.log_event(topic, {"kind": "start", **me})
     records: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    last = time.monotonic()
 
     def send(row: ResultRow) -> None:
-        row.host = row.host or me["host"]
+        nonlocal last
+        now = time.monotonic()
+        row.host = me["host"] if os.environ.get(HOST_VARIABLE) else row.host or me["host"]
         record = json_safe(dataclasses.asdict(row))
         records.append(record)
-        worker.log_event(topic, {"kind": "row", "record": record, **me})
+        key = f"{row.family}/{row.variant}/{row.dtype}/{row.shape}"
+        seconds[key], last = round(now - last, 3), now
+        worker.log_event(topic, {"kind": "row", "record": record, "seconds": seconds[key], **me})
 
     # One task at a time on this worker's GPU, even where a worker was started with --nthreads > 1.
     with _LOCK:
+        last = time.monotonic()  # a task waiting for the lock has not started
         process = _process()
         start = process.log_path.stat().st_size if process.log_path.exists() else 0
         if spec_file_text is not None:
@@ -80,7 +97,15 @@ def measure_group(
         with process.log_path.open(errors="replace") as handle:  # this task's part of the child's stderr
             handle.seek(start)
             text = handle.read()
-    return {"records": records, "log": text[-LOG_TAIL_CHARS:], **me}
+    return {"records": records, "seconds": seconds, "log": text[-LOG_TAIL_CHARS:], **me}
+
+
+def share_caches() -> None:
+    """Point Triton's and Inductor's caches under rooflint's cache root, unless the worker's
+    environment chose them; the measuring processes inherit the setting."""
+    for variable, kind in SHARED_CACHES.items():
+        if not os.environ.get(variable):
+            os.environ[variable] = str(paths.cache_dir(kind))
 
 
 _PROCESS: MeasuringProcess | None = None  # this Dask worker process's measuring child

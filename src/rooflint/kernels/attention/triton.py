@@ -79,7 +79,7 @@ def _head_base(ptr, batch, head, stride_b, stride_h):
 @triton.autotune(configs=_autotune_configs(), key=["n", "D", "CAUSAL"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale, heads,
+    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale, heads, group,
     q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t,
     D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
@@ -106,8 +106,9 @@ def _attn_fwd_kernel(
     else:
         mid = (n // BLOCK_N) * BLOCK_N  # whole tiles unmasked, then the ragged tail masked
         hi = n
-    k_base = _head_base(k_ptr, batch, head, k_b, k_h)
-    v_base = _head_base(v_ptr, batch, head, v_b, v_h)
+    # grouped-query attention: ``group`` query heads share one K and V head
+    k_base = _head_base(k_ptr, batch, head // group, k_b, k_h)
+    v_base = _head_base(v_ptr, batch, head // group, v_b, v_h)
     acc, m_i, l_i = _attn_tile_loop(
         acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST
     )
@@ -125,9 +126,10 @@ def _rows_of_d(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(3) == 1 else t.contiguous()
 
 
-def triton_attention(q, k, v, causal, out=None):
+def triton_attention(q, k, v, causal, out=None, group=1):
     """Attention over [B, H, N, D] q, k, v; each may be a strided view (unit stride over D only),
-    as may ``out`` (a [B, N, H, D] buffer transposed, say): nothing is copied to make them dense."""
+    as may ``out`` (a [B, N, H, D] buffer transposed, say): nothing is copied to make them dense.
+    ``group`` > 1: k and v have H / group heads, query head i reading kv head i // group (GQA)."""
     b, h, n, d = q.shape
     q, k, v = (_rows_of_d(t) for t in (q, k, v))
     out = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
@@ -138,7 +140,7 @@ def triton_attention(q, k, v, causal, out=None):
     # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
     upcast = interpreting()
     strides = [s for t in (q, k, v, out) for s in t.stride()[:3]]
-    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, h, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast)
+    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, h, group, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast)
     return out
 
 

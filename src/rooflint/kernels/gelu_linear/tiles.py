@@ -7,16 +7,6 @@ from rooflint.kernels.common.gelu_tanh import gelu_tanh
 
 
 @triton.jit
-def tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    # Grouped order: consecutive tiles sweep GROUP_M tile rows per W panel, so the panel is
-    # re-read from L2 rather than HBM.
-    width = GROUP_M * tiles_n
-    first_m = (tile // width) * GROUP_M
-    rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    return (first_m + (tile % width) % rows) * BLOCK_M, ((tile % width) // rows) * BLOCK_N
-
-
-@triton.jit
 def dot_wt(a, b, acc, UPCAST: tl.constexpr):
     """acc + a @ b.T, a an X tile and b a W tile ([N, K] rows, as nn.Linear stores W)."""
     if UPCAST:  # the CPU interpreter multiplies 16-bit dot operands as raw bit patterns

@@ -8,8 +8,9 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels.common.tile_order import tile_origin
 from rooflint.kernels.gelu_linear import FAMILY, skinny
-from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias, tile_origin
+from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
 def _set_tma_blocks(nargs):

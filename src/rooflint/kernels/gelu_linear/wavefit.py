@@ -38,8 +38,9 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
 from rooflint.kernels import sm_count
+from rooflint.kernels.common.tile_order import tile_origin
 from rooflint.kernels.gelu_linear import FAMILY
-from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias, tile_origin
+from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""The bench flags that can be judged without torch or any family module: the roof, the spec file,
+the output folder and JUnit path, the GPU name and the family names.
+
+`rooflint bench` calls this before it imports the engine, so a typo is answered in a fraction of a
+second instead of after torch's import (seconds); `bench.prepare` calls it too, so a request made
+through the Python API is checked the same way.
+"""
+
+from __future__ import annotations
+
+from rooflint.core.errors import UserError
+from rooflint.core.paths import output_dir, writable_file
+from rooflint.core.registry import resolve_families
+from rooflint.core.roofs import ROOF_CHOICES
+from rooflint.core.specs import get_spec, load_spec_file
+from rooflint.engine.request import BenchRequest
+from rooflint.outputs.folder_lock import refuse_if_busy
+
+
+def check_flags(request: BenchRequest) -> None:
+    if request.roof not in ROOF_CHOICES:
+        raise UserError(f"unknown roof {request.roof!r}; valid: {', '.join(ROOF_CHOICES)}")
+    if request.spec_file:
+        load_spec_file(request.spec_file)  # missing, binary or not TOML: refused before the run, not ignored
+    # Every place a result goes is proved writable now, not after the measuring.
+    output_dir(request.out)
+    refuse_if_busy(request.out)
+    if request.junit:
+        writable_file(request.junit, "JUnit report")
+    if request.gpu is not None:
+        get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
+    # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
+    resolve_families([name for name in request.families if name != "all"])

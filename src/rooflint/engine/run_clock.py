@@ -1,0 +1,183 @@
+"""Where a bench's wall time goes: seconds per phase, counted in each measuring process and summed
+in the parent, and the run record results.json keeps beside the rows.
+
+A measuring process keeps one ``PhaseClock`` and sends what it counted since its last report with
+each row (``PhaseClock.take``); the parent adds every report into one ``RunTally`` (several
+``--devices`` workers report from their own threads) and turns it into the run record at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+# The phases, in the order the summary names them:
+#   startup    start a measuring process: import torch, make the CUDA context, read the clock under load
+#   inputs     build a shape's inputs
+#   reference  compute (or read from the reference cache) the float64 reference
+#   compile    a variant's build and first calls: torch.compile, Triton's JIT and autotuning
+#   build      the same, for a first call that ran nvcc (a new library in the build cache)
+#   check      compare the output with the reference
+#   cool       burst's start state (pre-heat, cool-down) and the waits before re-timing a throttled row
+#   measure    the timer: warm-up, L2 flushes and the timed samples
+# and two in the parent: ceilings (a CPU run measures its roofs first) and plots (rooflines, JUnit).
+PHASES = ("measure", "compile", "build", "reference", "cool", "inputs", "startup", "check", "ceilings", "plots")
+# The summary always names these; the others only where they took half a second or more.
+_ALWAYS = ("measure", "compile", "build", "reference", "cool")
+
+
+class PhaseClock:
+    """Seconds per phase and event counts in one process, handed over and reset by ``take``."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.counts: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        began = self._clock()
+        try:
+            yield
+        finally:
+            self.add(name, self._clock() - began)
+
+    def add(self, name: str, seconds: float) -> None:
+        if name not in self.seconds:
+            raise ValueError(f"unknown phase {name!r}; valid: {', '.join(PHASES)}")
+        self.seconds[name] += max(0.0, seconds)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+    def take(self) -> dict[str, Any]:
+        """What was counted since the last take, as plain JSON; the clock starts again from zero."""
+        report = {"phases_s": dict(self.seconds), "counts": dict(self.counts)}
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.counts = {}
+        return report
+
+
+class RunTally:
+    """The parent's sum of every measuring process's reports; safe to add to from several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.phases_s: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.counts: dict[str, int] = {}
+        self.workers = 0
+        self.first_seen: dict[str, int] = {}  # cache name -> entries it held when the first worker looked
+
+    def add(self, report: dict[str, Any]) -> None:
+        with self._lock:
+            for name, seconds in (report.get("phases_s") or {}).items():
+                if name in self.phases_s and isinstance(seconds, (int, float)) and math.isfinite(seconds):
+                    self.phases_s[name] += max(0.0, float(seconds))
+            for name, n in (report.get("counts") or {}).items():
+                self.counts[name] = self.counts.get(name, 0) + int(n)
+            for name, n in (report.get("cache_entries") or {}).items():
+                self.first_seen.setdefault(name, int(n))
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        self.add({"phases_s": {name: seconds}})
+
+    def worker_started(self) -> None:
+        with self._lock:
+            self.workers += 1
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, Any]]:
+    """Per cache, what the run found in it and added to it, and whether it was warm or cold.
+
+    reference: the float64 references read back (hits), computed and stored (misses), and computed
+    again because reading them would take longer (recomputed: cheap references are never stored).
+    build, triton, inductor: entries in nvcc's, Triton's and Inductor's on-disk caches when the
+    first worker started, and entries the run added (each a compile or build that missed).
+    """
+    counts = tally.counts
+    hits, misses = counts.get("reference_hits", 0), counts.get("reference_misses", 0)
+    caches: dict[str, dict[str, Any]] = {
+        "reference": {
+            "enabled": reference_cache,
+            "hits": hits,
+            "misses": misses,
+            "recomputed": counts.get("reference_recomputed", 0),
+            "state": _state(hits, misses) if reference_cache else "off",
+        }
+    }
+    for name in ("build", "triton", "inductor"):
+        before, added = tally.first_seen.get(name, 0), counts.get(f"{name}_added", 0)
+        caches[name] = {"entries_before": before, "added": added, "state": _state(before, added)}
+    return caches
+
+
+def _state(found: int, missed: int) -> str:
+    """warm: nothing missed; cold: nothing was there to find; mixed: some of each; unused: neither."""
+    if not missed:
+        return "warm" if found else "unused"
+    return "cold" if not found else "mixed"
+
+
+def overall_state(caches: dict[str, dict[str, Any]]) -> str:
+    states = {cache["state"] for cache in caches.values()} - {"unused", "off"}
+    if not states:
+        return "unused"
+    return states.pop() if len(states) == 1 else "mixed"
+
+
+def run_record(
+    tally: RunTally, started: str, ended: str, wall_s: float, *, reference_cache: bool, rows: int
+) -> dict[str, Any]:
+    """The ``run`` object of results.json.
+
+    ``phases_s`` are seconds of measuring-process time summed over workers; ``other_s`` is the rest
+    of ``wall_s`` times the workers (the parent's own work: planning, CPU ceilings, plots; Python
+    between phases; a worker idle while another finishes), so with one worker the phases and
+    ``other_s`` add up to ``wall_s``.
+    """
+    workers = max(1, tally.workers)
+    phases = {name: round(seconds, 3) for name, seconds in tally.phases_s.items()}
+    caches = cache_report(tally, reference_cache)
+    return {
+        "start": started,
+        "end": ended,
+        "wall_s": round(wall_s, 3),
+        "workers": workers,
+        "rows": rows,
+        "phases_s": phases,
+        "other_s": round(max(0.0, wall_s * workers - sum(tally.phases_s.values())), 3),
+        "caches": caches,
+        "cache_state": overall_state(caches),
+    }
+
+
+def summary_line(record: dict[str, Any]) -> str:
+    """One line: the wall time and where it went, e.g. ``wall 312 s: measure 41 s, compile 150 s,
+    ..., reference 12 s (cache: 180 hits, 3 misses), other 59 s; caches warm``."""
+    phases = record["phases_s"]
+    reference = record["caches"]["reference"]
+    parts = []
+    for name in PHASES:
+        if name not in _ALWAYS and phases.get(name, 0.0) < 0.5:
+            continue
+        part = f"{name} {phases.get(name, 0.0):.0f} s"
+        if name == "reference":
+            recomputed = f", {reference['recomputed']} cheaper to recompute" if reference["recomputed"] else ""
+            part += (
+                f" (cache: {reference['hits']} hits, {reference['misses']} misses{recomputed})"
+                if reference["enabled"]
+                else " (cache off)"
+            )
+        parts.append(part)
+    parts.append(f"other {record['other_s']:.0f} s")
+    workers = f" over {record['workers']} workers" if record["workers"] > 1 else ""
+    return f"wall {record['wall_s']:.0f} s{workers}: " + ", ".join(parts) + f"; caches {record['cache_state']}"

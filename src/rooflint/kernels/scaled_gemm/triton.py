@@ -1,0 +1,123 @@
+"""scaled_gemm: a Triton fp8/int8 GEMM, TMA loads into wgmma on Hopper, the scales in the epilogue.
+
+The codes go to tl.dot as they are (fp8 x fp8 -> fp32, int8 x int8 -> int32 on the tensor cores:
+Hopper's k=32 wgmma, twice the bf16 rate); the scales touch only the fp32 accumulator, once per
+output, so the K loop is the same as an unscaled GEMM's. Persistent over a grouped tile order, as
+kernels/gelu_linear/triton.py, so the next tile's TMA loads overlap this tile's epilogue.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
+from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.kernels import sm_count
+from rooflint.kernels.common.tile_order import tile_origin
+from rooflint.kernels.scaled_gemm import FAMILY
+
+INTERPRETER_SMS = 3  # under the interpreter, 3 programs still each stride over several tiles
+
+
+def _set_tma_blocks(nargs):
+    # Descriptors are built before the config is chosen; each config stamps its tile shape on them.
+    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_K"]]
+    nargs["b_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
+    nargs["c_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_N"]]
+
+
+def _configs():
+    if interpreting():
+        tile = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
+        return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
+    # 1-byte codes: a K step of 128 moves as many bytes as bf16's 64. 128x256x128 in 3 stages is
+    # 144 KiB of operands plus a 64 KiB bf16 C tile (one block per SM, 8 warps: two consumer
+    # warpgroups of 64 rows); 128x128x128 in 4 stages fits two blocks' worth of tiles for the
+    # narrower shapes (GPT-2's 1024 x 3072 has only 192 tiles of 128x128).
+    winners = [(128, 256, 128, 3, 8, 8), (128, 128, 128, 4, 8, 8), (128, 256, 64, 4, 8, 8)]
+    return [
+        triton.Config(
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
+            num_warps=w,
+            num_stages=s,
+            pre_hook=_set_tma_blocks,
+        )
+        for bm, bn, bk, s, w, group in winners
+    ]
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES"])
+@triton.jit
+def _scaled_gemm_kernel(
+    a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    ROW_SCALES: tl.constexpr, INTEGER: tl.constexpr,
+):  # fmt: skip
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if not ROW_SCALES:
+        scale = tl.load(sa_ptr) * tl.load(sb_ptr)  # one product for every output
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=True):
+        off_m, off_n = tile_origin(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N, GROUP_M)
+        if INTEGER:  # int8 MMAs accumulate exactly, in int32
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(k_tiles):
+            # The TMA unit zero-fills reads past M, N or K: zero codes add nothing to the sums.
+            a = a_desc.load([off_m, kt * BLOCK_K])
+            b = b_desc.load([off_n, kt * BLOCK_K])
+            if INTEGER:
+                acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+            else:
+                acc = tl.dot(a, b.T, acc)
+        out = acc.to(tl.float32)
+        if ROW_SCALES:
+            rows = off_m + tl.arange(0, BLOCK_M)
+            cols = off_n + tl.arange(0, BLOCK_N)
+            sa = tl.load(sa_ptr + rows, mask=rows < M, other=0.0)
+            sb = tl.load(sb_ptr + cols, mask=cols < N, other=0.0)
+            out = out * sa[:, None] * sb[None, :]
+        else:
+            out = out * scale
+        c_desc.store([off_m, off_n], out.to(c_desc.dtype))
+
+
+def scaled_gemm(a, b, sa, sb, out: torch.Tensor | None = None) -> torch.Tensor:
+    """bf16 (a * sa) @ (b * sb)^T for a [M, K], b [N, K] (fp8 or int8 codes, row-major) and fp32
+    scales: 0-dim each, or sa [M, 1] with sb [1, N] (or [N]). K and N multiples of 16 (TMA strides)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, k = a.shape
+    n = b.shape[0]
+    if k % 16 or n % 16:
+        raise ValueError("the TMA loads need 16-byte row strides: K and N multiples of 16")
+    out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device) if out is None else out
+    # Placeholder tile shapes: the chosen config's pre_hook overwrites them before each launch.
+    a_desc = TensorDescriptor.from_tensor(a, [16, 16])
+    b_desc = TensorDescriptor.from_tensor(b, [16, 16])
+    c_desc = TensorDescriptor.from_tensor(out, [16, 16])
+    sms = sm_count(a.device, INTERPRETER_SMS)
+
+    def grid(meta):
+        return (min(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), sms),)
+
+    _scaled_gemm_kernel[grid](
+        a_desc, b_desc, c_desc, sa.contiguous(), sb.contiguous(), m, n, k,
+        ROW_SCALES=sa.numel() > 1 or sb.numel() > 1, INTEGER=a.dtype == torch.int8,
+    )  # fmt: skip
+    return out
+
+
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+def triton_variant(case):
+    """persistent TMA GEMM on fp8/int8 codes (wgmma on Hopper), both scales in the epilogue, autotuned"""
+    a, b, sa, sb = case["a"], case["b"], case["sa"], case["sb"]
+    if a.shape[1] % 16 or b.shape[0] % 16:
+        raise VariantSkipped("TMA needs 16-byte row strides: K and N multiples of 16")
+    if torch.cuda.get_device_capability(a.device) < (8, 9) and a.dtype != torch.int8:
+        raise VariantSkipped("fp8 tensor cores need sm_89 or newer")
+    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)
+    return lambda: scaled_gemm(a, b, sa, sb, out)

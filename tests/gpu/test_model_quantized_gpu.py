@@ -1,0 +1,42 @@
+"""GPU tier: `rooflint model llama-3.2-1b --weights-dtype int8|fp8`, two layers of the real shapes.
+
+The triton set (the weight-only kernel inside CUDA graphs) and the eager set (dequantize, then
+F.linear) pass the model checks and the quantized decode check; the decode floor counts the
+quantized bytes. Numbers other than the floor's bytes are not asserted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflint.models.model_run import run_model
+from rooflint.models.outcome import ModelRequest
+from rooflint.models.rows import total_cost
+from rooflint.outputs.results import OK
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("transformers")
+
+
+def request(tmp_path, **fields) -> ModelRequest:
+    base = dict(model="llama-3.2-1b", config="llama-3.2-1b", layers=2, batch=8, seq=256, prompt=64, new_tokens=16,
+                dtype="bf16", kernels=["eager", "triton"], out=tmp_path, device="cuda", rep_ms=50,
+                plots=False)  # fmt: skip
+    base.update(fields)
+    return ModelRequest(**base)
+
+
+@pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
+def test_quantized_decode_passes_its_checks_inside_cuda_graphs(tmp_path, weights_dtype):
+    plain = run_model(request(tmp_path / "bf16", kernels=["triton"]))
+    outcome = run_model(request(tmp_path / weights_dtype, weights_dtype=weights_dtype))
+    for result in outcome.sets:
+        assert result.status == OK, (result.name, result.message)
+        assert f"{weights_dtype} decode logits rel err" in result.note, result.note
+        assert f"weights={weights_dtype} per output channel" in result.plan
+    triton = next(r for r in outcome.sets if r.name == "triton")
+    assert "CUDA graphs" in triton.note, triton.note
+    saved = total_cost(plain.sets[0].phases["decode"].costs).bytes - total_cost(triton.phases["decode"].costs).bytes
+    dims = 2 * (2048 * 3072 + 2048 * 2048 + 2048 * 16384 + 8192 * 2048)  # two layers' projection weights
+    rows = 2 * (3072 + 2048 + 16384 + 2048)
+    assert saved == dims - 4 * rows  # one byte less a weight, four more a row (its fp32 scale)

@@ -1,0 +1,167 @@
+"""`rooflint model ... --weights-dtype int8|fp8` on a CPU: a tiny Llama (2 layers, hidden 64), bf16.
+
+The quantized decode step is checked against the same step on the dequantized weights rounded to
+bf16 (what the quantized model stands for), the triton set's slot in Triton's interpreter, the
+floor's bytes against the weights' own sizes, and bad input in one line. Timing is never asserted.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rooflint.core.errors import UserError
+from rooflint.kernels.scaled_gemm.formats import QMAX
+from rooflint.models import llama
+from rooflint.models import quantized_weights as Q
+from rooflint.models.base import Phase, build
+from rooflint.models.llama_kernels import make_llama_kernel_set
+from rooflint.models.rows import total_cost
+from rooflint.models.runner import Runner
+
+pytest.importorskip("transformers", reason="the model tests need transformers")
+
+TINY = {
+    "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "rope_theta": 500000.0,
+    "tie_word_embeddings": True, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+}  # fmt: skip
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return build(llama.Llama({"tiny": TINY}), "tiny", torch.bfloat16, CPU, seed=0)
+
+
+def kernel_set(name, loaded, weights_dtype):
+    kernels = make_llama_kernel_set(name, torch.bfloat16, CPU, loaded.dims.head_dim, TINY["rms_norm_eps"])
+    Q.attach(kernels, loaded.weights, weights_dtype)
+    return kernels
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    rows=st.integers(1, 8), k=st.integers(1, 40), spread=st.floats(1e-3, 1e3), seed=st.integers(0, 2**16),
+    weights_dtype=st.sampled_from(["int8", "fp8"]),
+)  # fmt: skip
+def test_round_trip_is_within_half_a_code_of_each_channel(rows, k, spread, seed, weights_dtype):
+    w = torch.randn((rows, k), generator=torch.Generator().manual_seed(seed)) * spread
+    q = Q.quantize_linear(w, weights_dtype)
+    assert q.codes.dtype == Q.CODE_DTYPES[weights_dtype] and q.scale.shape == (rows, 1)
+    amax = w.abs().amax(dim=1, keepdim=True)
+    torch.testing.assert_close(q.scale, amax / QMAX[q.codes.dtype])  # symmetric, per output channel
+    back = q.codes.double() * q.scale.double()
+    if weights_dtype == "int8":
+        bound = q.scale.double() / 2 * (1 + 1e-6)  # round to nearest: half a step
+    else:  # e4m3: 3 mantissa bits, half an ulp 2^-4 of the value, or of the smallest normal 2^-6
+        bound = torch.maximum(w.abs().double() / 16, q.scale.double() * 2**-10) * (1 + 1e-6)
+    assert bool(((back - w.double()).abs() <= bound).all())
+
+
+@pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
+def test_a_quantized_decode_step_is_the_dequantized_bf16_model(loaded, weights_dtype):
+    """eager (dequantize, then F.linear) against the bf16 model whose projections hold the dequantized
+    weights: the same bf16 numbers in the same ops, so the same logits."""
+    kernels = kernel_set("eager", loaded, weights_dtype)
+    runner = Runner(loaded, kernels, 2, 8, 2)
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(1))
+    got = Q.decode_logits(runner, prompt)
+    originals = [w.clone() for w in Q.decode_linear_weights(loaded.weights)]
+    try:
+        for w in Q.decode_linear_weights(loaded.weights):
+            w.copy_(kernels.quantized[w.data_ptr()].dequantized(torch.bfloat16))
+        kernels.quantized = {}
+        want = Q.decode_logits(runner, prompt)
+    finally:
+        for w, original in zip(Q.decode_linear_weights(loaded.weights), originals):
+            w.copy_(original)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
+def test_triton_decode_slots_run_the_weight_only_kernel(loaded, weights_dtype):
+    """The triton set's linear and gate/up slots on a decode step's rows (interpreter) against the
+    float64 product with the dequantized weight."""
+    kernels = kernel_set("triton", loaded, weights_dtype)
+    assert "weight_only_gemm" in kernels.plan["weights"]
+    layer = loaded.weights.layers[0]
+    x = torch.randn((3, TINY["hidden_size"]), generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    for w, call in ((layer.qkv_w, lambda: kernels.linear(x, layer.qkv_w, None)),
+                    (layer.gate_up_w, lambda: torch.cat(kernels.gate_up(x, layer.gate_up_w, None, TINY["intermediate_size"]), 1))):  # fmt: skip # noqa: E501
+        q = kernels.quantized[w.data_ptr()]
+        want = x.double() @ (q.codes.double() * q.scale.double()).T
+        torch.testing.assert_close(call().double(), want, rtol=1e-2, atol=1e-2)
+
+
+def test_check_decode_measures_the_quantized_error_and_fails_past_the_tolerance(loaded, monkeypatch):
+    runner = Runner(loaded, kernel_set("eager", loaded, "fp8"), 2, 8, 2)
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(3))
+    check = Q.check_decode(runner, prompt)
+    assert check.passed and 0 < check.rel_error <= Q.LOGIT_TOLERANCES["fp8"]
+    assert runner.kernels.quantized  # restored after the bf16 step
+    monkeypatch.setitem(Q.LOGIT_TOLERANCES, "fp8", check.rel_error / 2)
+    failed = Q.check_decode(runner, prompt)
+    assert not failed.passed and "too far" in failed.describe()
+    assert Q.check_decode(Runner(loaded, kernel_set("eager", loaded, None), 2, 8, 2), prompt) is None
+
+
+def test_other_sets_keep_bf16_weights_and_say_so(loaded):
+    kernels = kernel_set("compile", loaded, "int8")
+    assert not kernels.quantized and kernels.plan["weights"].startswith("bf16")
+    assert "embedding, lm_head and prefill bf16" in kernel_set("eager", loaded, "int8").plan["weights"]
+
+
+@pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
+def test_decode_floor_counts_one_byte_a_weight_and_the_scales(loaded, weights_dtype):
+    dims, quantized = loaded.dims, types.SimpleNamespace(weights_dtype=weights_dtype)
+    decode, prefill = Phase("decode", 8, 1, 64), Phase("prefill", 8, 16, 16)
+    costs = llama.llama_costs(dims, decode, "bf16")
+    shrunk = Q.decode_costs(costs, dims, decode, "bf16", quantized)
+    # from the weights themselves: a bf16 weight is 2 bytes, a code 1, plus an fp32 scale per row
+    expected = sum(w.numel() - 4 * w.shape[0] for w in Q.decode_linear_weights(loaded.weights))
+    assert total_cost(costs).bytes - total_cost(shrunk).bytes == expected
+    assert shrunk["lm_head"] == costs["lm_head"] and shrunk["embedding"] == costs["embedding"]
+    assert Q.decode_costs(costs, dims, decode, "bf16", types.SimpleNamespace()) == costs  # a bf16 set
+    assert Q.decode_costs(costs, dims, prefill, "bf16", quantized) == costs
+    assert Q.decode_costs(costs, dims, Phase("decode", 32, 1, 64), "bf16", quantized) == costs  # > 16 rows
+
+
+def test_weights_dtype_is_refused_in_one_line_where_it_cannot_run():
+    assert Q.resolve(None, "bf16") is None and Q.resolve("bf16", "bf16") is None
+    assert Q.resolve("fp8", "bf16") == "fp8"
+    with pytest.raises(UserError, match="needs --dtype bf16"):
+        Q.resolve("int8", "fp32")
+    with pytest.raises(UserError, match="Llama-family only"):
+        Q.resolve("int8", "bf16", "gpt2")
+
+
+def test_a_bad_weights_dtype_is_one_line_and_exit_2():
+    from typer.testing import CliRunner
+
+    from rooflint.cli.app import app
+
+    done = CliRunner().invoke(app, ["model", "llama-3.2-1b", "--weights-dtype", "int4", "--device", "cpu"])
+    lines = done.stderr.strip().splitlines()
+    assert done.exit_code == 2 and len(lines) == 1 and "'int4'" in lines[0] and "bf16, int8, fp8" in lines[0]
+
+
+def test_a_run_past_the_tolerance_fails_the_set(tmp_path, monkeypatch):
+    from rooflint.core.specs import measured_spec
+    from rooflint.models.model_run import run_model
+    from rooflint.models.outcome import ModelRequest
+    from rooflint.outputs.results import FAILED
+
+    spec = measured_spec("cpu", "CPU (test)", 10.0, {"tensor_bf16_tflops": 0.1, "cuda_fp32_tflops": 0.1}, "test")
+    monkeypatch.setitem(Q.LOGIT_TOLERANCES, "int8", 0.0)
+    request = ModelRequest(model="llama", model_spec=llama.Llama({"tiny": TINY}), config="tiny", batch=1, seq=4,
+                           prompt=4, new_tokens=2, dtype="bf16", weights_dtype="int8", kernels=["eager"], layers=1,
+                           out=tmp_path, device="cpu", spec=spec, rep_ms=0, plots=False)  # fmt: skip
+    outcome = run_model(request)
+    (result,) = outcome.sets
+    assert result.status == FAILED and "int8 decode logits rel err" in result.message
+    assert "int8 per output channel" in result.plan

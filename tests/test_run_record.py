@@ -1,0 +1,130 @@
+"""Where a bench's wall time goes: phases counted in the measuring process, summed in the parent,
+kept in results.json and said in one line at the end."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflint.engine.run_clock import PHASES, PhaseClock, RunTally, run_record, summary_line
+
+FIXTURES = str(Path(__file__).parent / "fixtures")
+RECORD_FIELDS = {"start", "end", "wall_s", "workers", "rows", "phases_s", "other_s", "caches", "cache_state"}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_phase_clock_counts_seconds_and_events_and_starts_again_after_take():
+    clock = FakeClock()
+    phases = PhaseClock(clock)
+    with phases.phase("compile"):
+        clock.now += 2.5
+    with pytest.raises(RuntimeError), phases.phase("measure"):  # a phase that raises still counts
+        clock.now += 1.0
+        raise RuntimeError
+    phases.count("reference_hits", 2)
+    report = phases.take()
+    assert report["phases_s"]["compile"] == 2.5 and report["phases_s"]["measure"] == 1.0
+    assert report["counts"] == {"reference_hits": 2}
+    assert sum(phases.take()["phases_s"].values()) == 0.0
+    with pytest.raises(ValueError, match="unknown phase 'nap'"):
+        phases.add("nap", 1.0)
+
+
+def test_the_record_sums_every_worker_and_its_phases_fit_in_the_wall_time():
+    tally = RunTally()
+    for _ in range(2):  # two workers, each reporting twice (its start, then a row)
+        tally.worker_started()
+        tally.add({"phases_s": {"startup": 1.0}, "counts": {}, "cache_entries": {"triton": 5, "build": 0}})
+        tally.add({"phases_s": {"measure": 2.0, "compile": 3.0, "reference": 0.5}, "counts": {"reference_hits": 1}})
+    tally.add({"counts": {"reference_misses": 1, "triton_added": 4}})
+    record = run_record(
+        tally, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:10+00:00", 10.0, reference_cache=True, rows=4
+    )
+    assert set(record) == RECORD_FIELDS
+    assert set(record["phases_s"]) == set(PHASES)
+    assert all(seconds >= 0 for seconds in record["phases_s"].values()) and record["other_s"] >= 0
+    assert record["phases_s"]["measure"] == 4.0 and record["workers"] == 2
+    assert sum(record["phases_s"].values()) + record["other_s"] == pytest.approx(10.0 * 2)
+    caches = record["caches"]
+    assert caches["reference"] == {"enabled": True, "hits": 2, "misses": 1, "recomputed": 0, "state": "mixed"}
+    assert caches["triton"] == {"entries_before": 5, "added": 4, "state": "mixed"}
+    assert caches["build"]["state"] == "unused" and record["cache_state"] == "mixed"
+    json.dumps(record)  # plain JSON
+
+
+def test_a_warm_run_says_so_and_the_summary_names_each_phase():
+    tally = RunTally()
+    tally.worker_started()
+    tally.add({"phases_s": {"measure": 41.0, "compile": 150.0, "reference": 12.0, "cool": 30.0, "build": 20.0}})
+    tally.add({"counts": {"reference_hits": 180}, "cache_entries": {"build": 12, "triton": 300, "inductor": 40}})
+    record = run_record(tally, "a", "b", 312.0, reference_cache=True, rows=197)
+    assert record["cache_state"] == "warm"
+    line = summary_line(record)
+    assert line.startswith("wall 312 s: measure 41 s, compile 150 s, build 20 s, reference 12 s (cache: 180 hits")
+    assert "cool 30 s" in line and line.endswith("other 59 s; caches warm")
+    off = run_record(RunTally(), "a", "b", 1.0, reference_cache=False, rows=0)
+    assert "(cache off)" in summary_line(off) and off["caches"]["reference"]["state"] == "off"
+
+
+def test_the_progress_bar_shows_an_eta():
+    from rich.progress import TimeRemainingColumn
+
+    from rooflint.cli.commands.bench import progress_columns
+
+    assert any(isinstance(column, TimeRemainingColumn) for column in progress_columns())
+
+
+def test_bench_prints_the_summary_and_passes_the_cache_choice(monkeypatch, tmp_path):
+    from rooflint.cli.app import app
+    from rooflint.engine import bench
+
+    seen = []
+
+    def execute(plan, on_row):
+        seen.append(plan.request.reference_cache)
+        tally = RunTally()
+        tally.add({"phases_s": {"measure": 1.0}})
+        run = run_record(tally, "a", "b", 3.0, reference_cache=plan.request.reference_cache, rows=0)
+        return bench.BenchOutcome([], [], tmp_path / "results.csv", run=run)
+
+    monkeypatch.setattr(bench, "execute", execute)
+    args = ["bench", "vector_add", "--device", "cpu", "-V", "eager", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--no-reference-cache"])
+    assert result.exit_code == 0, result.output
+    assert "wall 3 s: measure 1 s" in result.output and "(cache off)" in result.output
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert seen == [False, True]
+
+
+def test_the_worker_process_phases_reach_the_parent(monkeypatch, tmp_path):
+    """The one subprocess test: a real measuring process sends its phases and cache counts with its
+    rows, and the parent's tally holds them."""
+    from rooflint.core.specs import get_spec
+    from rooflint.engine.bench import BenchPlan, BenchRequest, plan, run
+    from rooflint.outputs.results import ResultWriter
+
+    monkeypatch.setenv("ROOFLINT_FAMILY_MODULES", "toy_family")
+    monkeypatch.setenv("PYTHONPATH", FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(FIXTURES)
+    request = BenchRequest(families=["toy"], variants=["eager", "wrong"], dtypes=["fp32"], device="cpu", size="small")
+    writer, tally = ResultWriter(tmp_path), RunTally()
+    run(BenchPlan(request, plan(request)), writer, get_spec("h100_sxm"), lambda row: None, tally)
+    writer.close()
+    assert [row.status for row in writer.rows] == ["ok", "failed"]
+    assert tally.workers == 1
+    for phase in ("startup", "inputs", "reference", "compile", "check", "measure"):
+        assert tally.phases_s[phase] > 0, phase
+    assert tally.phases_s["cool"] == 0.0  # no NVML on a CPU: no cool-down
+    # One shape, so one reference: computed, and stored or found too cheap to store.
+    assert tally.counts.get("reference_misses", 0) + tally.counts.get("reference_recomputed", 0) == 1
+    assert set(tally.first_seen) == {"build", "triton", "inductor"}
