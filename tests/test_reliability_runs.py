@@ -47,8 +47,12 @@ def rooflint(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedPr
     )
 
 
-def bench(tmp_path: Path, out: str, *more: str, **extra: str) -> subprocess.CompletedProcess:
-    return rooflint(tmp_path, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", out, *more, **extra)
+def bench(tmp_path: Path, out: str, *more: str, plots: bool = False, **extra: str) -> subprocess.CompletedProcess:
+    """A CPU bench of the fragile family; without plots unless asked: matplotlib costs each run
+    seconds that these tests, which read the rows, do not need."""
+    options = [] if plots else ["--no-plots"]
+    argv = ["bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", out, *options, *more]
+    return rooflint(tmp_path, *argv, **extra)
 
 
 def rows(path: Path) -> dict[str, dict[str, str]]:
@@ -122,7 +126,7 @@ def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path, base):
 def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(tmp_path):
     # The first holds the folder for 10 s; the second is refused by its flag checks, before torch is imported.
     env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="10")
-    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "shared"]
+    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "shared", "--no-plots"]
     first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lock = tmp_path / "shared" / ".rooflint.lock"
@@ -153,6 +157,9 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     done = bench(tmp_path, "out", "--variants", "eager")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (tmp_path / "out" / ".rooflint.lock").exists()
+    # --no-plots: the rows and the run record, no roofline files.
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"results.csv", "results.json"}
+    assert not list((tmp_path / "out").glob("roofline*"))
 
 
 def test_a_new_run_keeps_the_previous_results(tmp_path):
@@ -166,7 +173,7 @@ def test_a_new_run_keeps_the_previous_results(tmp_path):
 
 
 def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp_path):
-    done = bench(tmp_path, "out", "--variants", "eager", "--cuda-graphs")
+    done = bench(tmp_path, "out", "--variants", "eager", "--cuda-graphs", plots=True)
     assert done.returncode == 0, done.stderr
     assert "note: --cuda-graphs does nothing on the CPU" in done.stderr
     assert (tmp_path / "out" / "roofline.png").exists()
@@ -186,7 +193,7 @@ def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp
 
 def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
     env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="30")
-    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "out"]
+    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "out", "--no-plots"]
     # A session of its own, so SIGINT reaches the bench and its worker together, as a terminal's Ctrl-C does.
     running = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True

@@ -157,7 +157,9 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
         finally:
             writer.close(record())  # an interrupted run keeps its record as far as it got
         plotted = time.perf_counter()
-        written = write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec)
+        written = (
+            write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec) if request.plots else []
+        )
         if request.junit:
             from rooflint.outputs.junit import write_junit
 

@@ -36,6 +36,7 @@ class BenchRequest:
     out: Path = DEFAULT_OUT
     junit: Path | None = None
     measure: MeasureSettings = field(default_factory=MeasureSettings)  # regime, CUDA graphs, throttle policy
+    plots: bool = True  # the roofline PNG, SVG and CSV after the rows (--no-plots: results only)
     reference_cache: bool = True  # read and keep float64 references in the user cache (engine/reference_cache)
 
 

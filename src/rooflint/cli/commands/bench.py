@@ -83,6 +83,9 @@ def bench_command(
         float | None, typer.Option("--recovery-delay", help="Seconds to wait before re-timing a throttled row.")
     ] = None,
     no_reference_cache: NoReferenceCacheOption = False,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Write results.csv and results.json only: no roofline images or CSV.")
+    ] = False,
 ) -> None:
     """Check every variant against a float64 reference, time it honestly and place it on the roofline.
 
@@ -128,6 +131,7 @@ def bench_command(
         junit=junit,
         measure=measure,
         reference_cache=not no_reference_cache,
+        plots=not no_plots,
     )
     check_flags(request)  # before torch's import: a bad flag is answered at once
     from rooflint.engine import bench as engine
