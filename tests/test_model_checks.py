@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+from tiny_llama import TINY_LLAMA
 
 from rooflint.core.specs import measured_spec
 from rooflint.models import checks, llama, memory
@@ -20,11 +21,7 @@ from rooflint.outputs.results import FAILED, OK
 
 pytest.importorskip("transformers", reason="the model tests need transformers")
 
-TINY = {
-    "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "rope_theta": 500000.0,
-    "tie_word_embeddings": False, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "hidden_act": "silu",
-}  # fmt: skip
+TINY = {**TINY_LLAMA, "tie_word_embeddings": False}
 SPEC = llama.Llama({"tiny": TINY})
 CPU = torch.device("cpu")
 CPU_SPEC = measured_spec(

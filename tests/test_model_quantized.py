@@ -13,6 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiny_llama import TINY_LLAMA
 
 from rooflint.core.errors import UserError
 from rooflint.kernels.scaled_gemm.formats import QMAX
@@ -25,11 +26,7 @@ from rooflint.models.runner import Runner
 
 pytest.importorskip("transformers", reason="the model tests need transformers")
 
-TINY = {
-    "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "rope_theta": 500000.0,
-    "tie_word_embeddings": True, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "hidden_act": "silu",
-}  # fmt: skip
+TINY = TINY_LLAMA
 CPU = torch.device("cpu")
 
 

@@ -22,7 +22,7 @@ from rooflint.core.specs import GpuSpec
 from rooflint.engine.fleet.cluster import describe_workers, open_client
 from rooflint.engine.fleet.durations import DurationTable, estimator
 from rooflint.engine.fleet.groups import Group, plan_groups
-from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources, type_resource
+from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
 from rooflint.engine.fleet.task import measure_group
 from rooflint.engine.request import BenchPlan
 from rooflint.engine.worker import Task, base_row
@@ -204,12 +204,14 @@ class FleetRun:
                 busy += 1
         return offered
 
-    def _submit(self, submission: Submission, avoid: str = "") -> None:
-        """Submit a group; ``avoid``: the worker that died under it, so a peer of its type runs it
-        (loosely: where no peer is left, any worker of the type will)."""
+    def _submit(self, submission: Submission) -> None:
+        """Submit a group to any worker of its GPU type. After a worker died under it, the
+        resubmission is not pinned to the peers alive at that moment: a pin names their addresses,
+        and where those peers die too (a crash that takes every worker of a host) the task would wait
+        for addresses that never come back. The dead worker's nanny takes a while to restart it, so a
+        live peer of the same type is the one free to take it first."""
         submission.submits += 1
         tasks = [task for task in submission.tasks if task.key not in submission.delivered]
-        peers = self._peers(submission.label, avoid) if avoid else None
         future = self.client.submit(
             self.measure,
             submission.name,
@@ -220,8 +222,6 @@ class FleetRun:
             request=self.request,
             spec_file_text=self.spec_file_text,
             resources=task_resources(submission.label),
-            workers=peers or None,
-            allow_other_workers=bool(peers),
             retries=1,  # an exception in the task (a worker that cannot import a family) runs once more
             pure=False,
             key=f"rooflint-{self.run_id}-{submission.name}-{submission.submits}",
@@ -229,16 +229,6 @@ class FleetRun:
         self.running[future.key] = (submission, future)
         self.by_name[submission.name] = submission
         future.add_done_callback(lambda done: self.inbox.put(("done", done)))
-
-    def _peers(self, label: str, avoid: str) -> list[str]:
-        """Addresses of the workers of GPU type ``label`` other than the one named ``avoid``."""
-        resource = type_resource(label)
-        return [
-            address
-            for address, info in describe_workers(self.client).items()
-            if str(info.get("name", address)) != avoid
-            and (info.get("resources") or {}).get(resource if label != ANY else "GPU", 0) >= 1
-        ]
 
     def _watch(self, offered: dict[str, int]) -> None:
         """Give up on a GPU type whose workers are all gone for NO_WORKER_TIMEOUT_S: Dask would wait forever."""
@@ -298,7 +288,7 @@ class FleetRun:
             if lost and starts < MAX_STARTS and submission.submits < MAX_SUBMITS:
                 where = f"under it on {submission.workers[-1]}" if starts else "before it started"
                 self.log.line(f"{submission.name}: its worker died {where}; {len(left)} rows submitted again")
-                self._submit(submission, avoid=submission.workers[-1] if starts else "")
+                self._submit(submission)
                 return
             tried = f"started {starts} times" if lost else "failed twice"
             reason = f"lost on the cluster ({tried}): {type(error).__name__}: {_first_line(error)}"
