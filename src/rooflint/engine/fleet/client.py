@@ -84,9 +84,9 @@ def run_fleet(
     Every GPU type chosen (``--gpu-types``, else every type the workers offer) runs the whole plan,
     cut into groups of a few variants and handed out longest first by ``durations`` (default: the
     table in the user cache, which this run then updates). A task whose worker dies runs again, for
-    the rows not yet received, on a peer of its type; lost twice (or failing twice), its rows not
-    yet received become error rows saying why. Ctrl-C (or an exception from ``record``) cancels
-    what is still running; every row recorded before stays recorded.
+    the rows not yet received, on a worker of its type (a live peer before the restarted one); lost
+    twice (or failing twice), its rows not yet received become error rows saying why. Ctrl-C (or an
+    exception from ``record``) cancels what is still running; every row recorded before stays recorded.
     """
     request = bench.request
     log = FleetLog(out_dir)
@@ -116,9 +116,9 @@ class FleetRun:
     next as one finishes, so a task seldom waits on a worker that is busy and the run does not end
     on one GPU finishing a long group alone. A task whose worker dies comes back as KilledWorker (the
     local scheduler allows no silent re-runs): the client runs its rows not yet received again, on
-    a peer of its type where there is one, if it had started fewer than MAX_STARTS times, counting
-    only the tries that really started, since Dask blames a lost worker on every task waiting on it
-    too.
+    a worker of its type (not pinned to an address that may die too), if it had started fewer than
+    MAX_STARTS times, counting only the tries that really started, since Dask blames a lost worker on
+    every task waiting on it too.
 
     A case's groups may run on different GPUs of a type, so the client states each row's
     ``speedup_vs_eager`` against the baseline row it recorded for that case and type, and fills in
