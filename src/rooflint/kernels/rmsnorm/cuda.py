@@ -10,10 +10,26 @@ from rooflint.kernels import cuda_dtype
 from rooflint.kernels.rmsnorm import EPS, FAMILY
 
 
-def cuda_rmsnorm(library, x, weight, y, residual=None, h=None, *, eps: float = EPS):
-    """Launch rooflint_rmsnorm; with ``residual``, h = x + residual is written to ``h`` and normalized."""
+def cuda_rmsnorm(
+    library, x, weight, y, residual=None, h=None, *, eps: float = EPS, threads_per_row: int = 0, block_threads: int = 0
+):
+    """Launch rooflint_rmsnorm; with ``residual``, h = x + residual is written to ``h`` and normalized.
+    ``threads_per_row`` and ``block_threads``: 0 for the kernel's defaults (a launch-shape sweep sets them)."""
     rows, hidden = x.shape
-    library.launch("rooflint_rmsnorm", x, residual, weight, y, h, rows, hidden, cuda_dtype(x.dtype), float(eps))
+    library.launch(
+        "rooflint_rmsnorm",
+        x,
+        residual,
+        weight,
+        y,
+        h,
+        rows,
+        hidden,
+        threads_per_row,
+        block_threads,
+        cuda_dtype(x.dtype),
+        float(eps),
+    )
     return y if residual is None else (y, h)
 
 
