@@ -19,7 +19,7 @@ from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
 from rooflint.core.selection import check_variant_names, select_variants
 from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
-from rooflint.engine import fleet
+from rooflint.engine import build_ahead, compile_caches, fleet
 from rooflint.engine.ceilings import measure_cpu_ceilings
 from rooflint.engine.device import resolve_device
 from rooflint.engine.flag_checks import check_flags
@@ -271,8 +271,38 @@ def run(
 
     ``spec`` is the CPU's measured spec on a CPU run; on GPUs each worker judges against its own GPU.
     ``tally`` gathers every worker's phase seconds and cache counts (engine/run_clock).
+    The nvcc builds the tasks need start first, beside the workers (start_builds).
     """
     tally = tally if tally is not None else RunTally()
+    ahead = start_builds(bench, tally)
+    interrupted = True
+    try:
+        _run_tasks(bench, writer, spec, on_row, tally)
+        interrupted = False
+    finally:
+        ahead.close(wait=not interrupted)  # Ctrl-C: the builds not yet started are dropped
+        tally.builds_ahead(ahead.built, ahead.seconds)
+
+
+def start_builds(bench: BenchPlan, tally: RunTally) -> build_ahead.BuildsAhead:
+    """Start the nvcc builds the planned variants will load (engine/build_ahead) where the workers
+    run on this machine (one GPU, a pool of --devices, a local Dask cluster). The build cache's
+    entries are counted first, so the run record still says whether it was warm or cold."""
+    request = bench.request
+    if request.scheduler and request.scheduler != fleet.LOCAL:
+        return build_ahead.BuildsAhead([], [])
+    tally.saw_cache("build", compile_caches.census()["build"])
+    pairs = [(task.family, task.variant) for task in bench.tasks]
+    return build_ahead.start(pairs, request.device, request.devices or [None])
+
+
+def _run_tasks(
+    bench: BenchPlan,
+    writer: ResultWriter,
+    spec: GpuSpec | None,
+    on_row: Callable[[ResultRow], None],
+    tally: RunTally,
+) -> None:
     request, tasks = bench.request, bench.tasks
 
     def record(row: ResultRow) -> None:

@@ -11,12 +11,16 @@ Calling convention for every exported launcher (checked by the ctypes wrapper be
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
 import os
 import shutil
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +86,11 @@ def compile_source(
 def device_arch() -> str:
     import torch
 
-    major, minor = torch.cuda.get_device_capability()
+    return arch_name(*torch.cuda.get_device_capability())
+
+
+def arch_name(major: int, minor: int) -> str:
+    """The nvcc target for a compute capability, as torch or NVML reads it."""
     # Hopper's own instructions (wgmma) exist only in the arch-specific sm_90a target.
     return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
 
@@ -150,20 +158,75 @@ def load(source: Path | str, arch: str | None = None) -> CudaLibrary:
 
     if not torch.cuda.is_available():
         raise VariantSkipped("needs a CUDA GPU")
-    source = Path(source)
-    arch = arch or device_arch()
+    library, _ = build(Path(source), arch or device_arch())
+    return CudaLibrary(library)
+
+
+def library_path(source: Path, arch: str) -> Path:
+    """Where the build of ``source`` for ``arch`` is cached: keyed by the source, every header it
+    may include, the arch and the flags, so a change to any of them builds anew."""
     digest = hashlib.sha256()
     for header in sorted(source.parent.glob("*.cuh")) + sorted(include_dir().rglob("*.cuh")):
         digest.update(header.read_bytes())
     digest.update(source.read_bytes())
     digest.update(" ".join((arch, *NVCC_FLAGS)).encode())
-    target = paths.cache_dir("cuda") / f"{source.stem}-{arch}-{digest.hexdigest()[:16]}.so"
-    if not target.exists():
+    return paths.cache_dir("cuda") / f"{source.stem}-{arch}-{digest.hexdigest()[:16]}.so"
+
+
+class BuildTally(threading.local):
+    """What this thread's builds cost: libraries it compiled itself, and the seconds it spent in
+    ``build`` compiling or waiting for another process's (or thread's) compile of the same library.
+    The worker reports those seconds as "build" apart from the rest of a variant's first calls; a
+    thread's own, so builds run ahead on other threads are never counted as its wait."""
+
+    def __init__(self) -> None:
+        self.built = 0
+        self.seconds = 0.0
+
+
+BUILDS = BuildTally()
+
+
+def build(source: Path, arch: str) -> tuple[Path, bool]:
+    """The cached library for ``source`` and ``arch``, compiled first where it is not there yet;
+    and whether this call compiled it.
+
+    One compile per library, however many ask: a lock file beside the library makes a second
+    process (bench's builds ahead, a fleet's other workers) wait for the first one's compile and
+    then load its result, rather than run nvcc for the same output again.
+    """
+    target = library_path(source, arch)
+    if target.exists():
+        return target, False
+    began, compiled = time.perf_counter(), False
+    try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".{os.getpid()}.tmp")
-        compile_source(source, partial, arch)
-        partial.replace(target)  # atomic, so parallel workers never load a half-written library
-    return CudaLibrary(target)
+        with _locked(target.with_suffix(".lock")):
+            if not target.exists():
+                partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+                compile_source(source, partial, arch)
+                partial.replace(target)  # atomic: no process ever loads a half-written library
+                compiled = True
+    finally:
+        BUILDS.seconds += time.perf_counter() - began
+        BUILDS.built += compiled
+    return target, compiled
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes (flock), also between threads: each opens its own file."""
+    with path.open("a") as handle:
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): two builds of one library may both run; each is atomic
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def family_source(module_file: str, name: str | None = None) -> Path:

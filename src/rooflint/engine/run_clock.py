@@ -21,7 +21,9 @@ from typing import Any
 #   inputs     build a shape's inputs
 #   reference  compute (or read from the reference cache) the float64 reference
 #   compile    a variant's build and first calls: torch.compile, Triton's JIT and autotuning
-#   build      the same, for a first call that ran nvcc (a new library in the build cache)
+#   build      the part of a variant's first calls spent in an nvcc build, or waiting for the one
+#              bench started ahead (engine/build_ahead); the builds ahead themselves run beside the
+#              workers, and the record keeps their wall time apart (caches.build.ahead_s)
 #   check      compare the output with the reference
 #   cool       burst's start state (pre-heat, cool-down) and the waits before re-timing a throttled row
 #   measure    the timer: warm-up, L2 flushes and the timed samples
@@ -72,6 +74,7 @@ class RunTally:
         self.counts: dict[str, int] = {}
         self.workers = 0
         self.first_seen: dict[str, int] = {}  # cache name -> entries it held when the first worker looked
+        self.ahead_s = 0.0  # wall seconds of the nvcc builds bench ran ahead, beside the workers
 
     def add(self, report: dict[str, Any]) -> None:
         with self._lock:
@@ -90,6 +93,21 @@ class RunTally:
         with self._lock:
             self.workers += 1
 
+    def saw_cache(self, name: str, entries: int) -> None:
+        """What a cache held before anything of this run added to it (bench's look, before its
+        builds ahead start, comes before any worker's)."""
+        with self._lock:
+            self.first_seen.setdefault(name, int(entries))
+
+    def builds_ahead(self, built: int, seconds: float) -> None:
+        """The libraries bench built ahead (engine/build_ahead) and how long that took beside the
+        workers. Not a phase: a worker's wait for one of them is its "build" time, and only that
+        wait kept a row from being measured."""
+        with self._lock:
+            self.counts["build_added"] = self.counts.get("build_added", 0) + int(built)
+            self.counts["built_ahead"] = self.counts.get("built_ahead", 0) + int(built)
+            self.ahead_s += max(0.0, float(seconds))
+
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -101,7 +119,8 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
     reference: the float64 references read back (hits), computed and stored (misses), and computed
     again because reading them would take longer (recomputed: cheap references are never stored).
     build, triton, inductor: entries in nvcc's, Triton's and Inductor's on-disk caches when the
-    first worker started, and entries the run added (each a compile or build that missed).
+    first worker started (the build cache: before bench's builds ahead), and entries the run added
+    (each a compile or build that missed); build also says how many of those bench built ahead.
     """
     counts = tally.counts
     hits, misses = counts.get("reference_hits", 0), counts.get("reference_misses", 0)
@@ -117,6 +136,8 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
     for name in ("build", "triton", "inductor"):
         before, added = tally.first_seen.get(name, 0), counts.get(f"{name}_added", 0)
         caches[name] = {"entries_before": before, "added": added, "state": _state(before, added)}
+    # Of the libraries added, those bench built ahead, and the wall seconds those builds ran.
+    caches["build"].update(built_ahead=counts.get("built_ahead", 0), ahead_s=round(tally.ahead_s, 3))
     return caches
 
 

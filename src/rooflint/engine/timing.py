@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rooflint.engine.nvml import NullSampler, Sampler, Telemetry, settled
+from rooflint.engine.nvml import SLOWDOWN_REASONS, NullSampler, Sampler, Telemetry, settled
 from rooflint.engine.settings import Regime
 
 WARMUP_MS = 25.0  # long enough for module load, autotuning replays and clock ramp-up
@@ -54,6 +54,17 @@ COOL_PLATEAU = (0.3, 0.02)  # a fall under 2% of the limit over the last 0.3 s: 
 # start from that state, and heating them too would only lengthen every bench.
 IDLE_BEFORE_PREHEAT_S = 1.0
 PREHEAT_S = 0.5
+# ...and the full cool-down (under COOL_SHARE) only follows what ran hot: the pre-heat, or a row whose
+# timed samples NVML saw at the power cap or slowed by heat (HOT_REASONS), or one it could not read.
+# Why that keeps every row's start state: the limiter clocks a row down once the power averaged over
+# about a second reaches the limit. After a row that never reached it, that average is under the limit
+# and falling; from under WARM_SHARE of it, as from under COOL_SHARE, only a row drawing about twice
+# the limit could reach it within its few hundred ms of calls, so the next row's clock is the same
+# either way. Such a row starts once the reading is under WARM_SHARE (after a memory-bound or short
+# row: at once) instead of waiting 0.3-1 s for power that could not slow it. Temperature is not what
+# the wait controls: it moves over tens of seconds, and a row slowed by it is marked throttled.
+WARM_SHARE = 0.5
+HOT_REASONS = frozenset({"sw_power_cap", *SLOWDOWN_REASONS})
 
 
 @dataclass(frozen=True)
@@ -214,19 +225,21 @@ def cool_down(
     max_s: float = COOL_MAX_S,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.perf_counter,
+    share: float = COOL_SHARE,
 ) -> float:
     """Burst: wait until the GPU has shed the power of what ran before, so a row's clock does not
     depend on the rows before it. The power limiter acts on power averaged over about a second
     (NVML's reading is such an average too): a row timed right after a compute-bound row starts
     with that average high and is clocked down within its 200 ms, while the first row of a run
     starts cool: the same kernel would time differently in two adjacent rows.
+    ``share``: the reading to wait for, as a share of the power limit (COOL_SHARE after hot work).
     Returns the seconds waited (0 without NVML, or when the GPU is already cool)."""
     if not sampler.available:
         return 0.0
     began = clock()
     span_s, least_fall = COOL_PLATEAU
     seen = [(began, sampler.power_share())]  # (time, share): NVML may update its reading less often than we poll
-    while math.isfinite(seen[-1][1]) and seen[-1][1] > COOL_SHARE and clock() - began < max_s:
+    while math.isfinite(seen[-1][1]) and seen[-1][1] > share and clock() - began < max_s:
         sleep(COOL_POLL_S)
         now = clock()
         seen.append((now, sampler.power_share()))
@@ -236,11 +249,20 @@ def cool_down(
     return clock() - began
 
 
+def ran_hot(telemetry: Telemetry | None) -> bool:
+    """Whether timed work may have left the power limiter engaged: NVML saw the power cap or a
+    thermal or hardware slowdown while it ran, or read nothing (unknown counts as hot)."""
+    if not getattr(telemetry, "n_readings", 0):
+        return True
+    return bool(HOT_REASONS.intersection(telemetry.reasons))
+
+
 class _BurstState:
-    """What start_state remembers in this process: when its last burst row ended, and the matmul
-    chunk that heats the GPU (built once)."""
+    """What start_state remembers in this process: when its last burst row ended, whether it ran
+    hot (ran_hot), and the matmul chunk that heats the GPU (built once)."""
 
     last_row_end: float | None = None
+    last_row_hot: bool = True
     heat: Callable[[], None] | None = None
     start_state_s: float = 0.0  # seconds spent reaching the start state so far (a run's "cool" time)
 
@@ -250,16 +272,19 @@ def start_state(sampler: Sampler, heat: Callable[[], None] | None = None, sleep=
     work (cool_down). A row more than IDLE_BEFORE_PREHEAT_S after the last one (the run's first; one
     whose kernel compiled) would otherwise start from an idle GPU, whose clock differs from its
     neighbours': the power limiter clocks down an idle GPU's first burst of matmuls.
-    `heat` runs compute-bound work (bf16 matmuls by default) for PREHEAT_S first in that case."""
+    `heat` runs compute-bound work (bf16 matmuls by default) for PREHEAT_S first in that case.
+    The wait goes down to COOL_SHARE after hot work (the pre-heat, a row that ran hot), else to
+    WARM_SHARE (see WARM_SHARE for why that start state is the same for the power limiter)."""
     if not sampler.available:
         return
-    last = _BurstState.last_row_end
+    last, hot = _BurstState.last_row_end, _BurstState.last_row_hot
     if last is None or clock() - last > IDLE_BEFORE_PREHEAT_S:
         if heat is None:
             _BurstState.heat = _BurstState.heat or matmul_chunk(calls=10)
             heat = _BurstState.heat
         run_for(heat, PREHEAT_S, clock)
-    cool_down(sampler, sleep=sleep, clock=clock)
+        hot = True  # matmuls at the power cap, by design
+    cool_down(sampler, sleep=sleep, clock=clock, share=COOL_SHARE if hot else WARM_SHARE)
 
 
 @contextlib.contextmanager
@@ -269,6 +294,7 @@ def burst_row(sampler: Sampler) -> Iterator[None]:
     began = time.perf_counter()
     start_state(sampler)
     _BurstState.start_state_s += time.perf_counter() - began
+    _BurstState.last_row_hot = True  # until its timed samples say otherwise (timed_samples)
     try:
         yield
     finally:
@@ -375,6 +401,7 @@ def timed_samples(
             run()
             ends[i].record()
         torch.cuda.synchronize()
+    _BurstState.last_row_hot = ran_hot(recording.telemetry)  # what the next burst row's cool-down waits for
     return [start.elapsed_time(end) for start, end in zip(starts, ends)], recording.telemetry
 
 

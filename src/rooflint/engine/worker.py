@@ -28,7 +28,7 @@ from rooflint.core.registry import get_family
 from rooflint.core.roofline import analyse, copy_to_row
 from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
 from rooflint.core.triton_compat import HAS_TRITON
-from rooflint.engine import compile_caches, environment, nvml, throttle, timing
+from rooflint.engine import compile_caches, cuda_build, environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
 from rooflint.engine.reference_cache import ReferenceCache, reference_key
@@ -264,17 +264,23 @@ class Worker:
 
     @contextlib.contextmanager
     def _first_calls(self) -> Iterator[None]:
-        """A variant's build and first calls: its compiles (torch.compile, Triton's JIT and
-        autotuning), or its nvcc build where one ran, told apart by the library it added to the
-        build cache. Entries added to each compile cache are counted as misses."""
+        """A variant's build and first calls: "build" for the seconds spent in nvcc or waiting for
+        the build bench started ahead (cuda_build.BUILDS), "compile" for the rest (torch.compile,
+        Triton's JIT and autotuning, loading a library). Entries added to Triton's and Inductor's
+        caches are counted as misses; libraries, as the builds this process ran (a library bench
+        built ahead is counted by bench)."""
         before = compile_caches.census()
+        build_s, built = cuda_build.BUILDS.seconds, cuda_build.BUILDS.built
         began = time.perf_counter()
         try:
             yield
         finally:
             elapsed = time.perf_counter() - began
+            building = min(elapsed, cuda_build.BUILDS.seconds - build_s)
+            self.clock.add("build", building)
+            self.clock.add("compile", elapsed - building)
             added = compile_caches.added(before, compile_caches.census())
-            self.clock.add("build" if added["build"] else "compile", elapsed)
+            added["build"] = cuda_build.BUILDS.built - built
             for name, count in added.items():
                 if count:
                     self.clock.count(f"{name}_added", count)
