@@ -96,8 +96,8 @@ def test_bad_group_and_too_many_rows_are_user_errors():
                    {"m": 17, "k": 96, "n": 8, "group": 0}):  # fmt: skip
         with pytest.raises(UserError):
             family.cost(params, "w8a16")
-    with pytest.raises(UserError, match="scaling='block'.*valid: tensor, row"):
-        get_family("scaled_gemm").cost({"m": 8, "k": 8, "n": 8, "scaling": "block"}, "int8")
+    with pytest.raises(UserError, match="scaling='channel'.*valid: tensor, row, block"):
+        get_family("scaled_gemm").cost({"m": 8, "k": 8, "n": 8, "scaling": "channel"}, "int8")
 
 
 @settings(max_examples=30, deadline=None)

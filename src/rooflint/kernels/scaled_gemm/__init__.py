@@ -1,10 +1,12 @@
 """scaled_gemm: C[bf16] = (A * sa) @ (B * sb)^T with A [M, K] and B [N, K] quantized (fp8 or int8).
 
 The GEMM of fp8 training and inference: both operands are codes, each with fp32 scales, per tensor
-(``scaling=tensor``: one sa, one sb) or per row (``scaling=row``: sa [M, 1] per token, sb [1, N]
-per output channel). The tensor cores multiply the codes (fp8 or int8 MMAs, twice the bf16 rate on
-Hopper) and accumulate in fp32 (int32 for int8); the scales are applied once per output, in the
-epilogue. Dtypes (docs/quantized.md):
+(``scaling=tensor``: one sa, one sb), per row (``scaling=row``: sa [M, 1] per token, sb [1, N]
+per output channel) or per block (``scaling=block``, DeepSeek-V3's: sa [M, cdiv(K, 128)] per token
+and 128-wide K block, sb [cdiv(N, 128), cdiv(K, 128)] per 128 x 128 block of B). The tensor cores
+multiply the codes (fp8 or int8 MMAs, twice the bf16 rate on Hopper) and accumulate in fp32 (int32
+for int8); per tensor or row, the scales are applied once per output, in the epilogue; per block,
+once per output and 128-wide K block, to that block's partial sum. Dtypes (docs/quantized.md):
 - fp8_e4m3: A and B in e4m3 (the forward pass's format);
 - fp8_e5m2: A in e5m2, B in e4m3: a gradient times a weight, the backward pass's GEMM (cuBLASLt
   has no e5m2 x e5m2 GEMM, and no framework asks for one);
@@ -19,7 +21,17 @@ import torch
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import Cost, Family, randn
-from rooflint.kernels.scaled_gemm.formats import SCALE_BYTES, SCALINGS, dequantize64, quantize, scale_count
+from rooflint.kernels.scaled_gemm.formats import (
+    SCALE_BLOCK,
+    SCALE_BYTES,
+    SCALINGS,
+    block_scale_count,
+    dequantize64,
+    expand_blocks,
+    quantize,
+    quantize_blocks,
+    scale_count,
+)
 
 OUT_BYTES = 2  # C is bf16
 
@@ -36,6 +48,10 @@ def make_inputs(params, dtype, device, generator):
     # B scaled by 1/sqrt(K), as nn.Linear initialises a weight, keeps C near unit variance.
     b_float = randn([n, k], torch.float32, device, generator) * k**-0.5
     b_dtype = torch.float8_e4m3fn if dtype == torch.float8_e5m2 else dtype
+    if per == "block":
+        a, sa = quantize_blocks(a_float, dtype, 1)  # a token's 128 values of one K block share a scale
+        b, sb = quantize_blocks(b_float, b_dtype, SCALE_BLOCK)  # a weight's 128 x 128 block shares one
+        return {"a": a, "b": b, "sa": sa, "sb": sb}
     a, sa = quantize(a_float, dtype, per)
     b, sb = quantize(b_float, b_dtype, per)
     # torch._scaled_mm's layout of row scales: sa [M, 1] and sb [1, N].
@@ -43,21 +59,41 @@ def make_inputs(params, dtype, device, generator):
 
 
 def reference(inputs, params):
-    a = dequantize64(inputs["a"], inputs["sa"])
-    b = dequantize64(inputs["b"], inputs["sb"].reshape(-1, 1) if inputs["sb"].dim() else inputs["sb"])
-    return a @ b.T
+    a, b, sa, sb = inputs["a"], inputs["b"], inputs["sa"], inputs["sb"]
+    if _scaling(params) == "block":
+        sa, sb = block_scales_per_element(a, b, sa, sb)
+    elif sb.dim():
+        sb = sb.reshape(-1, 1)
+    return dequantize64(a, sa) @ dequantize64(b, sb).T
+
+
+def block_scales_per_element(a, b, sa, sb):
+    """The block scales as one per element of A [M, K] and of B [N, K]."""
+    (m, k), n = a.shape, b.shape[0]
+    return expand_blocks(sa, m, k, 1), expand_blocks(sb, n, k, SCALE_BLOCK)
 
 
 def scale_bytes(params) -> int:
     m, k, n, per = params["m"], params["k"], params["n"], _scaling(params)
+    if per == "block":
+        return (block_scale_count(m, k, 1) + block_scale_count(n, k, SCALE_BLOCK)) * SCALE_BYTES
     return (scale_count(m, k, per) + scale_count(n, k, per)) * SCALE_BYTES
+
+
+def scale_flops(params) -> int:
+    """Per tensor or row: times sa, times sb, once per output. Per block: for every output and K
+    block, sa * sb and a multiply-add of the block's partial sum into the accumulator."""
+    m, k, n = params["m"], params["k"], params["n"]
+    if _scaling(params) == "block":
+        return 3 * m * n * -(-k // SCALE_BLOCK)
+    return 2 * m * n
 
 
 def cost(params, dtype):
     m, k, n = params["m"], params["k"], params["n"]
     return Cost(
         tensor_flops=2 * m * n * k,  # one multiply-add per (row, column, k), on fp8 or int8 MMAs
-        cuda_flops=2 * m * n,  # the epilogue: times sa, times sb, per output
+        cuda_flops=scale_flops(params),
         bytes=m * k  # read A (1-byte codes)
         + n * k  # read B (1-byte codes)
         + scale_bytes(params)  # read sa and sb (fp32)
@@ -67,9 +103,11 @@ def cost(params, dtype):
 
 def unfused_bytes(params, dtype):
     """Dequantizing first: each operand is converted to bf16 (read 1 byte, write 2), scaled in place
-    (read 2, write 2) and read by the bf16 GEMM (2); an int8 GEMM's int32 C makes a round trip."""
+    (read 2, write 2) and read by the bf16 GEMM (2); block scales are first expanded to one fp32 per
+    element (written, then read: 8 bytes an element)."""
     m, k, n = params["m"], params["k"], params["n"]
-    return cost(params, dtype).bytes + 8 * (m * k + n * k)
+    expanded = 8 * (m * k + n * k) if params["scaling"] == "block" else 0  # block scales, one per element
+    return cost(params, dtype).bytes + 8 * (m * k + n * k) + expanded
 
 
 def int_mm_bytes(params, dtype):
@@ -82,12 +120,17 @@ FAMILY = Family(
     "scaled_gemm",
     summary="C[bf16] = (A_q * sa) @ (B_q * sb)^T, fp8 or int8 codes",
     sizes={
-        "small": [{"m": 96, "k": 160, "n": 80, "scaling": "row"}, {"m": 64, "k": 128, "n": 48, "scaling": "tensor"}],
-        # The square 8192^3 GEMM (compute-bound at 2.7k FLOP/B: the fp8 roof), in both scalings;
+        "small": [
+            {"m": 96, "k": 160, "n": 80, "scaling": "row"},
+            {"m": 64, "k": 128, "n": 48, "scaling": "tensor"},
+            {"m": 40, "k": 288, "n": 144, "scaling": "block"},
+        ],
+        # The square 8192^3 GEMM (compute-bound at 2.7k FLOP/B: the fp8 roof), in the three scalings;
         # and GPT-2's MLP up-projection over 1024 tokens (768 -> 3072), per-row scaled as fp8 inference runs it.
         "large": [
             {"m": 8192, "k": 8192, "n": 8192, "scaling": "tensor"},
             {"m": 8192, "k": 8192, "n": 8192, "scaling": "row"},
+            {"m": 8192, "k": 8192, "n": 8192, "scaling": "block"},
             {"m": 1024, "k": 768, "n": 3072, "scaling": "row"},
         ],
     },
@@ -109,7 +152,7 @@ def _first_call(fn, what: str):
     skip with the library's own reason, not a failed row."""
     try:
         fn()
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:  # torch's CPU build refuses block scales with a ValueError
         raise VariantSkipped(f"{what} refuses this case: {str(error).splitlines()[0][:160]}") from None
     return fn
 
@@ -119,6 +162,8 @@ def eager(case):
     """torch._scaled_mm (cuBLASLt, scales in the epilogue); int8: torch._int_mm, then the scales"""
     _on_cuda_needs_multiples_of_16(case)
     a, b, sa, sb = case["a"], case["b"], case["sa"], case["sb"]
+    if case.params["scaling"] == "block":
+        return _blockwise_scaled_mm(a, b, sa, sb)
     if a.dtype == torch.int8:
         if case.device.type == "cuda" and case.params["m"] <= 16:
             raise VariantSkipped("torch._int_mm needs M > 16 on CUDA")
@@ -129,17 +174,34 @@ def eager(case):
     )
 
 
-def dequantized_bf16(a, b, sa, sb):
-    bt = sb.reshape(-1, 1) if sb.dim() else sb
-    return (a.to(torch.bfloat16).mul_(sa)) @ (b.to(torch.bfloat16).mul_(bt)).T
+def _blockwise_scaled_mm(a, b, sa, sb):
+    """torch._scaled_mm's (1 x 128, 128 x 128) form: cuBLASLt 12.9+ on sm_90. It takes both scale
+    tensors K-block-major: sa as [M, K/128] with stride (1, M), sb as [K/128, N/128] with stride
+    (1, K/128), which is sb [N/128, K/128] transposed, with no copy."""
+    if a.dtype == torch.int8:
+        raise VariantSkipped("torch has no int8 GEMM with block scales (torch._int_mm takes no scales)")
+    scale_a = sa.t().contiguous().t()
+    return _first_call(
+        lambda: torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=sb.t(), out_dtype=torch.bfloat16),
+        "torch._scaled_mm with block scales",
+    )
+
+
+def dequantized_bf16(a, b, sa, sb, blocks: bool = False):
+    if blocks:
+        sa, sb = block_scales_per_element(a, b, sa, sb)
+    elif sb.dim():
+        sb = sb.reshape(-1, 1)
+    return (a.to(torch.bfloat16).mul_(sa)) @ (b.to(torch.bfloat16).mul_(sb)).T
 
 
 @FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
 def eager_unfused(case):
     """dequantize both operands to bf16, then a bf16 GEMM: what a GPU without fp8/int8 MMAs runs"""
     a, b, sa, sb = case["a"], case["b"], case["sa"], case["sb"]
-    return lambda: dequantized_bf16(a, b, sa, sb)
+    blocks = case.params["scaling"] == "block"
+    return lambda: dequantized_bf16(a, b, sa, sb, blocks)
 
 
 # The implementations register their variants on FAMILY as they are imported.
-from rooflint.kernels.scaled_gemm import triton  # noqa: E402, F401
+from rooflint.kernels.scaled_gemm import cuda, triton  # noqa: E402, F401

@@ -66,26 +66,38 @@ INTERPRETER_TILE = StreamTile(16, 32, 1, 1)
 
 
 def plan(n: int, k: int, m: int, group: int, sms: int, tile: StreamTile | None = None, splits: int | None = None):
-    """(tile, K splits). Among the tiles that read no more bytes of x from L2 than of W from DRAM
-    (block_n >= 2M), the largest whose grid has a program for every SM, else the smallest; its K
-    step cut to the group where groups are narrower. K is split where N gives fewer programs than
-    SMs: towards two programs an SM, each split streaming K_PER_SPLIT codes of a row or more.
-    ``tile`` and ``splits`` override."""
+    """(tile, K splits), among the tiles that read no more bytes of x from L2 than of W from DRAM
+    (block_n >= 2M), largest first:
+    1. the first whose grid has a program for every SM unsplit (N wide enough: no partials);
+    2. else the first whose K split gives every SM a program: narrow N and long rows take the wide
+       tile split deep (64 rows, K = 8192, N = 2048: 32 tiles x 8 splits) rather than the 16-row,
+       one-warp tile split less (128 x 3), whose programs keep a quarter of the bytes in flight;
+    3. else the one with the most programs.
+    Its K step is cut to the group where groups are narrower. A split goes towards two programs
+    an SM, each streaming K_PER_SPLIT codes of a row or more. ``tile`` and ``splits`` override."""
     if tile is None:
         fitting = [t for t in TILES if t.block_n >= 2 * m] or [TILES[0]]
-        tile = INTERPRETER_TILE if interpreting() else next(
-            (t for t in fitting if triton.cdiv(n, t.block_n) >= sms), fitting[-1]
-        )  # fmt: skip
+        if interpreting():
+            tile = INTERPRETER_TILE
+        else:
+            unsplit = [t for t in fitting if triton.cdiv(n, t.block_n) >= sms]
+            programs = {t: triton.cdiv(n, t.block_n) * _splits(n, k, t, sms) for t in fitting}
+            split = [t for t in fitting if programs[t] >= sms]
+            tile = (unsplit or split or [max(fitting, key=programs.__getitem__)])[0]
     if group:
         tile = StreamTile(tile.block_n, min(tile.block_k, group), tile.stages, tile.warps)
-    tiles = triton.cdiv(n, tile.block_n)
     if splits is None:
-        splits = 1
-        if tiles < sms:
-            splits = max(1, min(triton.cdiv(2 * sms, tiles), k // K_PER_SPLIT, MAX_SPLITS))
-            if interpreting():
-                splits = 2  # the interpreter still walks the split path
+        splits = 2 if interpreting() and triton.cdiv(n, tile.block_n) < sms else _splits(n, k, tile, sms)
     return tile, max(1, min(splits, triton.cdiv(k, tile.block_k)))
+
+
+def _splits(n: int, k: int, tile: StreamTile, sms: int) -> int:
+    """K splits for ``tile``: none where N gives every SM a program; else towards two programs an SM,
+    each split streaming K_PER_SPLIT codes of a row or more, at most MAX_SPLITS."""
+    tiles = triton.cdiv(n, tile.block_n)
+    if tiles >= sms:
+        return 1
+    return max(1, min(triton.cdiv(2 * sms, tiles), k // K_PER_SPLIT, MAX_SPLITS))
 
 
 _WORKSPACES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
