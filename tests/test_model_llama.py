@@ -105,8 +105,8 @@ def test_a_config_json_path_is_a_model(tmp_path):
 def test_unsupported_features_are_refused_before_building():
     with pytest.raises(UserError, match="sliding_window=4096"):
         llama.Llama({"m": {**MISTRAL, "sliding_window": 4096}}).hf_config("m")
-    with pytest.raises(UserError, match="rope_type='yarn'"):
-        llama.Llama({"y": {**TINY, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}).hf_config("y")
+    with pytest.raises(UserError, match="rope_type='proportional'"):  # yarn and the others: test_llama_rope_scaling
+        llama.Llama({"y": {**TINY, "rope_scaling": {"rope_type": "proportional", "factor": 4.0}}}).hf_config("y")
 
 
 def test_unknown_architecture_is_one_line_and_exit_2(tmp_path):

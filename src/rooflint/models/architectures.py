@@ -20,8 +20,9 @@ ARCHITECTURES = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
     "mistral": ("MistralConfig", "MistralForCausalLM"),
 }
-# The RoPE variants the forward implements (models/llama.py inverse_frequencies).
-ROPE_TYPES = ("default", "linear", "llama3")
+# The RoPE variants the forward implements: every rope_type Hugging Face's Llama runs but
+# "proportional", a partial rotation (models/llama.py rope_frequencies).
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 _LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192}  # fmt: skip
 

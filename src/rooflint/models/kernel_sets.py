@@ -31,6 +31,10 @@ from rooflint.core.triton_compat import interpreting
 from rooflint.models.cache import KVCache
 
 KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
+# The library sets (models/library_sets.py: Liger-Kernel, FlashInfer, FlashAttention-4), Llama family
+# only, run when asked for; ALL_SETS is every name --kernels takes, in run order.
+LIBRARY_SETS = ("liger", "flashinfer", "fa4")
+ALL_SETS = ("eager", "triton", "cuda", *LIBRARY_SETS, "compile")
 SLOTS = (
     "layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head", "sample",
 )  # fmt: skip
@@ -487,6 +491,8 @@ def _dtype_gap(family, dtype: str, interpreter_fp32: bool = True) -> str | None:
 def make_kernel_set(name: str, dtype: torch.dtype, device: torch.device, head_dim: int, eps: float) -> EagerKernels:
     """The kernel set ``name``; raises VariantSkipped where it cannot run here."""
     classes = {"eager": EagerKernels, "compile": CompileKernels, "triton": TritonKernels, "cuda": CudaKernels}
+    if name in LIBRARY_SETS:
+        raise VariantSkipped(f"the {name} set runs the Llama family's ops (RMSNorm, RoPE, SwiGLU, GQA attention) only")
     if name not in classes:
-        raise UserError(f"unknown kernel set {name!r}; valid: {', '.join(KERNEL_SETS)}")
+        raise UserError(f"unknown kernel set {name!r}; valid: {', '.join(ALL_SETS)}")
     return classes[name](dtype, device, head_dim, eps)

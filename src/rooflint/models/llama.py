@@ -57,6 +57,19 @@ class LlamaWeights:
     kv_heads: int
     head_dim: int
     ffn: int
+    # longrope: the tables of its long factors, which HF uses for every position of a forward that
+    # reaches past original_max_position_embeddings (``long_after``); None for every other rope_type
+    long_cos: torch.Tensor | None = None
+    long_sin: torch.Tensor | None = None
+    long_after: int = 0
+
+    def rope_tables_for(self, start: int, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole [positions, D] cos and sin tables a forward over positions start..start+tokens-1
+        rotates by: longrope's long ones once the forward reaches past its original length, as Hugging
+        Face picks them per forward from its last position."""
+        if self.long_cos is not None and start + tokens > self.long_after:
+            return self.long_cos, self.long_sin
+        return self.cos, self.sin
 
 
 def inverse_frequencies(rope: dict, head_dim: int) -> tuple[torch.Tensor, float]:
@@ -82,9 +95,38 @@ def inverse_frequencies(rope: dict, head_dim: int) -> tuple[torch.Tensor, float]
     return inv, 1.0
 
 
+def rope_frequencies(config, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """fp32 inverse frequencies [D/2] and the cos/sin scale of a Hugging Face config's RoPE, for a
+    forward whose last position is ``seq_len - 1`` (None: the length the model was built for).
+
+    default, linear and llama3 are rooflint's own formula (checked bit for bit against HF's); yarn,
+    longrope and dynamic come from HF's own ROPE_INIT_FUNCTIONS, so yarn's attention factor (its
+    mscale on cos and sin), longrope's short or long factors and dynamic NTK's base are HF's.
+    Dynamic NTK only grows its base past max_position_embeddings, where rooflint never runs (a run
+    refuses --seq or --prompt + --new-tokens beyond it), so its frequencies are the init's.
+    """
+    rope = dict(config.rope_parameters or {})
+    kind = rope.get("rope_type", "default")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if kind in ("default", "linear", "llama3"):
+        return inverse_frequencies(rope, head_dim)
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    inv, scale = ROPE_INIT_FUNCTIONS[kind](config, "cpu", seq_len=seq_len)
+    return inv.float(), float(scale)
+
+
 def rope_tables(rope: dict, head_dim: int, positions: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, ...]:
     """cos and sin [positions, D], computed in fp32 and rounded once to the model's dtype, as HF does."""
-    inv, scale = inverse_frequencies(rope, head_dim)
+    return _tables(*inverse_frequencies(rope, head_dim), positions, dtype, device)
+
+
+def config_rope_tables(config, positions: int, dtype: torch.dtype, device, seq_len: int | None = None):
+    """rope_tables for any rope_type HF's Llama runs (rope_frequencies), from its config."""
+    return _tables(*rope_frequencies(config, seq_len), positions, dtype, device)
+
+
+def _tables(inv: torch.Tensor, scale: float, positions: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, ...]:
     freqs = torch.arange(positions, dtype=torch.float32, device=device)[:, None] * inv.to(device)[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)
     return (angles.cos() * scale).to(dtype), (angles.sin() * scale).to(dtype)
@@ -145,8 +187,10 @@ class Llama(ModelSpec):
         return hf_config.rms_norm_eps
 
     def kernel_set(self, name: str, dtype, device, head_dim: int, eps: float):
-        from rooflint.models import llama_kernels
+        from rooflint.models import library_sets, llama_kernels
 
+        if name in library_sets.LIBRARY_SET_CLASSES:
+            return library_sets.make_library_set(name, dtype, device, head_dim, eps)
         return llama_kernels.make_llama_kernel_set(name, dtype, device, head_dim, eps)
 
     @torch.no_grad()
@@ -166,10 +210,16 @@ class Llama(ModelSpec):
                            mlp.down_proj.weight.detach(), _bias(mlp.down_proj))
             )  # fmt: skip
         embed = body.embed_tokens.weight.detach()
-        cos, sin = rope_tables(dict(config.rope_parameters or {}), dims.head_dim, dims.max_positions,
-                               embed.dtype, embed.device)  # fmt: skip
-        return LlamaWeights(embed, layers, body.norm.weight.detach(), hf_model.lm_head.weight.detach(), cos, sin,
-                            dims.heads, dims.kv_heads, dims.head_dim, dims.ffn)  # fmt: skip
+        cos, sin = config_rope_tables(config, dims.max_positions, embed.dtype, embed.device)
+        weights = LlamaWeights(embed, layers, body.norm.weight.detach(), hf_model.lm_head.weight.detach(), cos, sin,
+                               dims.heads, dims.kv_heads, dims.head_dim, dims.ffn)  # fmt: skip
+        rope = dict(config.rope_parameters or {})
+        if rope.get("rope_type") == "longrope" and dims.max_positions > rope["original_max_position_embeddings"]:
+            weights.long_after = long_after = rope["original_max_position_embeddings"]
+            weights.long_cos, weights.long_sin = config_rope_tables(
+                config, dims.max_positions, embed.dtype, embed.device, seq_len=long_after + 1
+            )
+        return weights
 
     # ---- running ------------------------------------------------------------------------
     def forward(self, weights: LlamaWeights, kernels: Any, ids, start, cache, rec, last_only=False):

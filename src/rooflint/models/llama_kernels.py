@@ -16,9 +16,8 @@ from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import dtype_name
 from rooflint.models import quantized_weights
 from rooflint.models.cache import KVCache
-from rooflint.models.kernel_sets import CompileKernels, EagerKernels, TritonKernels, _dtype_gap
+from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, TritonKernels, _dtype_gap
 
-LLAMA_SETS = ("eager", "triton", "cuda", "compile")
 PLAN_SLOTS = ("rms_norm", "rope", "prefill_attention", "kv_append", "decode_attention", "swiglu", "linear", "lm_head",
               "sample")  # fmt: skip
 
@@ -57,7 +56,7 @@ class LlamaSlots:
         positions start.., and with ``cache`` the new K and V appended to ``layer``'s pages."""
         heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
         q_width, kv_width = heads * d, kv_heads * d
-        cos, sin = weights.cos.narrow(0, start, tokens), weights.sin.narrow(0, start, tokens)
+        cos, sin = (table.narrow(0, start, tokens) for table in weights.rope_tables_for(start, tokens))
         q = qkv[:, :q_width].view(batch, tokens, heads, d)
         k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d)
         v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d)
@@ -163,7 +162,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         append = None
         if cache is not None:
             append = (cache.slots(start, tokens), *cache.rows(layer))
-        rope_append(qkv, weights.cos, weights.sin, tokens, start, heads, kv_heads, d, append)
+        rope_append(qkv, *weights.rope_tables_for(start, tokens), tokens, start, heads, kv_heads, d, append)
         q_width, kv_width = heads * d, kv_heads * d
         return (qkv[:, :q_width].view(batch, tokens, heads, d),
                 qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
@@ -217,5 +216,5 @@ def make_llama_kernel_set(name: str, dtype: torch.dtype, device: torch.device, h
     if name == "cuda":
         raise VariantSkipped("no CUDA C++ kernels for the Llama family's ops (RMSNorm, RoPE, SwiGLU) yet")
     if name not in classes:
-        raise UserError(f"unknown kernel set {name!r}; valid: {', '.join(LLAMA_SETS)}")
+        raise UserError(f"unknown kernel set {name!r}; valid: {', '.join(ALL_SETS)}")
     return classes[name](dtype, device, head_dim, eps)

@@ -24,7 +24,7 @@ from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
 from rooflint.models.isolation import run_set_isolated
 from rooflint.models.kernel_set_run import inputs, load, references, resolve_device, run_set
-from rooflint.models.kernel_sets import KERNEL_SETS
+from rooflint.models.kernel_sets import ALL_SETS, KERNEL_SETS
 from rooflint.models.outcome import ModelOutcome, ModelRequest
 from rooflint.models.rows import baseline_rows, set_rows
 from rooflint.models.tables import write_tables
@@ -40,9 +40,9 @@ def validate(request: ModelRequest) -> list[str]:
     if request.layers is not None and request.layers < 1:
         raise UserError("--layers must be at least 1")
     sets = request.kernels
-    unknown = [k for k in sets or [] if k not in KERNEL_SETS]
+    unknown = [k for k in sets or [] if k not in ALL_SETS]
     if unknown:
-        raise UserError(f"unknown kernel set {', '.join(map(repr, unknown))}; valid: {', '.join(KERNEL_SETS)}")
+        raise UserError(f"unknown kernel set {', '.join(map(repr, unknown))}; valid: {', '.join(ALL_SETS)}")
     return sets or []
 
 
@@ -51,8 +51,8 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     spec_model = request.model_spec or get_model(request.model)
     require_transformers()
     device = resolve_device(request.device)
-    default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]
-    wanted = [k for k in KERNEL_SETS if k in wanted] if wanted else default
+    default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]  # library sets only when asked for
+    wanted = [k for k in ALL_SETS if k in wanted] if wanted else default
     isolate = request.isolate if request.isolate is not None else device.type == "cuda"
     weights_bytes = preflight(request, spec_model, device, copies=2 if isolate else 1)  # before building anything
     gpu_spec = request.spec or _gpu_spec(request, device)

@@ -48,8 +48,8 @@ def model_command(
         list[str] | None,
         typer.Option(
             "--kernels",
-            help="Kernel sets: eager, compile, triton, cuda (repeat or comma-separate). "
-            "Default: all on a GPU, eager on a CPU.",
+            help="Kernel sets: eager, compile, triton, cuda; for the Llama family also the library sets liger, "
+            "flashinfer, fa4 (repeat or comma-separate). Default: the first four on a GPU, eager on a CPU.",
         ),
     ] = None,
     weights: Annotated[
