@@ -25,6 +25,9 @@ VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda", "library
 LIBRARY_KIND = "library"
 
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+# What bench runs of a family when no --dtype is given: bf16, the precision LLM kernels run in.
+# A family without bf16 (a quantized one) runs its own ``default_dtypes`` instead.
+DEFAULT_DTYPE = "bf16"
 # Quantized formats (docs/quantized.md), each mapped to the storage dtype of its quantized operand,
 # which is what make_inputs receives: fp8_e4m3, fp8_e5m2 and int8 quantize both GEMM operands;
 # w8a16 (int8) and wfp8a16 (fp8 e4m3) quantize the weight only, the activations stay bf16. Two
@@ -173,6 +176,7 @@ class Family:
         tolerances: Mapping[str, float] | None = None,
         tensor_precision: Callable[[str], str] | None = None,
         compare: Callable[[Any, Any], Any] | None = None,
+        default_dtypes: Sequence[str] | None = None,
     ) -> None:
         if "small" not in sizes or "large" not in sizes:
             raise ValueError(f"family {name} must define 'small' and 'large' sizes")
@@ -183,6 +187,14 @@ class Family:
         self.reference = reference
         self.cost = cost
         self.dtypes = tuple(dtypes)
+        # The dtypes bench runs without --dtype: declared (a quantized family names the formats its
+        # users run), else bf16 where the family has it, else its first dtype.
+        if default_dtypes is not None and (not default_dtypes or set(default_dtypes) - set(self.dtypes)):
+            raise ValueError(
+                f"family {name}: default_dtypes {tuple(default_dtypes)} must be some of its dtypes {self.dtypes}"
+            )
+        fallback = (DEFAULT_DTYPE,) if DEFAULT_DTYPE in self.dtypes else self.dtypes[:1]
+        self.default_dtypes = tuple(default_dtypes) if default_dtypes is not None else fallback
         self.tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
         # The precision the tensor cores run in for an input dtype (fp32 matmuls may use tf32).
         # Quantized names map to the precision their MMAs run (fp8_e4m3: fp8; w8a16: bf16).

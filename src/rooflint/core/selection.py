@@ -1,4 +1,5 @@
-"""Which variants a user asked for: by name (``triton_v2``) or by kind (``triton``), for any family.
+"""Which variants a user asked for: by name (``triton_v2``) or by kind (``triton``), for any family;
+and which dtypes of a family a bench runs.
 
 bench and profile both take ``--variants``; this module is the one place the words are checked and
 matched, so a name means the same in every command.
@@ -6,7 +7,7 @@ matched, so a name means the same in every command.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rooflint.core.errors import UserError
@@ -37,3 +38,15 @@ def select_variants(family: Any, names: Iterable[str] = (), dtype: str | None = 
         if (not wanted or variant.name in wanted or variant.kind in wanted)
         and not (dtype and variant.dtypes and dtype not in variant.dtypes)
     ]
+
+
+def select_dtypes(family: Any, asked: Sequence[str] = ()) -> tuple[str, ...]:
+    """The dtypes of ``family`` a bench runs, in the order asked.
+
+    With no ``--dtype`` (``asked`` empty), the family's defaults: bf16, or for a family without bf16
+    (scaled_gemm, weight_only_gemm) the formats it declares, so one ``bench all`` covers every
+    family. With ``--dtype``, only those of the asked dtypes the family declares: a family that runs
+    none of them has no rows (plan() says so when no family of the run has any)."""
+    if not asked:
+        return family.default_dtypes
+    return tuple(dtype for dtype in asked if dtype in family.dtypes)

@@ -17,7 +17,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES
 from rooflint.core.paths import output_dir
 from rooflint.core.registry import get_family, resolve_families
-from rooflint.core.selection import check_variant_names, select_variants
+from rooflint.core.selection import check_variant_names, select_dtypes, select_variants
 from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
 from rooflint.engine import build_ahead, compile_caches, fleet
 from rooflint.engine.ceilings import measure_cpu_ceilings
@@ -30,9 +30,9 @@ from rooflint.engine.worker import Task
 from rooflint.outputs.folder_lock import FolderLock
 from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
 
-# What a bench measures when the user says nothing: bf16, on the GPU when there is one, the large
-# size there (it fills an H100 with 4x its L2) and the small one on a CPU (large takes minutes there).
-DEFAULT_DTYPES = ("bf16",)
+# What a bench measures when the user says nothing: each family's default dtypes (bf16, or a
+# quantized family's own formats: core.selection.select_dtypes), on the GPU when there is one, the
+# large size there (it fills an H100 with 4x its L2) and the small one on a CPU (large takes minutes there).
 
 
 @dataclass
@@ -55,8 +55,8 @@ def prepare(request: BenchRequest) -> BenchPlan:
     filled = dataclasses.replace(request)
     # On a remote Dask cluster the workers hold the GPUs: this machine may have none.
     filled.device = fleet.remote_device(request) or resolve_device(request.device)
-    if filled.dtypes in ([], None):
-        filled.dtypes = list(DEFAULT_DTYPES)
+    if filled.dtypes is None:
+        filled.dtypes = []  # each family's defaults (plan)
     elif filled.dtypes == ["all"]:
         filled.dtypes = list(DTYPES)
     filled.size = request.size or ("large" if filled.device == "cuda" else "small")
@@ -232,16 +232,15 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
     tasks = []
     for family in loaded:
         cases = family.cases(request.size)
-        for dtype in request.dtypes:
-            if dtype not in family.dtypes:
-                continue
+        for dtype in select_dtypes(family, request.dtypes):
             for size, params in cases:
                 for variant in select_variants(family, request.variants, dtype):
                     tasks.append(Task(family.name, variant.name, dtype, size, params))
     if not tasks:
         offered = [name for name in DTYPES if any(name in family.dtypes for family in loaded)]
+        asked = ", ".join(request.dtypes) or "each family's defaults"
         raise UserError(
-            f"nothing to run: no family supports the requested variants and dtypes ({', '.join(request.dtypes)}); "
+            f"nothing to run: no family supports the requested variants and dtypes ({asked}); "
             f"these families run --dtype {', '.join(offered)}"
         )
     return tasks

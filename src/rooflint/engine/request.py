@@ -24,7 +24,7 @@ class BenchRequest:
 
     families: list[str] = field(default_factory=lambda: ["all"])
     variants: list[str] = field(default_factory=list)  # names or kinds; empty means all
-    dtypes: list[str] = field(default_factory=list)  # empty means DEFAULT_DTYPES; ["all"] means every dtype
+    dtypes: list[str] = field(default_factory=list)  # empty: each family's defaults; ["all"]: every dtype
     size: str | None = None  # None: large on a GPU, small on a CPU
     device: str | None = None  # None: cuda when a GPU is visible
     devices: list[int] = field(default_factory=list)  # GPU indices to shard families over

@@ -26,7 +26,15 @@ from rooflint.core.fmt import fmt
 def bench_command(
     families: Annotated[list[str] | None, typer.Argument(help="Families to run, or 'all'.")] = None,
     variants: VariantsOption = None,
-    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="fp32, fp16, bf16 or all (default bf16).")] = None,
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dtype",
+            help="fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, w8a16, wfp8a16 or all; a family runs those it has. "
+            "Default: bf16, or a family's own precisions where it has no bf16 (the quantized families: "
+            "rooflint list names them).",
+        ),
+    ] = None,
     size: SizeOption = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for results.csv/json and roofline plots.")] = Path(
         "rooflint-out"

@@ -14,6 +14,7 @@ def list_command() -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from rooflint.core.family import DEFAULT_DTYPE
     from rooflint.core.registry import family_names, get_family
     from rooflint.engine.bench import resolve_device
     from rooflint.engine.worker import missing_requirement
@@ -22,12 +23,15 @@ def list_command() -> None:
     table = Table(title=f"rooflint families (this machine: {device})")
     for column in ("family", "variant", "kind", "runs here", "what it is"):
         table.add_column(column)
+    own_precisions = []  # the families bench runs in other dtypes than bf16 when no --dtype is given
     for name in family_names():
         try:
             family = get_family(name)
         except Exception as error:  # noqa: BLE001 - a family that fails to import is reported, not fatal
             table.add_row(name, "-", "-", f"[red]import failed: {escape(str(error))}[/]", "")
             continue
+        if family.default_dtypes != (DEFAULT_DTYPE,):
+            own_precisions.append(f"{name}: {', '.join(family.default_dtypes)}")
         for variant in family.ordered_variants():
             reason = missing_requirement(variant, device)
             table.add_row(
@@ -38,4 +42,8 @@ def list_command() -> None:
                 escape(variant.description),
             )
         table.add_section()
+    table.caption = (
+        f"bench without --dtype runs {DEFAULT_DTYPE}, or a family's own precisions where it has no {DEFAULT_DTYPE}"
+        + (f" ({'; '.join(own_precisions)})" if own_precisions else "")
+    )
     console.print(table)

@@ -92,6 +92,7 @@ FAMILY = Family(
     reference=reference,
     cost=cost,
     dtypes=("w8a16", "wfp8a16"),
+    default_dtypes=("w8a16", "wfp8a16"),  # bench without --dtype: both weight formats of a decode
 )
 
 
