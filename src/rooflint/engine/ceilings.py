@@ -5,7 +5,7 @@ sustains: power and thermal limits lower the clock under load, and DRAM refresh,
 and read/write turnaround keep HBM below its pin rate. A measured ceiling is the honest roof for
 "how close could this kernel get". rooflint keeps both and labels which one a % of roof uses.
 
-CPU: a large copy and a large matmul, measured at the start of a CPU bench (issue 2).
+CPU: a large copy and a large matmul, measured at the start of a CPU bench.
 GPU: DRAM copy, an L2-resident copy, a large matmul per tensor-core dtype and an FMA-bound
 kernel for the CUDA-core FP32 peak (rooflint.engine.ceiling_kernels). Results are stored per GPU as
 TOML in the user cache (~/.cache/rooflint/ceilings/<gpu>.toml, or $ROOFLINT_CACHE/ceilings) in

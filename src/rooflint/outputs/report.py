@@ -127,7 +127,7 @@ def _speedups(frame: pd.DataFrame) -> pd.Series:
 def _vs_best_compile(frame: pd.DataFrame) -> pd.Series:
     """The fastest ok torch.compile form of the same family, dtype, shape and GPU over this row's
     median: a kernel is judged against the best compiled baseline a user could write (the unfused
-    form, the built-in op, max-autotune), never the weakest (issue 11: softmax's unfused compile
+    form, the built-in op, max-autotune), never the weakest (softmax's unfused compile
     was 1.5x slower than its natural form)."""
     compiled = frame[(frame["kind"] == "compile") & (frame["status"] == OK)]
     return _base_over_row(frame, compiled.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
