@@ -133,8 +133,10 @@ def fake_fa4(monkeypatch, calls):
 
     def flash_attn_varlen_func(q, k, v, qv=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                                max_seqlen_k=None, min_seqlen_k=None, seqused_q=None, seqused_k=None,
-                               **kwargs):  # fmt: skip
+                               num_splits=1, **kwargs):  # fmt: skip
         calls.append("decode_attention")
+        # SM 8.x/9.x/12.x assert no split-KV (flash_attn/cute/interface.py); a CPU is none of SM 10/11
+        assert num_splits == 1, f"split-KV (num_splits={num_splits}) is refused off SM 10.x/11.x"
         rows = [_attend(q[b : b + 1], k[b : b + 1], v[b : b + 1], int(seqused_k[b]), False) for b in range(len(q))]
         return torch.cat(rows), None
 
@@ -188,6 +190,26 @@ def test_each_set_replaces_its_librarys_ops_and_matches_hugging_face(monkeypatch
     assert set(calls) == REPLACED[name]
 
 
+def parse_plan(plan: str) -> dict[str, str]:
+    """A set's plan line as tests/gpu/test_llama_library_sets_gpu.py reads it: "slot=how; slot=how"."""
+    return dict(item.split("=", 1) for item in plan.split("; "))
+
+
+@pytest.mark.parametrize("name", list(SETS))
+def test_each_sets_plan_line_reads_back_slot_by_slot(monkeypatch, name):
+    on_cpu(monkeypatch, name)
+    FAKES[name](monkeypatch, [])
+    kernels = llama.SPEC.kernel_set(name, torch.float32, CPU, 16, 1e-5)
+    assert parse_plan(kernels.describe()) == kernels.plan  # no slot's text holds the "; " separator
+
+
+@pytest.mark.parametrize(("major", "splits"), [(8, 1), (9, 1), (10, 0), (11, 0), (12, 1)])
+def test_fa4_decode_asks_for_split_kv_only_where_flash_attention_4_builds_it(monkeypatch, major, splits):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    assert library_sets.fa4_num_splits(torch.device("cuda", 0)) == splits
+    assert library_sets.fa4_num_splits(CPU) == 1
+
+
 def test_liger_set_runs_through_the_models_checks_against_hugging_face(monkeypatch, tmp_path):
     from rooflint.core.specs import measured_spec
     from rooflint.models.model_run import run_model
@@ -205,6 +227,7 @@ def test_liger_set_runs_through_the_models_checks_against_hugging_face(monkeypat
     assert liger.status == OK, liger.message
     assert liger.check.passed and liger.check.tokens_compared == 3
     assert "swiglu=liger-kernel" in liger.plan
+    assert parse_plan(liger.plan)["rope"].startswith("liger-kernel 0.8.5: liger_rope")
 
 
 @pytest.mark.parametrize("name", list(SETS))

@@ -100,3 +100,25 @@ def test_eager_forms_with_block_scales():
     _, int8_case = _case("int8", 20, 64, 32)
     with pytest.raises(VariantSkipped, match="no int8 GEMM with block scales"):
         family.variants["eager"].build(int8_case)
+
+
+@pytest.mark.parametrize("m,k,n", [(300, 1040, 528), (37, 272, 144), (256, 512, 768), (5, 1664, 1)])
+def test_torch_block_scales_are_laid_out_as_cublaslt_reads_them(m, k, n):
+    """The rule of torch's ScaledBlas.cpp (is_blockwise_1x128_scaling, is_blockwise_128x128_scaling)
+    and torch/_meta_registrations.py (_scaled_mm_v2): scale_a [M, L] with stride (1, M); scale_b
+    [L, cdiv(N, 128)] whose block rows sit L4 = round_up(L, 4) apart, L = cdiv(K, 128)."""
+    from rooflint.kernels.scaled_gemm import cublas_block_scales
+
+    sa = torch.rand(m, -(-k // SCALE_BLOCK))
+    sb = torch.rand(-(-n // SCALE_BLOCK), -(-k // SCALE_BLOCK))
+    blocks_n, blocks_k = sb.shape
+    pitch = -(-blocks_k // 4) * 4
+    scale_a, scale_b = cublas_block_scales(sa, sb)
+    assert scale_a.shape == (m, blocks_k) and scale_a.stride() == (1, m) and torch.equal(scale_a, sa)
+    assert scale_b.shape == (blocks_k, blocks_n) and scale_b.stride() == (1, pitch)
+    assert torch.equal(scale_b.t(), sb)
+    # What cuBLASLt reads from the two pointers: A's scales M-major, B's block rows L4 apart.
+    a_storage = torch.as_strided(scale_a, (blocks_k, m), (m, 1), scale_a.storage_offset())
+    b_storage = torch.as_strided(scale_b, (blocks_n, pitch), (pitch, 1), scale_b.storage_offset())
+    assert torch.equal(a_storage, sa.t())
+    assert torch.equal(b_storage[:, :blocks_k], sb) and not b_storage[:, blocks_k:].any()

@@ -43,3 +43,18 @@ def test_liger_set_replaces_norm_rope_and_swiglu(tmp_path):
     for slot in ("rms_norm", "rope", "swiglu"):
         assert plan[slot].startswith("liger-kernel"), result.plan
     assert plan["decode_attention"].startswith("eager"), result.plan
+
+
+def test_fa4_decodes_with_split_kv_only_where_flash_attention_4_has_it(tmp_path):
+    """FlashAttention-4's SM 9.x forward asserts no split-KV: the set asks for one split there."""
+    import torch
+
+    from rooflint.models.library_sets import fa4_num_splits
+
+    result = run_set(tmp_path, "fa4")
+    assert result.status == OK, (result.message, result.plan)
+    plan = dict(item.split("=", 1) for item in result.plan.split("; "))
+    splits = fa4_num_splits(torch.device("cuda"))
+    assert plan["decode_attention"].endswith(f"(num_splits={splits})"), result.plan
+    if torch.cuda.get_device_capability()[0] == 9:
+        assert splits == 1

@@ -130,8 +130,9 @@ def run_set(
         if not result.check.passed:
             result.status, result.message = FAILED, result.check.describe()
             return result
-        quantized = quantized_weights.check_decode(runner, prompt)  # None: bf16 weights
+        quantized = quantized_weights.check_decode(runner, prompt, _fp32_fits(loaded, request, kernels))
         if quantized is not None:
+            _release(device)  # the check's fp32 copy, gone before anything is timed
             result.note = "; ".join(filter(None, (result.note, quantized.describe())))
             if not quantized.passed:
                 result.status, result.message = FAILED, quantized.describe()
@@ -146,6 +147,14 @@ def run_set(
     finally:
         runner.release()
     return result
+
+
+def _fp32_fits(loaded: LoadedModel, request, kernels) -> bool:
+    """Whether an fp32 copy of the whole model fits beside this set (the quantized check's reference)."""
+    if not getattr(kernels, "quantized", None):
+        return False  # no quantized weights: check_decode has nothing to check
+    free = memory.free_bytes(loaded.device)
+    return fp32_layers(loaded, request.batch, request.prompt, free) == loaded.dims.layers
 
 
 def measure_phases(runner: Runner, request, device, gpu_spec, ids, prompt) -> dict[str, PhaseResult]:

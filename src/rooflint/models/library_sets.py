@@ -1,4 +1,4 @@
-"""Library kernel sets for the Llama family: the peers a user deploys (issue 41's libraries) in the
+"""Library kernel sets for the Llama family: the peers a user deploys in the
 model's slots, each set replacing the ops its library covers and keeping PyTorch (HF's eager ops,
 cuBLAS GEMMs) for the rest, so a set's difference from ``eager`` is the library's own.
 
@@ -10,7 +10,8 @@ cuBLAS GEMMs) for the rest, so a set's difference from ``eager`` is the library'
   tables as a cos/sin cache (apply_rope_with_cos_sin_cache_inplace, so every rope_type is HF's),
   and decode attention (BatchDecodeWithPagedKVCacheWrapper) over rooflint's cache read in place.
 - ``fa4`` (FlashAttention-4, CuTe DSL): prefill attention (flash_attn_func, causal, GQA by K and V
-  with fewer heads) and decode attention (flash_attn_varlen_func with seqused_k over the cache).
+  with fewer heads) and decode attention (flash_attn_varlen_func with seqused_k over the cache; one
+  KV split where FlashAttention-4 builds no split-KV kernel, SM 8.x, 9.x and 12.x).
 
 rooflint's cache (models/cache.py) stores each (sequence, kv head)'s positions consecutively, so a
 layer's pool is [B, H_kv, capacity, D]: FlashInfer's HND paged layout with one page of the whole
@@ -67,7 +68,7 @@ class LigerKernels(LibrarySet):
     library = LIGER
     covers = {
         "rms_norm": "liger_rms_norm, liger_fused_add_rms_norm with the residual (Triton)",
-        "rope": "liger_rope from HF's cos/sin tables (Triton; q and k copied out of the QKV output)",
+        "rope": "liger_rope from HF's cos/sin tables (Triton, q and k copied out of the QKV output)",
         "swiglu": "liger_swiglu (LigerSiLUMulFunction) on separate gate and up GEMMs, as LigerSwiGLUMLP",
     }
     keeps = {"prefill_attention": "Liger has no attention: SDPA", "decode_attention": "Liger has no attention: SDPA",
@@ -188,7 +189,7 @@ class FlashAttention4Kernels(LibrarySet):
     covers = {
         "prefill_attention": "flash_attn_func(causal=True), GQA from K and V with H_kv heads, read in place",
         "decode_attention": "flash_attn_varlen_func with seqused_k over the cache in place "
-        "([B, capacity, H_kv, D] strided), split-KV heuristic",
+        "([B, capacity, H_kv, D] strided)",
     }
     keeps = {"rms_norm": "FlashAttention has no norm", "rope": "FlashAttention-4 has no RoPE kernel",
              "swiglu": "FlashAttention has no SwiGLU", "kv_append": "index_copy_"}  # fmt: skip
@@ -197,6 +198,9 @@ class FlashAttention4Kernels(LibrarySet):
         self._prefill = self.library.function("", "flash_attn_func")
         self._varlen = self.library.function("", "flash_attn_varlen_func")
         self._lengths: dict[int, torch.Tensor] = {}
+        self._num_splits = fa4_num_splits(self.device)
+        how = "split-KV heuristic (num_splits=0)" if self._num_splits == 0 else "one split (num_splits=1)"
+        self.covers = {**self.covers, "decode_attention": f"{self.covers['decode_attention']}, {how}"}
 
     def attend_prefill_gqa(self, q, k, v):
         out = self._prefill(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
@@ -210,8 +214,23 @@ class FlashAttention4Kernels(LibrarySet):
         lengths.fill_(length)
         k, v = cache.view(layer, cache.capacity)
         out = self._varlen(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), seqused_k=lengths,
-                           num_splits=0)  # fmt: skip
+                           num_splits=self._num_splits)  # fmt: skip
         return _first(out).transpose(1, 2)
+
+
+# FlashAttention-4 builds split-KV kernels (float32 partial outputs, then a combine) for SM 10.x and
+# 11.x only: its SM 8.x, 9.x and 12.x forwards assert ``not is_split_kv`` (flash_attn/cute/interface.py,
+# _flash_attn_fwd, 4.0.0b36), and num_splits=0 lets its heuristic pick splits > 1 for a decode step
+# (few query blocks, many key blocks). num_splits=1 is the one-pass kernel, exact for every length.
+SPLIT_KV_ARCH_MAJORS = (10, 11)
+
+
+def fa4_num_splits(device: torch.device) -> int:
+    """0 (FlashAttention-4's split heuristic) where it has split-KV kernels, else 1."""
+    if device.type != "cuda":
+        return 1
+    major, _ = torch.cuda.get_device_capability(device)
+    return 0 if major in SPLIT_KV_ARCH_MAJORS else 1
 
 
 def _first(result):

@@ -138,6 +138,9 @@ FAMILY = Family(
     reference=reference,
     cost=cost,
     dtypes=("fp8_e4m3", "fp8_e5m2", "int8"),
+    # bench without --dtype: the forward pass's formats, fp8 e4m3 (against torch._scaled_mm) and
+    # int8; e5m2, the backward pass's gradient operand, runs when asked for.
+    default_dtypes=("fp8_e4m3", "int8"),
 )
 
 
@@ -175,16 +178,34 @@ def eager(case):
 
 
 def _blockwise_scaled_mm(a, b, sa, sb):
-    """torch._scaled_mm's (1 x 128, 128 x 128) form: cuBLASLt 12.9+ on sm_90. It takes both scale
-    tensors K-block-major: sa as [M, K/128] with stride (1, M), sb as [K/128, N/128] with stride
-    (1, K/128), which is sb [N/128, K/128] transposed, with no copy."""
+    """torch._scaled_mm's (1 x 128, 128 x 128) form: cuBLASLt 12.9+ on sm_90, with the scales laid
+    out as cuBLASLt reads them (cublas_block_scales)."""
     if a.dtype == torch.int8:
         raise VariantSkipped("torch has no int8 GEMM with block scales (torch._int_mm takes no scales)")
-    scale_a = sa.t().contiguous().t()
+    scale_a, scale_b = cublas_block_scales(sa, sb)
     return _first_call(
-        lambda: torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=sb.t(), out_dtype=torch.bfloat16),
+        lambda: torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16),
         "torch._scaled_mm with block scales",
     )
+
+
+def cublas_block_scales(sa: torch.Tensor, sb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """sa [M, L] and sb [cdiv(N, 128), L] (L = cdiv(K, 128)) as torch._scaled_mm passes them to cuBLASLt.
+
+    cuBLASLt reads the 1 x 128 scales of A outer-dim-major: [M, L] with stride (1, M). It reads the
+    128 x 128 scales of B K-block-major with each block row's L scales padded to L4 = round_up(L, 4):
+    torch's ScaledBlas.cpp (is_blockwise_128x128_scaling, since pytorch#166752) checks scale_b.t()
+    as [cdiv(N, 128), L] with stride (L4, 1), torch/_meta_registrations.py (_scaled_mm_v2, 1x128 x
+    128x128) and test/test_scaled_matmul_cuda.py (_pad_128x128_scales) state the same pitch. Passed
+    unpadded where L % 4 != 0, cuBLASLt reads every block row but the first from the wrong place
+    (and past the end): a torch without that check returned garbage (rel err 1.8e4 at K = 1040,
+    L = 9). A torch that checks the unpadded pitch refuses the padded view: the row is a skip
+    naming torch's reason."""
+    blocks_n, blocks_k = sb.shape
+    scale_a = sa.t().contiguous().t()
+    padded = sb.new_zeros(blocks_n, -(-blocks_k // 4) * 4)  # the pad is never read as a scale
+    padded[:, :blocks_k] = sb
+    return scale_a, padded[:, :blocks_k].t()  # [L, cdiv(N, 128)], stride (1, L4)
 
 
 def dequantized_bf16(a, b, sa, sb, blocks: bool = False):
