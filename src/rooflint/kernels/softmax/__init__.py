@@ -131,4 +131,4 @@ def _check_layout(x):
 
 
 # The implementations register their variants on FAMILY as they are imported.
-from rooflint.kernels.softmax import cuda, library, triton  # noqa: E402, F401
+from rooflint.kernels.softmax import cuda, cuda_online, library, triton  # noqa: E402, F401
