@@ -174,3 +174,58 @@ inline int attention_launch_check(int min_major, int max_major, const void* q, c
     return static_cast<int>(cudaErrorMisalignedAddress);
   return 0;
 }
+
+// A 16-byte vector's elements as fp32, in memory order, each exactly to_float of that element.
+// 16-bit types convert a 32-bit word at a time: bf16's widening is a shift for the low half and a
+// mask for the high one, one integer op an element, where converting element by element first
+// moves the high half down (PRMT + shift). fp16 widens with one HADD2.F32 an element either way.
+template <typename T>
+__device__ __forceinline__ void vec_to_float(const uint4& v, float (&out)[16 / sizeof(T)]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      out[i] = __uint_as_float(words[i]);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    } else {
+      const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+      out[2 * i] = pair.x;
+      out[2 * i + 1] = pair.y;
+    }
+  }
+}
+
+// fp32 values -> one 16-byte vector of T, each rounded as from_float<T> rounds it; 16-bit types
+// round two values with one instruction (F2FP), the pack2 order: the lower element in the low half.
+template <typename T>
+__device__ __forceinline__ uint4 vec_from_float(const float (&in)[16 / sizeof(T)]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      words[i] = __float_as_uint(in[i]);
+    } else {
+      words[i] = pack2<T>(in[2 * i], in[2 * i + 1]);
+    }
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// kVecs 16-byte vectors, `stride` vectors apart from p, through the read-only path. kMasked: a
+// vector whose `valid` is false reads as zeros, by a predicated load rather than a branch. Kernels
+// take the unmasked form where every vector of the thread is in range (whole rows), which then
+// costs one load and one address add a vector.
+template <bool kMasked, int kVecs>
+__device__ __forceinline__ void load_vecs(uint4 (&out)[kVecs], const uint4* p, unsigned stride,
+                                          const bool (&valid)[kVecs]) {
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    if (!kMasked || valid[k]) {
+      out[k] = __ldg(p + k * stride);
+    } else {
+      out[k] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
