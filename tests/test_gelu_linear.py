@@ -36,7 +36,7 @@ def test_eager_unfused_matches_reference(dtype):
 def test_fp32_is_not_offered():
     # A decision, not an omission: fp32 GEMMs run either on CUDA cores or silently in TF32.
     family = get_family("gelu_linear")
-    assert family.dtypes == ("fp16", "bf16")
+    assert family.dtypes == ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")  # fp8: tests/test_gelu_linear_fp8.py
     assert family.tensor_precision("bf16") == "bf16"
 
 

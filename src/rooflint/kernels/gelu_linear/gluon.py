@@ -49,7 +49,7 @@ from rooflint.kernels.common.gluon import (  # Gluon's Hopper ops where this Tri
 )
 from rooflint.kernels.common.gluon import tma_load as _tma_load
 from rooflint.kernels.common.gluon import tma_store as _tma_store
-from rooflint.kernels.gelu_linear import FAMILY
+from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES
 
 HALF_M = 64  # rows a consumer warpgroup owns (one wgmma's M)
 BLOCK_N, BLOCK_N2 = 128, 64  # the tile's two wgmma widths: 192 columns
@@ -326,7 +326,7 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
 
 # sm_90, Gluon: a producer warp and two consumer warpgroups that never wait for each other, in place of
 # the Triton pipeliner's CTA barrier each K step.
-@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=FLOAT_DTYPES)
 def triton_gluon_variant(case):
     """sm_90: Gluon GEMM, TMA producer warp + 2 consumer warpgroups on mbarriers, bias + GELU epilogue"""
     return build_variant(case)

@@ -9,7 +9,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.tile_order import tile_origin
-from rooflint.kernels.gelu_linear import FAMILY, skinny
+from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
@@ -106,7 +106,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     return out
 
 
-@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=FLOAT_DTYPES)
 def triton_variant(case):
     """TMA GEMM over a flattened tile loop, bias + GELU epilogue by TMA, autotuned; <= 16 rows: weight streaming"""
     x, w, b = case["x"], case["w"], case["b"]

@@ -39,7 +39,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.tile_order import tile_origin
-from rooflint.kernels.gelu_linear import FAMILY
+from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
@@ -316,7 +316,7 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
 
 
 # The tile shape from the GPU's SM count, so small GEMMs fill whole waves (the module docstring says how).
-@FAMILY.variant("triton_wavefit", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+@FAMILY.variant("triton_wavefit", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=FLOAT_DTYPES)
 def triton_wavefit_variant(case):
     """sm_90+: persistent TMA GEMM, bias + GELU epilogue, tile chosen from the SM count to fill the waves"""
     return build_variant(case)

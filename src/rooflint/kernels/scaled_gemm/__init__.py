@@ -150,7 +150,7 @@ def _on_cuda_needs_multiples_of_16(case):
         raise VariantSkipped("cuBLASLt's fp8 and int8 GEMMs need K and N multiples of 16")
 
 
-def _first_call(fn, what: str):
+def first_call_or_skip(fn, what: str):
     """Call once at build time: a case the library refuses (an old GPU, a scaling it lacks) is a
     skip with the library's own reason, not a failed row."""
     try:
@@ -170,9 +170,9 @@ def eager(case):
     if a.dtype == torch.int8:
         if case.device.type == "cuda" and case.params["m"] <= 16:
             raise VariantSkipped("torch._int_mm needs M > 16 on CUDA")
-        return _first_call(lambda: (torch._int_mm(a, b.t()) * sa * sb).to(torch.bfloat16), "torch._int_mm")
+        return first_call_or_skip(lambda: (torch._int_mm(a, b.t()) * sa * sb).to(torch.bfloat16), "torch._int_mm")
     # _scaled_mm takes B column-major: B^T of a row-major [N, K] B is exactly that, with no copy.
-    return _first_call(
+    return first_call_or_skip(
         lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), "torch._scaled_mm"
     )
 
@@ -183,7 +183,7 @@ def _blockwise_scaled_mm(a, b, sa, sb):
     if a.dtype == torch.int8:
         raise VariantSkipped("torch has no int8 GEMM with block scales (torch._int_mm takes no scales)")
     scale_a, scale_b = cublas_block_scales(sa, sb)
-    return _first_call(
+    return first_call_or_skip(
         lambda: torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16),
         "torch._scaled_mm with block scales",
     )

@@ -25,15 +25,23 @@ def why_not(a, b, scaling: str) -> str | None:
     return None
 
 
-def cuda_scaled_gemm(library, a, b, sa, sb, out, block_n: int = 0):
-    """bf16 (a * sa) @ (b * sb)^T into out [M, N]; sa and sb one each, or sa [M, 1] and sb [1, N]."""
+def cuda_scaled_gemm(library, a, b, sa, sb, out, block_n: int = 0, gelu_bias: torch.Tensor | None = None):
+    """bf16 (a * sa) @ (b * sb)^T into out [M, N]; sa and sb one each, or sa [M, 1] and sb [1, N].
+    With ``gelu_bias`` (bf16 [N]): gelu_tanh((a * sa) @ (b * sb)^T + gelu_bias), in the same epilogue."""
     m, k = a.shape
     if block_n not in BLOCK_WIDTHS:
         raise ValueError(f"block_n={block_n}; valid: {', '.join(map(str, BLOCK_WIDTHS))}")
     row_scales = sa.numel() > 1 or sb.numel() > 1
-    library.launch(
-        "rooflint_scaled_gemm_hopper", a, b, sa, sb, out, m, b.shape[0], k, A_FORMATS[a.dtype], row_scales, block_n
-    )
+    n, a_format = b.shape[0], A_FORMATS[a.dtype]
+    if gelu_bias is None:
+        library.launch("rooflint_scaled_gemm_hopper", a, b, sa, sb, out, m, n, k, a_format, row_scales, block_n)
+    else:
+        if gelu_bias.dtype != torch.bfloat16 or gelu_bias.shape != (n,):
+            raise ValueError(f"gelu_bias must be bf16 [{n}], not {gelu_bias.dtype} {list(gelu_bias.shape)}")
+        bias = gelu_bias.contiguous()
+        library.launch(
+            "rooflint_scaled_gemm_gelu_hopper", a, b, sa, sb, bias, out, m, n, k, a_format, row_scales, block_n
+        )
     return out
 
 

@@ -14,6 +14,10 @@
 //   when they return: the epilogue's time overlaps the loads, not the tensor cores' work.
 // - The scales touch only the fp32 accumulator, once per output: per tensor, sa * sb is one
 //   product; per row, sa of the output's row (token) times sb of its column (channel).
+// - GELU (gelu_linear's fp8 rows): the epilogue adds the column's bf16 bias to the scaled fp32 value
+//   and applies tanh-GELU (one MUFU op, common.cuh's gelu_tanh for bf16 data) before the one rounding
+//   to bf16: the activation costs registers, not a second pass over C in HBM. A template flag, so
+//   the plain GEMM compiles as it did.
 #include "rooflint/common.cuh"
 #include "rooflint/hopper.cuh"
 
@@ -79,11 +83,12 @@ __device__ __forceinline__ void mma(float (&acc)[BN / 2], uint64_t a, uint64_t b
 
 #endif  // ROOFLINT_SM90A
 
-template <int FMT, int BN>
+template <int FMT, int BN, bool GELU>
 __global__ void __launch_bounds__(kThreads, 1)
     scaled_gemm_hopper_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                              const float* __restrict__ sa, const float* __restrict__ sb, __nv_bfloat16* __restrict__ c,
-                              int M, int N, int K, int row_scales) {
+                              const float* __restrict__ sa, const float* __restrict__ sb,
+                              const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* __restrict__ c, int M, int N,
+                              int K, int row_scales) {
 #ifdef ROOFLINT_SM90A
   using L = Layout<BN>;
   extern __shared__ unsigned char smem_raw[];
@@ -179,12 +184,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool second = col + 1 < N;
       const float s0 = row_scales ? sb[col] : 1.0f;
       const float s1 = row_scales && second ? sb[col + 1] : 1.0f;
+      float b0 = 0.0f, b1 = 0.0f;
+      if constexpr (GELU) {
+        b0 = __bfloat162float(bias[col]);
+        b1 = second ? __bfloat162float(bias[col + 1]) : 0.0f;
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 8 * h;
         if (row >= M) continue;
-        const float v0 = acc[4 * j + 2 * h] * row_scale[h] * s0;
-        const float v1 = acc[4 * j + 2 * h + 1] * row_scale[h] * s1;
+        float v0 = acc[4 * j + 2 * h] * row_scale[h] * s0;
+        float v1 = acc[4 * j + 2 * h + 1] * row_scale[h] * s1;
+        if constexpr (GELU) {
+          v0 = gelu_tanh<__nv_bfloat16>(v0 + b0);
+          v1 = gelu_tanh<__nv_bfloat16>(v1 + b1);
+        }
         __nv_bfloat16* out = c + static_cast<long long>(row) * N + col;
         if (pairs && second) {
           *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
@@ -200,6 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   (void)b_map;
   (void)sa;
   (void)sb;
+  (void)bias;
   (void)c;
   (void)M;
   (void)N;
@@ -245,22 +260,54 @@ int choose_block_n(long long M, long long N, int sms) {
   return best;
 }
 
-template <int FMT, int BN>
-int launch(const void* a, const void* b, const float* sa, const float* sb, void* c, long long M, long long N,
-           long long K, bool row_scales, int sms, cudaStream_t stream) {
+template <int FMT, int BN, bool GELU>
+int launch(const void* a, const void* b, const float* sa, const float* sb, const __nv_bfloat16* bias, void* c,
+           long long M, long long N, long long K, bool row_scales, int sms, cudaStream_t stream) {
   CUtensorMap a_map, b_map;
   cudaError_t status = codes_map(&a_map, a, M, K, kBlockM);
   if (status == cudaSuccess) status = codes_map(&b_map, b, N, K, BN);
   if (status != cudaSuccess) return static_cast<int>(status);
-  auto kernel = scaled_gemm_hopper_kernel<FMT, BN>;
+  auto kernel = scaled_gemm_hopper_kernel<FMT, BN, GELU>;
   constexpr int kSmem = Layout<BN>::kSmem;
   status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (status != cudaSuccess) return static_cast<int>(status);
   const long long tiles = tile_count(M, N, BN);
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kThreads, kSmem, stream>>>(a_map, b_map, sa, sb, static_cast<__nv_bfloat16*>(c), static_cast<int>(M),
-                                            static_cast<int>(N), static_cast<int>(K), row_scales ? 1 : 0);
+  kernel<<<grid, kThreads, kSmem, stream>>>(a_map, b_map, sa, sb, bias, static_cast<__nv_bfloat16*>(c),
+                                            static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                                            row_scales ? 1 : 0);
   return static_cast<int>(cudaGetLastError());
+}
+
+// The checks and the choice of instantiation both entry points share.
+template <bool GELU>
+int checked_launch(const void* a, const void* b, const void* sa, const void* sb, const void* bias, void* c, long long M,
+                   long long N, long long K, long long a_format, long long row_scales, long long block_n,
+                   cudaStream_t stream) {
+  int device = 0, major = 0, sms = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) return static_cast<int>(status);
+  if (major != 9) return static_cast<int>(cudaErrorNotSupported);
+  if (M < 1 || N < 1 || K < 16 || K % 16 != 0 || M >= (1LL << 31) || N >= (1LL << 31) || K >= (1LL << 31))
+    return static_cast<int>(cudaErrorInvalidValue);
+  if (!aligned16(a) || !aligned16(b) || !aligned16(c)) return static_cast<int>(cudaErrorMisalignedAddress);
+  if (GELU && bias == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  const int bn = block_n == 0 ? choose_block_n(M, N, sms) : static_cast<int>(block_n);
+  const auto* sa_f = static_cast<const float*>(sa);
+  const auto* sb_f = static_cast<const float*>(sb);
+  const auto* bias_h = static_cast<const __nv_bfloat16*>(bias);
+  const bool rows = row_scales != 0;
+  if (a_format == kE4M3 && bn == 128)
+    return launch<kE4M3, 128, GELU>(a, b, sa_f, sb_f, bias_h, c, M, N, K, rows, sms, stream);
+  if (a_format == kE4M3 && bn == 256)
+    return launch<kE4M3, 256, GELU>(a, b, sa_f, sb_f, bias_h, c, M, N, K, rows, sms, stream);
+  if (a_format == kE5M2 && bn == 128)
+    return launch<kE5M2, 128, GELU>(a, b, sa_f, sb_f, bias_h, c, M, N, K, rows, sms, stream);
+  if (a_format == kE5M2 && bn == 256)
+    return launch<kE5M2, 256, GELU>(a, b, sa_f, sb_f, bias_h, c, M, N, K, rows, sms, stream);
+  return static_cast<int>(cudaErrorInvalidValue);
 }
 
 }  // namespace
@@ -272,22 +319,13 @@ int launch(const void* a, const void* b, const float* sa, const float* sb, void*
 extern "C" int rooflint_scaled_gemm_hopper(const void* a, const void* b, const void* sa, const void* sb, void* c,
                                           long long M, long long N, long long K, long long a_format,
                                           long long row_scales, long long block_n, cudaStream_t stream) {
-  int device = 0, major = 0, sms = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (status != cudaSuccess) return static_cast<int>(status);
-  if (major != 9) return static_cast<int>(cudaErrorNotSupported);
-  if (M < 1 || N < 1 || K < 16 || K % 16 != 0 || M >= (1LL << 31) || N >= (1LL << 31) || K >= (1LL << 31))
-    return static_cast<int>(cudaErrorInvalidValue);
-  if (!aligned16(a) || !aligned16(b) || !aligned16(c)) return static_cast<int>(cudaErrorMisalignedAddress);
-  const int bn = block_n == 0 ? choose_block_n(M, N, sms) : static_cast<int>(block_n);
-  const auto* sa_f = static_cast<const float*>(sa);
-  const auto* sb_f = static_cast<const float*>(sb);
-  const bool rows = row_scales != 0;
-  if (a_format == kE4M3 && bn == 128) return launch<kE4M3, 128>(a, b, sa_f, sb_f, c, M, N, K, rows, sms, stream);
-  if (a_format == kE4M3 && bn == 256) return launch<kE4M3, 256>(a, b, sa_f, sb_f, c, M, N, K, rows, sms, stream);
-  if (a_format == kE5M2 && bn == 128) return launch<kE5M2, 128>(a, b, sa_f, sb_f, c, M, N, K, rows, sms, stream);
-  if (a_format == kE5M2 && bn == 256) return launch<kE5M2, 256>(a, b, sa_f, sb_f, c, M, N, K, rows, sms, stream);
-  return static_cast<int>(cudaErrorInvalidValue);
+  return checked_launch<false>(a, b, sa, sb, nullptr, c, M, N, K, a_format, row_scales, block_n, stream);
+}
+
+// The same GEMM with gelu_linear's epilogue: c = gelu_tanh((a * sa) @ (b * sb)^T + bias), bias [N] bf16.
+extern "C" int rooflint_scaled_gemm_gelu_hopper(const void* a, const void* b, const void* sa, const void* sb,
+                                               const void* bias, void* c, long long M, long long N, long long K,
+                                               long long a_format, long long row_scales, long long block_n,
+                                               cudaStream_t stream) {
+  return checked_launch<true>(a, b, sa, sb, bias, c, M, N, K, a_format, row_scales, block_n, stream);
 }

@@ -7,6 +7,10 @@ accumulator, once per output, so the K loop is the same as an unscaled GEMM's. P
 it times its block's sa * sb: BLOCK_K divides 128, so a step never straddles two blocks. Persistent
 over a grouped tile order, as kernels/gelu_linear/triton.py, so the next tile's TMA loads overlap
 this tile's epilogue.
+
+The GELU_BIAS epilogue (gelu_linear's fp8 rows) adds a bf16 bias to the scaled fp32 accumulator and
+applies tanh-GELU before the one rounding to bf16: the bias and GELU cost registers only, never a
+round trip of C through HBM. Without it the kernel compiles to exactly the plain GEMM.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
 from rooflint.kernels.common.tile_order import tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
 from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK
@@ -52,12 +57,13 @@ def _configs():
     ]
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES", "BLOCK_SCALES"])
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES", "BLOCK_SCALES", "GELU_BIAS"])
 @triton.jit
 def _scaled_gemm_kernel(
-    a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K,
+    a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_SCALES: tl.constexpr, BLOCK_SCALES: tl.constexpr, INTEGER: tl.constexpr, SCALE_BLOCK: tl.constexpr,
+    GELU_BIAS: tl.constexpr, MUFU: tl.constexpr,  # GELU_BIAS: C = gelu_tanh(scaled acc + bias)
 ):  # fmt: skip
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -100,13 +106,19 @@ def _scaled_gemm_kernel(
             out = out * sa[:, None] * sb[None, :]
         else:
             out = out * scale
+        if GELU_BIAS:
+            bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+            out = gelu_tanh(out + bias[None, :], MUFU)
         c_desc.store([off_m, off_n], out.to(c_desc.dtype))
 
 
-def scaled_gemm(a, b, sa, sb, out: torch.Tensor | None = None, blocks: bool = False) -> torch.Tensor:
+def scaled_gemm(
+    a, b, sa, sb, out: torch.Tensor | None = None, blocks: bool = False, gelu_bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """bf16 (a * sa) @ (b * sb)^T for a [M, K], b [N, K] (fp8 or int8 codes, row-major) and fp32
     scales: 0-dim each, or sa [M, 1] with sb [1, N] (or [N]); with ``blocks``, sa [M, cdiv(K, 128)]
-    and sb [cdiv(N, 128), cdiv(K, 128)] (formats.quantize_blocks). K and N multiples of 16 (TMA strides)."""
+    and sb [cdiv(N, 128), cdiv(K, 128)] (formats.quantize_blocks). K and N multiples of 16 (TMA strides).
+    With ``gelu_bias`` ([N], any float dtype): gelu_tanh((a * sa) @ (b * sb)^T + gelu_bias), fused."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     m, k = a.shape
@@ -123,10 +135,13 @@ def scaled_gemm(a, b, sa, sb, out: torch.Tensor | None = None, blocks: bool = Fa
     def grid(meta):
         return (min(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), sms),)
 
+    sa = sa.contiguous()
+    bias = sa if gelu_bias is None else gelu_bias.contiguous()  # a pointer the plain GEMM never reads
     _scaled_gemm_kernel[grid](
-        a_desc, b_desc, c_desc, sa.contiguous(), sb.contiguous(), m, n, k,
+        a_desc, b_desc, c_desc, sa, sb.contiguous(), bias, m, n, k,
         ROW_SCALES=not blocks and (sa.numel() > 1 or sb.numel() > 1), BLOCK_SCALES=blocks,
         INTEGER=a.dtype == torch.int8, SCALE_BLOCK=SCALE_BLOCK,
+        GELU_BIAS=gelu_bias is not None, MUFU=gelu_bias is not None and mufu_form(out.dtype),
     )  # fmt: skip
     return out
 
