@@ -70,42 +70,17 @@ __device__ __forceinline__ void stage16(AlignedVec<T>* dst, const AlignedVec<T>*
 #endif
 }
 
-// A stage vector's kV values as fp32. bf16 is the top half of an fp32: a shift for the low element
-// and a mask for the high one, one integer op each, where the element-wise conversion spends two on
-// the high one (PRMT, then the shift). fp16 widens with one HADD2.F32 an element.
+// A stage vector's kV values as fp32 (common.cuh's vec_to_float: one integer op a bf16 element).
 template <typename T>
 __device__ __forceinline__ void unpack_stage(const AlignedVec<T>& v, float (&out)[Vec<T>::kSize]) {
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll
-    for (int j = 0; j < Vec<T>::kSize; ++j) out[j] = v.v[j];
-  } else {
-    const uint32_t* words = reinterpret_cast<const uint32_t*>(&v);
-#pragma unroll
-    for (int i = 0; i < Vec<T>::kSize / 2; ++i) {
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        out[2 * i] = __uint_as_float(words[i] << 16);
-        out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-      } else {
-        const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
-        out[2 * i] = pair.x;
-        out[2 * i + 1] = pair.y;
-      }
-    }
-  }
+  vec_to_float<T>(*reinterpret_cast<const uint4*>(&v), out);
 }
 
-// fp32 -> one vector of T; 16-bit types round two values with one F2FP (pack2).
+// fp32 -> one vector of T (vec_from_float: 16-bit types round two values with one F2FP).
 template <typename T>
 __device__ __forceinline__ AlignedVec<T> pack_stage(const float (&in)[Vec<T>::kSize]) {
   AlignedVec<T> out;
-  if constexpr (std::is_same_v<T, float>) {
-#pragma unroll
-    for (int j = 0; j < Vec<T>::kSize; ++j) out.v[j] = in[j];
-  } else {
-    uint32_t* words = reinterpret_cast<uint32_t*>(&out);
-#pragma unroll
-    for (int i = 0; i < Vec<T>::kSize / 2; ++i) words[i] = pack2<T>(in[2 * i], in[2 * i + 1]);
-  }
+  *reinterpret_cast<uint4*>(&out) = vec_from_float<T>(in);
   return out;
 }
 
