@@ -1,7 +1,10 @@
-"""`rooflint ab` through the installed console script, on the CPU: entries checked against float64
-(a failing one reported and dropped, never timed), timed in alternating rounds, summarised in a
-table and a CSV; entries from variants, meta-parameter sets, source files and git refs; bad input
-as one line and exit 2."""
+"""`rooflint ab` on the CPU: entries checked against float64 (a failing one reported and dropped, never
+timed), timed in alternating rounds, summarised in a table and a CSV; entries from variants,
+meta-parameter sets, source files and git refs; bad input as one line and exit 2.
+
+The end-to-end run, the git refs (each ref's copy imports its own helpers, which a fresh process
+keeps apart) and one bad input go through the installed console script in a subprocess; the rest
+through the same entry point in this process (tests/cli_in_process.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import rooflint_in_process
 
 _SCRIPT = Path(sys.executable).with_name("rooflint")
 ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
@@ -25,11 +29,25 @@ pytestmark = [
 
 
 def ab(*arguments: str, modules: str = "ab_family", path: Path = FIXTURES, cwd: Path | None = None):
+    """The installed console script in a subprocess."""
     env = {**os.environ, "ROOFLINT_FAMILY_MODULES": modules, "TRITON_INTERPRET": "1", "COLUMNS": "200"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [ROOFLINT, "ab", *arguments], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )  # fmt: skip
+
+
+@pytest.fixture
+def ab_here(monkeypatch):
+    """`rooflint ab` in this process, with the fixture families importable (ab_family is the same
+    module for every case, so importing it once is what a fresh process would do too)."""
+    monkeypatch.syspath_prepend(str(FIXTURES))
+
+    def run(*arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        env = {"ROOFLINT_FAMILY_MODULES": "ab_family", "TRITON_INTERPRET": "1", "COLUMNS": "200"}
+        return rooflint_in_process("ab", *arguments, env=env, cwd=cwd)
+
+    return run
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -60,18 +78,18 @@ def test_two_builtin_variants_in_both_regimes_end_to_end(tmp_path):
     assert "n/a" in done.stdout
 
 
-def test_a_failing_entry_is_reported_dropped_and_never_timed(tmp_path):
+def test_a_failing_entry_is_reported_dropped_and_never_timed(tmp_path, ab_here):
     out = tmp_path / "ab.csv"
-    done = ab("abtoy", "-V", "eager,wrong,added", "--device", "cpu", "--rounds", "2", "--regime", "burst",
+    done = ab_here("abtoy", "-V", "eager,wrong,added", "--device", "cpu", "--rounds", "2", "--regime", "burst",
               "--csv", str(out))  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "wrong" in done.stdout and "failed its float64 check" in done.stdout and "exceeds tolerance" in done.stdout
     assert [r["entry"] for r in read_csv(out)] == ["eager", "added"]
 
 
-def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path):
+def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path, ab_here):
     out = tmp_path / "ab.csv"
-    done = ab("abtoy", "-V", "chunked", "--config", "chunk=0,512,1024", "--device", "cpu", "--rounds", "2",
+    done = ab_here("abtoy", "-V", "chunked", "--config", "chunk=0,512,1024", "--device", "cpu", "--rounds", "2",
               "--regime", "burst", "--csv", str(out))  # fmt: skip
     # chunk=0 makes the builder raise: that entry is dropped with the builder's own words, the rest timed.
     assert done.returncode == 1, done.stderr
@@ -79,14 +97,14 @@ def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path):
     assert [r["entry"] for r in read_csv(out)] == ["chunked chunk=512", "chunked chunk=1024"]
 
 
-def test_two_source_files_of_one_family(tmp_path):
+def test_two_source_files_of_one_family(tmp_path, ab_here):
     old, new = tmp_path / "old" / "ab_family.py", tmp_path / "new" / "ab_family.py"
     for path in (old, new):
         path.parent.mkdir()
         shutil.copy(FIXTURES / "ab_family.py", path)
     text = new.read_text().replace("return lambda: x + x", "return lambda: x * 2.5")
     new.write_text(text)  # the new file breaks `added`: only its entry may fail
-    done = ab("abtoy", "-V", "added", "--source", str(old), "--source", str(new), "--device", "cpu",
+    done = ab_here("abtoy", "-V", "added", "--source", str(old), "--source", str(new), "--device", "cpu",
               "--rounds", "2", "--regime", "burst")  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert f"added@{new}" in done.stdout and "failed its float64 check" in done.stdout
@@ -172,10 +190,9 @@ BAD = [
 
 
 @pytest.mark.parametrize("arguments, says", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
-def test_bad_input_is_one_line_and_exit_2(arguments, says, tmp_path):
-    done = (
-        ab(*arguments, "--device", "cpu", cwd=tmp_path) if "--device" not in arguments else ab(*arguments, cwd=tmp_path)
-    )
+def test_bad_input_is_one_line_and_exit_2(arguments, says, tmp_path, ab_here):
+    # In this process; test_an_unknown_ref_is_one_line_and_exit_2 is the console script's case.
+    done = ab_here(*arguments, *([] if "--device" in arguments else ["--device", "cpu"]), cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert says in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

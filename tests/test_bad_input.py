@@ -1,8 +1,11 @@
 """Bad input through the installed `rooflint` console script: one clear error line saying what is
 valid, exit code 2, never a traceback, and for bench no measurement before the error.
 
-Each case runs the real entry point in a subprocess (as a user or a CI job does), so a usage error
-that escapes rooflint.cli.main, or an import the console script cannot make, fails here.
+Every case runs the console script's entry point, rooflint.cli.main, so a usage error that escapes
+it fails here. The first case of each command runs the installed script in a subprocess (as a user
+or a CI job does), so an import the console script cannot make fails here too; the rest run the same
+entry point in this process (tests/cli_in_process.py), where a case costs milliseconds instead of a
+Python and the tool's imports.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_in_process import rooflint_in_process
 from filelock import FileLock
 from result_factory import run, write
 
@@ -121,6 +125,10 @@ CASES = [
 ]
 
 
+# The first case of each command (and of an unknown one) goes through the installed script.
+CONSOLE_SCRIPT = set({arguments[0]: name for name, arguments, _ in reversed(CASES)}.values())
+
+
 def _resolve(arguments: list[str], files: dict[str, str]) -> list[str]:
     out = []
     for argument in arguments:
@@ -131,8 +139,7 @@ def _resolve(arguments: list[str], files: dict[str, str]) -> list[str]:
 
 @pytest.fixture(scope="session")
 def outcomes(files, tmp_path_factory, worker_id) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
-    """Every case run once, several at a time: each bench case pays for importing torch, so in
-    sequence they would take most of a minute on a 2-core runner. Under xdist the cases can land on
+    """Every case run once, the console-script cases several at a time. Under xdist the cases can land on
     both workers: the first to get here runs them all and the other reads its outcomes (the run-once
     pattern of pytest-xdist's docs), so no subprocess runs twice."""
     if worker_id == "master":
@@ -154,7 +161,7 @@ def _run_cases(files, root: Path) -> dict[str, tuple[subprocess.CompletedProcess
     env = dict(os.environ, ROOFLINT_CACHE=str(root / "cache"), COLUMNS="200")
     env.pop("ROOFLINT_DEBUG", None)
 
-    def one(case) -> tuple[subprocess.CompletedProcess, Path]:
+    def arguments(case) -> tuple[list[str], Path]:
         name, arguments, _ = case
         argv, bench_out = _resolve(arguments, files), root / name / "bench"
         bench_out.parent.mkdir()
@@ -162,13 +169,28 @@ def _run_cases(files, root: Path) -> dict[str, tuple[subprocess.CompletedProcess
             # On the CPU, into a scratch folder: the error must come before anything is measured.
             argv += [] if "--out" in argv else ["--out", str(bench_out)]
             argv += ["--device", "cpu"]
+        return argv, bench_out
+
+    def script(case) -> tuple[subprocess.CompletedProcess, Path]:
+        argv, bench_out = arguments(case)
         done = subprocess.run(
             [ROOFLINT, *argv], capture_output=True, text=True, timeout=300, cwd=bench_out.parent, env=env, check=False
         )
         return done, bench_out
 
+    def here(case) -> tuple[subprocess.CompletedProcess, Path]:
+        argv, bench_out = arguments(case)
+        changed = {key: env[key] for key in ("ROOFLINT_CACHE", "COLUMNS")}
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv("ROOFLINT_DEBUG", raising=False)
+            return rooflint_in_process(*argv, env=changed, cwd=bench_out.parent), bench_out
+
+    # In this process one at a time (it changes the working folder), then the scripts side by side.
+    found = {case[0]: here(case) for case in CASES if case[0] not in CONSOLE_SCRIPT}
+    scripted = [case for case in CASES if case[0] in CONSOLE_SCRIPT]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return dict(zip([case[0] for case in CASES], pool.map(one, CASES)))
+        found.update(zip([case[0] for case in scripted], pool.map(script, scripted)))
+    return {case[0]: found[case[0]] for case in CASES}
 
 
 @pytest.mark.parametrize("name, expected", [(case[0], case[2]) for case in CASES], ids=[case[0] for case in CASES])

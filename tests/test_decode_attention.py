@@ -239,14 +239,15 @@ def test_a_chunk_is_loaded_before_the_wait_only_where_its_registers_allow(chunk,
     assert preload_tiles(chunk, block_n, d) == tiles
 
 
-# The SHAPES in both dtypes, and GPT-2's decode (H = 12, D = 64) at context 576 (5 splits of two
-# 64-key tiles) in bf16, the dtype the model runs: its fp16 twin takes the same path for 30 s more of
-# the interpreter.
+# The SHAPES in both dtypes and both key tiles, and GPT-2's decode (H = 12, D = 64) at context 576
+# (5 splits of two 64-key tiles) as the model runs it: bf16, 64-key tiles. Its fp16 twin takes the
+# same path for 30 s more of the interpreter; in 16-key tiles it takes the path of the D = 64 SHAPES
+# (128-key chunks of 8 preloaded tiles; 5 splits as in the D = 32 one) for 40 s more.
 @pytest.mark.parametrize(
-    "shape, dtype",
-    [(shape, dtype) for shape in SHAPES for dtype in ("fp16", "bf16")] + [((2, 12, 12, 576, 64), "bf16")],
+    "shape, dtype, block_n",
+    [(shape, dtype, block_n) for block_n in (64, 16) for shape in SHAPES for dtype in ("fp16", "bf16")]
+    + [((2, 12, 12, 576, 64), "bf16", 64)],
 )
-@pytest.mark.parametrize("block_n", [64, 16])
 def test_decode_with_its_chunk_loaded_before_the_wait_matches_reference(shape, dtype, block_n):
     """Under PDL a program loads its chunk's K and V, all but the newest row, before it waits for
     the QKV kernel, then reads the newest row: the same attention, dense and paged."""

@@ -18,7 +18,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model_gpt2 import FUSED_DECODE
 from test_model_gpt2 import request as model_request
 
 from rooflint.kernels.kv_cache import BLOCK_SIZE as PAGE
@@ -426,31 +425,21 @@ def plan_of(result) -> dict[str, str]:
     return dict(item.split("=", 1) for item in result.plan.split("; "))
 
 
-@pytest.mark.parametrize("persistent", [True, False])
-def test_model_decode_with_and_without_the_persistent_kernel_matches_hf(monkeypatch, tmp_path, persistent):
-    if persistent:
-        monkeypatch.setenv("ROOFLINT_PERSISTENT", "1")
-    else:
-        monkeypatch.delenv("ROOFLINT_PERSISTENT", raising=False)
+def test_model_decode_with_the_persistent_kernel_matches_hf(monkeypatch, tmp_path):
+    # Without it (its default), the same request is tests/test_model_gpt2.py's triton_run, checked there.
+    monkeypatch.setenv("ROOFLINT_PERSISTENT", "1")
     # Two sequences, a 4-token prompt and 3 greedy tokens: every decode step runs at 2 rows.
     outcome = run_model(model_request(tmp_path, kernels=["triton"], batch=2, seq=24, prompt=4, new_tokens=3))
     (result,) = outcome.sets
     assert result.status == OK, result.message
     plan = plan_of(result)
     fused = "norm_linear, linear_residual, kv_append"
-    if persistent:
-        assert plan["decoder_layers"].startswith("triton, one persistent kernel"), result.plan
-        assert plan["fusions"] == f"<= 16 rows: {fused}, decoder_layers", result.plan
-    else:
-        assert plan["decoder_layers"].startswith("off:"), result.plan
-        assert plan["fusions"] == f"<= 16 rows: {fused}", result.plan
+    assert plan["decoder_layers"].startswith("triton, one persistent kernel"), result.plan
+    assert plan["fusions"] == f"<= 16 rows: {fused}, decoder_layers", result.plan
     assert result.check.token_matches == result.check.tokens_compared == 2 * 3
     assert result.check.rel_error < 1e-4
     decode = result.phases["decode"].attribution
-    if persistent:
-        # One kernel for both layers; on a CPU it keeps no clock, so its op is not split into phases.
-        assert set(decode.ops) == {"embedding", PERSISTENT_OP, "layer_norm", "lm_head", "sample"}
-        assert decode.ops[PERSISTENT_OP].calls == 1 and decode.ops[PERSISTENT_OP].ms > 0
-    else:
-        assert set(decode.ops) == FUSED_DECODE
+    # One kernel for both layers; on a CPU it keeps no clock, so its op is not split into phases.
+    assert set(decode.ops) == {"embedding", PERSISTENT_OP, "layer_norm", "lm_head", "sample"}
+    assert decode.ops[PERSISTENT_OP].calls == 1 and decode.ops[PERSISTENT_OP].ms > 0
     assert PERSISTENT_OP not in result.phases["prefill"].attribution.ops

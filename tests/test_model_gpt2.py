@@ -76,11 +76,14 @@ def eager_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def triton_run(tmp_path_factory):
-    # The interpreter runs each Triton program in numpy (~10 ms each): one sequence, few tokens.
-    # Prefill has 24 rows, above the 16 where the set fuses (each Triton kernel on its own there);
-    # the 4-token prompt and the decode steps take the fused paths.
+    # The interpreter runs each Triton program in numpy (~10 ms each): two sequences, few tokens.
+    # Prefill has 24 rows a sequence, above the 16 where the set fuses (each Triton kernel on its own
+    # there); the 4-token prompt and the decode steps (2 rows) take the fused paths. The persistent
+    # decode-layers kernel is off (its default): tests/test_decode_layers.py runs it on this request.
     out = tmp_path_factory.mktemp("triton")
-    return run_model(request(out, kernels=["triton"], batch=1, seq=24, prompt=4, new_tokens=3))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("ROOFLINT_PERSISTENT", raising=False)
+        return run_model(request(out, kernels=["triton"], batch=2, seq=24, prompt=4, new_tokens=3))
 
 
 def only_set(outcome):
@@ -104,8 +107,9 @@ def test_triton_swaps_every_slot_and_matches_hf_in_fp32(triton_run):
         assert swapped[slot] == "triton", result.plan
     assert swapped["linear"].startswith("triton for decode"), result.plan  # the decode GEMMs stream weights
     assert swapped["fusions"] == "<= 16 rows: norm_linear, linear_residual, kv_append", result.plan
+    assert swapped["decoder_layers"].startswith("off:"), result.plan
     assert result.check.rel_error < 1e-4
-    assert result.check.token_matches == result.check.tokens_compared == 1 * 3
+    assert result.check.token_matches == result.check.tokens_compared == 2 * 3
 
 
 @pytest.mark.parametrize("run", ["eager_run", "triton_run"])

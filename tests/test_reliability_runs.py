@@ -1,10 +1,13 @@
 """Nothing wrong passes: a crashed variant fails every gate, one bench writes a folder at a time,
-and a new run never takes the last results with it. Each case runs the installed `rooflint`
-console script in a subprocess, as a user or a CI job does, on the CPU.
+and a new run never takes the last results with it. Every bench runs the installed `rooflint`
+console script in a subprocess, as a user or a CI job does, on the CPU; the commands that only read
+its files (compare, lint, merge, report, roofline) run the script's entry point in this process
+(tests/cli_in_process.py: the same exit codes and lines, without a Python and the tool's imports).
 
 The `fragile` family (tests/fixtures/fragile_family.py) has a variant the test has killed with
-SIGKILL (ROOFLINT_TEST_KILL=1) and one it slows down (ROOFLINT_TEST_SLEEP_S), so the crash and the
-overlap are real processes, not mocks.
+SIGKILL (ROOFLINT_TEST_KILL=1) and one it holds back (ROOFLINT_TEST_SLEEP_S, ROOFLINT_TEST_HOLD),
+so the crash, the interruption and the overlap are real processes, not mocks. Checks that need the
+same kind of run share one: five benches in all, each slow on a 2-core runner.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from cli_in_process import rooflint_in_process
 
 _SCRIPT = Path(sys.executable).with_name("rooflint")
 ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
@@ -55,6 +60,12 @@ def bench(tmp_path: Path, out: str, *more: str, plots: bool = False, **extra: st
     return rooflint(tmp_path, *argv, **extra)
 
 
+def read_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """A command that reads a bench's files, in this process, as `rooflint(folder, *args)` would run it."""
+    env = environment(folder)
+    return rooflint_in_process(*args, env={key: env[key] for key in ("ROOFLINT_CACHE", "COLUMNS")}, cwd=folder)
+
+
 def rows(path: Path) -> dict[str, dict[str, str]]:
     with path.open(newline="") as handle:
         return {row["variant"]: row for row in csv.DictReader(handle)}
@@ -65,12 +76,33 @@ def no_traceback(done: subprocess.CompletedProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """One whole, clean run of the fragile family: the BASE the comparisons start from."""
-    root = tmp_path_factory.mktemp("base")
-    done = bench(root, "base")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return root / "base"
+def held(tmp_path_factory) -> SimpleNamespace:
+    """One whole, clean run of the fragile family into `base`, held open (its `slow` variant waits
+    while built) until a second bench into the same folder has been answered."""
+    root = tmp_path_factory.mktemp("held")
+    release = root / "release"
+    env = environment(root, ROOFLINT_TEST_HOLD=str(release))
+    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "base", "--no-plots"]
+    first = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = root / "base" / ".rooflint.lock"
+    try:
+        deadline = time.monotonic() + 120
+        while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        taken = lock.exists()
+        second = bench(root, "base") if taken else None
+    finally:
+        release.touch()
+        out, err = first.communicate(timeout=300)
+    assert taken, "the first bench never took the folder: " + out + err
+    return SimpleNamespace(folder=root / "base", lock=lock, first=first, out=out, err=err, second=second)
+
+
+@pytest.fixture(scope="module")
+def base(held) -> Path:
+    """The BASE the comparisons start from."""
+    assert held.first.returncode == 0, held.out + held.err
+    return held.folder
 
 
 def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path, base):
@@ -90,86 +122,79 @@ def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path, bas
     )
     assert "Traceback" not in (tmp_path / "new" / "worker.log").read_text()
 
-    compared = rooflint(tmp_path, "compare", "base/results.csv", "new/results.csv")
+    compared = read_only(tmp_path, "compare", "base/results.csv", "new/results.csv")
     no_traceback(compared)
     assert compared.returncode == 1, compared.stdout + compared.stderr
     assert "## rooflint compare: FAIL" in compared.stdout  # (a CPU's jitter may add a slower row)
     killed = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | killed |")]
     assert len(killed) == 1 and "**now crashed**: process died (exit -9)" in killed[0], compared.stdout
 
-    linted = rooflint(tmp_path, "lint", "new/results.csv")
+    linted = read_only(tmp_path, "lint", "new/results.csv")
     no_traceback(linted)
     assert linted.returncode == 1, linted.stdout + linted.stderr  # read, and the crash is an error finding
     assert "not_measured" in linted.stdout and "crashed" in linted.stdout
 
-    merged = rooflint(tmp_path, "merge", "base/results.csv", "new/results.csv", "new/results.json", "--out", "m.csv")
+    merged = read_only(tmp_path, "merge", "base/results.csv", "new/results.csv", "new/results.json", "--out", "m.csv")
     no_traceback(merged)
     assert merged.returncode == 0, merged.stderr
     statuses = {row["variant"]: row["status"] for row in csv.DictReader((tmp_path / "m.csv").open())}
     assert statuses["killed"] == "crashed"  # the newer row of the key wins
 
-    reported = rooflint(tmp_path, "report", "new/results.csv")
+    reported = read_only(tmp_path, "report", "new/results.csv")
     no_traceback(reported)
     assert reported.returncode == 0 and "killed (crashed" in reported.stdout
 
 
-def test_a_variant_missing_from_a_family_new_ran_fails_compare(tmp_path, base):
-    shutil.copytree(base, tmp_path / "base")
-    new = bench(tmp_path, "new", "--variants", "eager,slow")
-    assert new.returncode == 0, new.stderr
-    compared = rooflint(tmp_path, "compare", "base/results.csv", "new/results.csv")
+def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(held):
+    # The second is refused by its flag checks, before torch is imported, while the first holds the folder.
+    second = held.second
+    assert second.returncode == 2, second.stdout + second.stderr
+    errors = [line for line in second.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(errors) == 1 and f"pid {held.first.pid}" in errors[0] and "in use by another bench" in errors[0]
+    no_traceback(second)
+    # The first ran to the end, alone: its file is whole and the lock is gone.
+    assert held.first.returncode == 0, held.out + held.err
+    assert set(rows(held.folder / "results.csv")) == {"eager", "killed", "slow"}
+    assert read_only(held.folder.parent, "lint", "base/results.csv").returncode == 0
+    assert not held.lock.exists()
+
+
+@pytest.fixture(scope="module")
+def rerun(tmp_path_factory, base) -> SimpleNamespace:
+    """A bench of one variant into a folder that holds BASE's results and a lock left by a dead process."""
+    root = tmp_path_factory.mktemp("rerun")
+    shutil.copytree(base, root / "base")
+    shutil.copytree(base, root / "out")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    record = {"pid": dead.pid, "host": os.uname().nodename, "started": "2026-01-01T00:00:00+00:00"}
+    (root / "out" / ".rooflint.lock").write_text(json.dumps(record))
+    return SimpleNamespace(root=root, done=bench(root, "out", "--variants", "slow"))
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(rerun):
+    done, out = rerun.done, rerun.root / "out"
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (out / ".rooflint.lock").exists()
+    # --no-plots: the rows and the run record, no roofline files.
+    assert {p.name for p in out.iterdir()} >= {"results.csv", "results.json"}
+    assert not list(out.glob("roofline*"))
+
+
+def test_a_new_run_keeps_the_previous_results(rerun, base):
+    assert rerun.done.returncode == 0, rerun.done.stderr
+    out = rerun.root / "out"
+    assert (out / "results.prev.csv").read_text() == (base / "results.csv").read_text()
+    assert set(rows(out / "results.csv")) == {"slow"}
+    assert set(rows(out / "results.prev.csv")) == {"eager", "killed", "slow"}
+
+
+def test_a_variant_missing_from_a_family_new_ran_fails_compare(rerun):
+    assert rerun.done.returncode == 0, rerun.done.stderr
+    compared = read_only(rerun.root, "compare", "base/results.csv", "out/results.csv")
     assert compared.returncode == 1, compared.stdout
     killed = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | killed |")]
     assert len(killed) == 1 and "**now missing**" in killed[0], compared.stdout
-
-
-def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(tmp_path):
-    # The first holds the folder for 10 s; the second is refused by its flag checks, before torch is imported.
-    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="10")
-    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "shared", "--no-plots"]
-    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        lock = tmp_path / "shared" / ".rooflint.lock"
-        deadline = time.monotonic() + 120
-        while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert lock.exists(), "the first bench never took the folder"
-        second = bench(tmp_path, "shared")
-    finally:
-        out, err = first.communicate(timeout=300)
-    assert second.returncode == 2, second.stdout + second.stderr
-    errors = [line for line in second.stderr.splitlines() if line.lower().startswith("error")]
-    assert len(errors) == 1 and f"pid {first.pid}" in errors[0] and "in use by another bench" in errors[0]
-    no_traceback(second)
-    # The first ran to the end, alone: its file is whole and the lock is gone.
-    assert first.returncode == 0, out + err
-    assert set(rows(tmp_path / "shared" / "results.csv")) == {"eager", "killed", "slow"}
-    assert rooflint(tmp_path, "lint", "shared/results.csv").returncode == 0
-    assert not lock.exists()
-
-
-def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (tmp_path / "out").mkdir()
-    record = {"pid": dead.pid, "host": os.uname().nodename, "started": "2026-01-01T00:00:00+00:00"}
-    (tmp_path / "out" / ".rooflint.lock").write_text(json.dumps(record))
-    done = bench(tmp_path, "out", "--variants", "eager")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert not (tmp_path / "out" / ".rooflint.lock").exists()
-    # --no-plots: the rows and the run record, no roofline files.
-    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"results.csv", "results.json"}
-    assert not list((tmp_path / "out").glob("roofline*"))
-
-
-def test_a_new_run_keeps_the_previous_results(tmp_path):
-    assert bench(tmp_path, "out", "--variants", "eager").returncode == 0
-    first = (tmp_path / "out" / "results.csv").read_text()
-    again = bench(tmp_path, "out", "--variants", "slow")
-    assert again.returncode == 0, again.stderr
-    assert (tmp_path / "out" / "results.prev.csv").read_text() == first
-    assert set(rows(tmp_path / "out" / "results.csv")) == {"slow"}
-    assert set(rows(tmp_path / "out" / "results.prev.csv")) == {"eager"}
 
 
 def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp_path):
@@ -178,14 +203,14 @@ def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp
     assert "note: --cuda-graphs does nothing on the CPU" in done.stderr
     assert (tmp_path / "out" / "roofline.png").exists()
     # roofline and report name one GPU's files as bench does.
-    drawn = rooflint(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
+    drawn = read_only(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
     assert drawn.returncode == 0, drawn.stderr
     assert sorted(p.name for p in (tmp_path / "drawn").glob("roofline*")) == [
         "roofline.csv",
         "roofline.png",
         "roofline.svg",
     ]
-    reported = rooflint(tmp_path, "report", "out/results.csv", "--out", "report/report.md")
+    reported = read_only(tmp_path, "report", "out/results.csv", "--out", "report/report.md")
     assert reported.returncode == 0, reported.stderr
     assert (tmp_path / "report" / "roofline.png").exists()
     assert "](roofline.png)" in (tmp_path / "report" / "report.md").read_text()
@@ -202,7 +227,10 @@ def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
     deadline = time.monotonic() + 120
     results = tmp_path / "out" / "results.csv"
     while not (results.exists() and "eager" in rows(results)):
-        assert running.poll() is None and time.monotonic() < deadline, "the bench ended before it was interrupted"
+        if running.poll() is not None or time.monotonic() > deadline:
+            running.kill()
+            out, err = running.communicate()
+            raise AssertionError(f"the bench ended (exit {running.returncode}) before it was interrupted: {out}{err}")
         time.sleep(0.2)
     time.sleep(1.0)  # the worker is now inside the slow variant
     os.killpg(running.pid, signal.SIGINT)
