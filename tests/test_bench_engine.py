@@ -40,6 +40,7 @@ def test_failures_crashes_and_errors_become_rows_and_the_run_goes_on(toy_env, tm
             str(tmp_path),
             "--junit",
             str(tmp_path / "j.xml"),
+            "--no-plots",
         ],
     )
     # Failed, errored and crashed rows make the run exit 1, after every row is on disk.

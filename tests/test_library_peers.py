@@ -220,7 +220,7 @@ def test_bench_runs_library_peers_through_the_float64_gate_and_reports_them(tmp_
     }
     out = tmp_path / "out"
     done = subprocess.run(
-        ["rooflint", "bench", "peer_toy", "--device", "cpu", "--dtype", "fp32", "--out", str(out)],
+        ["rooflint", "bench", "peer_toy", "--device", "cpu", "--dtype", "fp32", "--out", str(out), "--no-plots"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr  # peer_wrong failed its check

@@ -64,7 +64,20 @@ def test_generated_family_benches_on_cpu_without_editing_rooflint(generated, tmp
     monkeypatch.delitem(sys.modules, NAME, raising=False)
     try:
         result = CliRunner().invoke(
-            app, ["bench", NAME, "--device", "cpu", "--size", "small", "--dtype", "fp32", "--out", str(tmp_path)]
+            app,
+            [
+                "bench",
+                NAME,
+                "--device",
+                "cpu",
+                "--size",
+                "small",
+                "--dtype",
+                "fp32",
+                "--out",
+                str(tmp_path),
+                "--no-plots",
+            ],
         )
     finally:
         sys.modules.pop(NAME, None)

@@ -117,7 +117,7 @@ def test_installed_plugin_is_listed_benched_and_builds_against_rooflints_header(
         "main()\n"
     )
     out = tmp_path / "out"
-    args = ["bench", "tiny_scale", "--device", "cpu", "--size", "small", "--dtype", "fp32", "--out", out]
+    args = ["bench", "tiny_scale", "--device", "cpu", "--size", "small", "--dtype", "fp32", "--out", out, "--no-plots"]
     run([python, "-c", bench, *args], cwd=tmp_path, env=env, timeout=300)
     with open(out / "results.csv", newline="") as handle:
         rows = {row["variant"]: row for row in csv.DictReader(handle)}
