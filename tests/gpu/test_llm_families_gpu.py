@@ -75,29 +75,3 @@ def test_the_fused_linear_form_never_holds_the_whole_logits():
     print(f"peak extra: chunked {chunked / 2**20:.0f} MiB, whole logits {whole / 2**20:.0f} MiB")
     assert whole >= logits_bytes
     assert chunked < 1.5 * one_chunk < logits_bytes / 2, (chunked, one_chunk)
-
-
-# The CUDA RMSNorm's launch shapes: several rows a block (the last block's rows partly past the end),
-# rows split over 1 or 2 warps, and each vector count; every shape must give the same y and h.
-@pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(
-    "rows,hidden,threads_per_row,block_threads",
-    [(1001, 4096, 64, 128), (1001, 4096, 64, 256), (333, 4096, 32, 128), (77, 768, 32, 512), (5, 8192, 128, 128)],
-)
-def test_cuda_rmsnorm_launch_shapes_match_float64(rows, hidden, threads_per_row, block_threads, residual):
-    from rooflint.engine import cuda_build
-    from rooflint.kernels.rmsnorm import cuda as rmsnorm_cuda
-
-    family = get_family("rmsnorm")
-    params = {"rows": rows, "hidden": hidden, "residual": residual}
-    case = family.build_case("custom", params, "bf16", torch.device("cuda"))
-    library = cuda_build.load(cuda_build.family_source(rmsnorm_cuda.__file__, "rmsnorm"))
-    x, w = case["x"], case["weight"]
-    y = torch.full_like(x, float("nan"))  # a row left unwritten fails the check
-    h = torch.full_like(x, float("nan")) if residual else None
-    out = rmsnorm_cuda.cuda_rmsnorm(
-        library, x, w, y, case.inputs.get("residual"), h, threads_per_row=threads_per_row, block_threads=block_threads
-    )
-    torch.cuda.synchronize()
-    verdict = check(family, "bf16", out, family.reference(case.inputs, params))
-    assert verdict.passed, verdict.message

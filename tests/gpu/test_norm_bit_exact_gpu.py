@@ -51,13 +51,24 @@ def test_cuda_norm_matches_float64(family_name, extra, rows, hidden, dtype):
 # 513 vectors: one thread's last vector masked) and a whole one: the masked and unmasked paths of the
 # same launch, and the multi-row division, must each leave no row unwritten.
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize("hidden,threads_per_row,block_threads", [(4104, 64, 256), (4096, 64, 192), (768, 32, 96)])
-def test_cuda_rmsnorm_packed_rows_match_float64(hidden, threads_per_row, block_threads, residual):
+@pytest.mark.parametrize(
+    "rows,hidden,threads_per_row,block_threads",
+    [
+        (1001, 4104, 64, 256),
+        (1001, 4096, 64, 192),
+        (1001, 768, 32, 96),
+        (1001, 4096, 64, 128),
+        (333, 4096, 32, 128),
+        (77, 768, 32, 512),
+        (5, 8192, 128, 128),
+    ],
+)
+def test_cuda_rmsnorm_packed_rows_match_float64(rows, hidden, threads_per_row, block_threads, residual):
     from rooflint.engine import cuda_build
     from rooflint.kernels.rmsnorm import cuda as rmsnorm_cuda
 
     family = get_family("rmsnorm")
-    params = {"rows": 1001, "hidden": hidden, "residual": residual}
+    params = {"rows": rows, "hidden": hidden, "residual": residual}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"))
     library = cuda_build.load(cuda_build.family_source(rmsnorm_cuda.__file__, "rmsnorm"))
     x, w = case["x"], case["weight"]
