@@ -11,7 +11,18 @@ from typer.testing import CliRunner
 from rooflint.engine.run_clock import PHASES, PhaseClock, RunTally, run_record, summary_line
 
 FIXTURES = str(Path(__file__).parent / "fixtures")
-RECORD_FIELDS = {"start", "end", "wall_s", "workers", "rows", "phases_s", "other_s", "caches", "cache_state"}
+RECORD_FIELDS = {
+    "start",
+    "end",
+    "wall_s",
+    "workers",
+    "rows",
+    "phases_s",
+    "other_s",
+    "caches",
+    "cache_state",
+    "phases_by_family_s",
+}
 
 
 class FakeClock:
@@ -125,6 +136,26 @@ def test_the_worker_process_phases_reach_the_parent(monkeypatch, tmp_path):
     for phase in ("startup", "inputs", "reference", "compile", "check", "measure"):
         assert tally.phases_s[phase] > 0, phase
     assert tally.phases_s["cool"] == 0.0  # no NVML on a CPU: no cool-down
+    # The rows' phases are also kept under their family: all of measure, none of startup.
+    assert set(tally.by_family) == {"toy"}
+    assert tally.by_family["toy"]["measure"] == pytest.approx(tally.phases_s["measure"])
+    assert tally.by_family["toy"]["startup"] == 0.0
     # One shape, so one reference: computed, and stored or found too cheap to store.
     assert tally.counts.get("reference_misses", 0) + tally.counts.get("reference_recomputed", 0) == 1
     assert set(tally.first_seen) == {"build", "triton", "inductor"}
+
+
+def test_the_record_splits_the_phases_of_rows_by_family():
+    tally = RunTally()
+    tally.worker_started()
+    tally.add({"phases_s": {"startup": 2.0}})  # a process's start: no row, no family
+    tally.add({"phases_s": {"compile": 3.0, "measure": 1.0}}, family="softmax")
+    tally.add({"phases_s": {"cool": 0.5, "measure": 1.0}}, family="softmax")
+    tally.add({"phases_s": {"compile": 7.0, "cool": 2.0}}, family="attention")
+    record = run_record(tally, "s", "e", 20.0, reference_cache=False, rows=3)
+    assert record["phases_by_family_s"] == {
+        "attention": {"compile": 7.0, "cool": 2.0},
+        "softmax": {"compile": 3.0, "measure": 2.0, "cool": 0.5},
+    }
+    # The run-wide sums still hold every report, the family-less start too.
+    assert record["phases_s"]["compile"] == 10.0 and record["phases_s"]["startup"] == 2.0

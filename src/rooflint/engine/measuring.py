@@ -165,7 +165,7 @@ def run_worker(
                 elif event.get("event") == "clock":
                     tally.add(event["clock"])
                 elif event.get("event") == "row":
-                    tally.add(event.get("clock") or {})
+                    tally.add(event.get("clock") or {}, family=(event.get("row") or {}).get("family"))
                     on_row(row_from_record(event["row"]))
                     done.add(event["task"])
                     started = None

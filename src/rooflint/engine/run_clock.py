@@ -75,12 +75,19 @@ class RunTally:
         self.workers = 0
         self.first_seen: dict[str, int] = {}  # cache name -> entries it held when the first worker looked
         self.ahead_s = 0.0  # wall seconds of the nvcc builds bench ran ahead, beside the workers
+        # family -> phase -> seconds, from the reports that came with a family's rows: which family's
+        # compiles, builds or cool-downs a run's time went to, where the run-wide sums cannot say.
+        self.by_family: dict[str, dict[str, float]] = {}
 
-    def add(self, report: dict[str, Any]) -> None:
+    def add(self, report: dict[str, Any], family: str | None = None) -> None:
+        """Add one process's report; ``family``: the family of the row it came with, if any."""
         with self._lock:
             for name, seconds in (report.get("phases_s") or {}).items():
                 if name in self.phases_s and isinstance(seconds, (int, float)) and math.isfinite(seconds):
                     self.phases_s[name] += max(0.0, float(seconds))
+                    if family:
+                        phases = self.by_family.setdefault(family, dict.fromkeys(PHASES, 0.0))
+                        phases[name] += max(0.0, float(seconds))
             for name, n in (report.get("counts") or {}).items():
                 self.counts[name] = self.counts.get(name, 0) + int(n)
             for name, n in (report.get("cache_entries") or {}).items():
@@ -178,6 +185,12 @@ def run_record(
         "other_s": round(max(0.0, wall_s * workers - sum(tally.phases_s.values())), 3),
         "caches": caches,
         "cache_state": overall_state(caches),
+        # Per family, the phases its rows' reports carried (a process's start and its CPU-ceiling
+        # measurement come with no row, so these add up to a little less than phases_s).
+        "phases_by_family_s": {
+            family: {name: round(seconds, 3) for name, seconds in phases.items() if seconds > 0}
+            for family, phases in sorted(tally.by_family.items())
+        },
     }
 
 
