@@ -1,4 +1,5 @@
-"""The order a persistent GEMM walks its output tiles in (gelu_linear's and scaled_gemm's Triton kernels)."""
+"""What gelu_linear's and scaled_gemm's persistent Triton GEMMs share: the order they walk their
+output tiles in, and the TMA descriptors they are launched with."""
 
 from __future__ import annotations
 
@@ -13,3 +14,11 @@ def tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
     first_m = (tile // width) * GROUP_M
     rows = tl.minimum(tiles_m - first_m, GROUP_M)
     return (first_m + (tile % width) % rows) * BLOCK_M, ((tile % width) // rows) * BLOCK_N
+
+
+def autotuned_descriptors(*tensors):
+    """TMA descriptors for an autotuned kernel's operands, built before its config is chosen: the
+    [16, 16] tile shape is a placeholder that each config's pre_hook overwrites before its launch."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return tuple(TensorDescriptor.from_tensor(tensor, [16, 16]) for tensor in tensors)

@@ -8,7 +8,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.common.tile_order import tile_origin
+from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
@@ -82,8 +82,6 @@ def _gelu_linear_kernel(
 def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None):
     """One launch either way: up to 16 rows (a decode step) take the weight-streaming kernel of
     skinny.py; more take the TMA GEMM below."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     m, k = x.shape
     n = w.shape[0]
     if m <= skinny.MAX_ROWS:
@@ -92,10 +90,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     assert k % 8 == 0 and n % 8 == 0, "gelu_linear's Triton kernel needs K and N multiples of 8"
     x, w, b = x.contiguous(), w.contiguous(), b.contiguous()
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
-    # Placeholder tile shapes: the chosen config's pre_hook overwrites them before each launch.
-    x_desc = TensorDescriptor.from_tensor(x, [16, 16])
-    w_desc = TensorDescriptor.from_tensor(w, [16, 16])
-    y_desc = TensorDescriptor.from_tensor(out, [16, 16])
+    x_desc, w_desc, y_desc = autotuned_descriptors(x, w, out)
     sms = sm_count(x.device, INTERPRETER_SMS)
 
     def grid(meta):

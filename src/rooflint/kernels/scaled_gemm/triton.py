@@ -22,7 +22,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
-from rooflint.kernels.common.tile_order import tile_origin
+from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
 from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK
 
@@ -119,17 +119,12 @@ def scaled_gemm(
     scales: 0-dim each, or sa [M, 1] with sb [1, N] (or [N]); with ``blocks``, sa [M, cdiv(K, 128)]
     and sb [cdiv(N, 128), cdiv(K, 128)] (formats.quantize_blocks). K and N multiples of 16 (TMA strides).
     With ``gelu_bias`` ([N], any float dtype): gelu_tanh((a * sa) @ (b * sb)^T + gelu_bias), fused."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     m, k = a.shape
     n = b.shape[0]
     if k % 16 or n % 16:
         raise ValueError("the TMA loads need 16-byte row strides: K and N multiples of 16")
     out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device) if out is None else out
-    # Placeholder tile shapes: the chosen config's pre_hook overwrites them before each launch.
-    a_desc = TensorDescriptor.from_tensor(a, [16, 16])
-    b_desc = TensorDescriptor.from_tensor(b, [16, 16])
-    c_desc = TensorDescriptor.from_tensor(out, [16, 16])
+    a_desc, b_desc, c_desc = autotuned_descriptors(a, b, out)
     sms = sm_count(a.device, INTERPRETER_SMS)
 
     def grid(meta):
