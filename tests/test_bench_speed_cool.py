@@ -5,34 +5,10 @@ read), and only under half of it after a row that never reached the cap. Fake NV
 from __future__ import annotations
 
 import pytest
+from test_timing import CoolingSampler, FakeTime
 
 from rooflint.engine import timing
 from rooflint.engine.nvml import Sampler, Telemetry
-
-
-class FallingPower(Sampler):
-    """NVML's power reading as a share of the limit, one value per poll (the last repeats)."""
-
-    available = True
-
-    def __init__(self, shares: list[float]) -> None:
-        self.shares = shares
-        self.reads = 0
-
-    def power_share(self) -> float:
-        self.reads += 1
-        return self.shares[min(self.reads - 1, len(self.shares) - 1)]
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    def clock(self) -> float:
-        return self.now
 
 
 def telemetry(*reasons: str) -> Telemetry:
@@ -66,7 +42,7 @@ def start_after(monkeypatch, last_hot: bool, gap_s: float, shares: list[float]) 
     monkeypatch.setattr(timing._BurstState, "last_row_end", fake.now - gap_s)
     monkeypatch.setattr(timing._BurstState, "last_row_hot", last_hot)
     began = fake.now
-    timing.start_state(FallingPower(shares), heat, fake.sleep, fake.clock)
+    timing.start_state(CoolingSampler(shares), heat, fake.sleep, fake.clock)
     return fake.now - began, heats
 
 
