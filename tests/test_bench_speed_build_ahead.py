@@ -172,3 +172,28 @@ def test_a_remote_fleet_builds_nothing_here(nvcc, monkeypatch, tmp_path):
     monkeypatch.setattr(build_ahead, "gpu_archs", lambda indices: ["sm_90a"])
     plan = BenchPlan(BenchRequest(device="cuda", scheduler="tcp://gpu-host:8786", out=tmp_path), [])
     assert bench.start_builds(plan, RunTally()).futures == []
+
+
+def test_defines_key_their_own_library_and_reach_nvcc(nvcc, monkeypatch):
+    # A config's -D meta-parameters (cuda_hopper's CONSUMERS_D64) build a library of their own, and
+    # no defines keeps the key every default build (and every build ahead) has.
+    source = KERNELS / "attention" / "attention_hopper.cu"
+    two = (("ROOFLINT_FA3_CONSUMERS_D64", 2),)
+    plain, _ = cuda_build.build(source, "sm_90a")
+    defined, compiled = cuda_build.build(source, "sm_90a", two)
+    assert compiled and defined != plain and defined == cuda_build.library_path(source, "sm_90a", two)
+    assert cuda_build.library_path(source, "sm_90a", ()) == plain
+    command = cuda_build.compile_command(source, Path("out.so"), "sm_90a", defines=two)
+    assert "-DROOFLINT_FA3_CONSUMERS_D64=2" in command and command.index(
+        "-DROOFLINT_FA3_CONSUMERS_D64=2"
+    ) < command.index(str(source))
+
+
+def test_cuda_hopper_takes_its_defines_as_an_ab_config():
+    from rooflint.core.registry import get_family
+    from rooflint.engine.ab.configs import checked_config
+
+    build = get_family("attention").variants["cuda_hopper"].build
+    assert checked_config("attention", "cuda_hopper", build, {"CONSUMERS_D64": 2})["CONSUMERS_D64"] == 2
+    with pytest.raises(Exception, match="no meta-parameter BLOCK_M; valid: CONSUMERS_D64"):
+        checked_config("attention", "cuda_hopper", build, {"BLOCK_M": 64})

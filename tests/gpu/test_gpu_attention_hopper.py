@@ -4,7 +4,9 @@ The generic CUDA-variant test covers the family's small preset (D=64, N=130). Th
 the kernel's structure makes risky: D=128 (two TMA boxes per row, the second descriptor half),
 N=1 (one key, a ragged single tile), N exactly one or two tiles (no mask at all when not causal),
 ragged multi-tile N (the mask on the last tile, zero-filled rows past the head's end), and enough
-tiles that the K/V ring wraps several times (mbarrier phases flip).
+tiles that the K/V ring wraps several times (mbarrier phases flip). At D=64 a block is three
+consumers' 192 rows against 128-key tiles: N=192 and 320 put the causal diagonal across two key
+tiles and a block's last consumers past the head's end, and the turn ring has three hand-overs.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _hopper_or_skip():
 
 
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("n", [1, 128, 256, 130, 777, 1536])
+@pytest.mark.parametrize("n", [1, 128, 256, 130, 192, 320, 777, 1536])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_attention_matches_float64(d, n, causal):
     _hopper_or_skip()
@@ -35,12 +37,13 @@ def test_wgmma_attention_matches_float64(d, n, causal):
     assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
-def test_wgmma_attention_is_deterministic_and_leaves_no_state():
+@pytest.mark.parametrize("d", [64, 128])
+def test_wgmma_attention_is_deterministic_and_leaves_no_state(d):
     # Two calls on the same inputs give identical bits: no race between the producer's ring and
     # the consumers (a stage refilled too early would change the second call's result).
     _hopper_or_skip()
     family = get_family("attention")
-    params = {"B": 4, "H": 8, "N": 2048, "D": 128, "causal": True}
+    params = {"B": 4, "H": 8, "N": 2048, "D": d, "causal": True}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=7)
     run = family.variants["cuda_hopper"].build(case)
     first = run().clone()

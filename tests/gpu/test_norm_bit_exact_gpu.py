@@ -2,8 +2,7 @@
 over the shapes that take each of their paths: rows whose vectors fill the block (no bounds checks),
 ragged rows (4104 and 40 wide: the last vectors masked), one-vector rows, the general path (odd widths
 are not 16-byte multiples for 16-bit types), with and without the residual, LayerNorm with its
-statistics and with the GELU epilogue. scripts/device/norm_diet_ab.sh checks the same kernels bit for
-bit against the previous source at the large shapes."""
+statistics and with the GELU epilogue."""
 
 from __future__ import annotations
 

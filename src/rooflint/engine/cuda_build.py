@@ -59,8 +59,17 @@ def gencode(arch: str | tuple[str, ...]) -> list[str]:
     return [f"-gencode=arch=compute_{n},code=sm_{n}" for n in numbers]
 
 
+Defines = tuple[tuple[str, int], ...]  # -D NAME=VALUE pairs: a source's compile-time meta-parameters
+
+
 def compile_command(
-    source: Path, output: Path, arch: str | tuple[str, ...], *, shared: bool = True, check_only: bool = False
+    source: Path,
+    output: Path,
+    arch: str | tuple[str, ...],
+    *,
+    shared: bool = True,
+    check_only: bool = False,
+    defines: Defines = (),
 ) -> list[str]:
     nvcc = nvcc_path()
     if nvcc is None:
@@ -68,14 +77,21 @@ def compile_command(
     kind = ["-shared"] if shared else ["-c"]
     includes = ["-I", str(source.parent), "-I", str(include_dir())]
     flags = CHECK_FLAGS if check_only else NVCC_FLAGS
-    return [nvcc, *flags, *gencode(arch), *kind, *includes, str(source), "-o", str(output)]
+    macros = [f"-D{name}={value}" for name, value in defines]
+    return [nvcc, *flags, *macros, *gencode(arch), *kind, *includes, str(source), "-o", str(output)]
 
 
 def compile_source(
-    source: Path, output: Path, arch: str | tuple[str, ...], *, shared: bool = True, check_only: bool = False
+    source: Path,
+    output: Path,
+    arch: str | tuple[str, ...],
+    *,
+    shared: bool = True,
+    check_only: bool = False,
+    defines: Defines = (),
 ) -> None:
     """Compile or raise VariantSkipped carrying nvcc's first error lines."""
-    command = compile_command(source, output, arch, shared=shared, check_only=check_only)
+    command = compile_command(source, output, arch, shared=shared, check_only=check_only, defines=defines)
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
@@ -152,24 +168,27 @@ def _error_string(code: int) -> str:
 
 
 @functools.cache
-def load(source: Path | str, arch: str | None = None) -> CudaLibrary:
-    """Compile ``source`` for this GPU (cached by source hash, arch and flags) and load it."""
+def load(source: Path | str, arch: str | None = None, defines: Defines = ()) -> CudaLibrary:
+    """Compile ``source`` for this GPU (cached by source hash, arch, flags and ``defines``, the -D
+    meta-parameters a variant's config sets) and load it."""
     import torch
 
     if not torch.cuda.is_available():
         raise VariantSkipped("needs a CUDA GPU")
-    library, _ = build(Path(source), arch or device_arch())
+    library, _ = build(Path(source), arch or device_arch(), defines)
     return CudaLibrary(library)
 
 
-def library_path(source: Path, arch: str) -> Path:
+def library_path(source: Path, arch: str, defines: Defines = ()) -> Path:
     """Where the build of ``source`` for ``arch`` is cached: keyed by the source, every header it
-    may include, the arch and the flags, so a change to any of them builds anew."""
+    may include, the arch, the flags and the defines, so a change to any of them builds anew."""
     digest = hashlib.sha256()
     for header in sorted(source.parent.glob("*.cuh")) + sorted(include_dir().rglob("*.cuh")):
         digest.update(header.read_bytes())
     digest.update(source.read_bytes())
     digest.update(" ".join((arch, *NVCC_FLAGS)).encode())
+    if defines:  # none: the key every build had before defines existed
+        digest.update(" ".join(f"-D{name}={value}" for name, value in defines).encode())
     return paths.cache_dir("cuda") / f"{source.stem}-{arch}-{digest.hexdigest()[:16]}.so"
 
 
@@ -187,7 +206,7 @@ class BuildTally(threading.local):
 BUILDS = BuildTally()
 
 
-def build(source: Path, arch: str) -> tuple[Path, bool]:
+def build(source: Path, arch: str, defines: Defines = ()) -> tuple[Path, bool]:
     """The cached library for ``source`` and ``arch``, compiled first where it is not there yet;
     and whether this call compiled it.
 
@@ -195,7 +214,7 @@ def build(source: Path, arch: str) -> tuple[Path, bool]:
     process (bench's builds ahead, a fleet's other workers) wait for the first one's compile and
     then load its result, rather than run nvcc for the same output again.
     """
-    target = library_path(source, arch)
+    target = library_path(source, arch, defines)
     if target.exists():
         return target, False
     began, compiled = time.perf_counter(), False
@@ -204,7 +223,7 @@ def build(source: Path, arch: str) -> tuple[Path, bool]:
         with _locked(target.with_suffix(".lock")):
             if not target.exists():
                 partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-                compile_source(source, partial, arch)
+                compile_source(source, partial, arch, defines=defines)
                 partial.replace(target)  # atomic: no process ever loads a half-written library
                 compiled = True
     finally:

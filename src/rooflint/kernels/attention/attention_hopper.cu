@@ -10,15 +10,20 @@
 //   Q tile and a ring of K/V tiles, with mbarriers counting the bytes; it keeps 40 registers and
 //   gives the rest to the two consumer warpgroups (setmaxnreg), which hold 64x128 fp32 scores,
 //   a 64xD fp32 output and the bf16 probabilities each.
-// - Each consumer owns 64 query rows of the block's 128, so one K/V tile feeds both of them.
-// - Ping-pong: the two consumers take turns issuing their GEMMs (named barriers 1 and 2), so one
-//   warpgroup's softmax (exp2 on the MUFU pipe, max/sum shuffles) runs while the other's wgmmas
-//   keep the tensor cores busy.
+// - Each consumer owns 64 query rows of the block, so one K/V tile feeds all of them. D=128 runs
+//   two consumers (128 rows, 232 registers each). D=64 runs three (192 rows at 160 registers, the
+//   producer at 32: 128*32 + 384*160 = 64K): at D=64 a score costs half the tensor work of D=128
+//   against the same exp2, so two consumers leave the tensor cores idle whenever both are in their
+//   softmax; a third keeps one warpgroup's GEMMs in flight (FlashAttention-3's D=64 tile).
+// - Ping-pong: the consumers take turns issuing their GEMMs in a ring (named barrier 1 + c is
+//   consumer c's turn), so one warpgroup's softmax (exp2 on the MUFU pipe, max/sum shuffles) runs
+//   while another's wgmmas keep the tensor cores busy.
 // - Inside a warpgroup, O += P_{j-1} V_{j-1} is issued together with S_j = Q K_j^T and finishes
 //   while the softmax of S_j runs; O is rescaled after both (the online softmax's alpha).
 // - P goes from the S accumulators to wgmma's register A operand: the fp32 layout of two adjacent
 //   n8 column blocks is the A fragment of one k16 step. V is read MN-major (imm-trans-b).
-// - Causal: only the diagonal tile is masked, tiles right of it are never loaded, and the grid runs
+// - Causal: only tiles that cross a consumer's diagonal are masked (the last one at D=128; with
+//   192-row blocks and 128-key tiles, up to two at D=64), tiles right of it are never loaded, and the grid runs
 //   the longest query blocks first. Consecutive blocks share a head, so a head's K/V (2 MB at
 //   N=4096, D=128) is read from HBM once and from L2 by the other blocks in flight.
 #include <type_traits>
@@ -28,14 +33,16 @@
 
 namespace {
 
-constexpr int kConsumers = 2;                    // consumer warpgroups, 64 query rows each
-constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
-constexpr int kBlockM = 64 * kConsumers;          // query rows per block
 [[maybe_unused]] constexpr int kBlockN = 128;  // keys per K/V tile
 constexpr int kBoxCols = 64;                      // one 128-byte swizzle row of 16-bit elements
-constexpr int kBoxBytes = 128 * kBoxCols * 2;     // a [128 rows x 64 cols] TMA box: 16 KB
-[[maybe_unused]] constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // 128*40 + 256*232 <= 64K
-[[maybe_unused]] constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer c's turn is 1 + c
+constexpr int kBoxBytes = 128 * kBoxCols * 2;     // a [128 rows x 64 cols] K or V TMA box: 16 KB
+constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 cols] boxes, one per consumer
+[[maybe_unused]] constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers: consumer c's turn is 1 + c
+
+// Consumer warpgroups per block (-D overrides the D=64 count for an A/B against two).
+#ifndef ROOFLINT_FA3_CONSUMERS_D64
+#define ROOFLINT_FA3_CONSUMERS_D64 3
+#endif
 
 // K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
 // already hide the loads: a third (224 of the 227 KB) adds shared memory and no overlap.
@@ -49,10 +56,22 @@ constexpr int kBoxBytes = 128 * kBoxCols * 2;     // a [128 rows x 64 cols] TMA 
 template <int D>
 struct Layout {
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static constexpr int kConsumers = D == 64 ? ROOFLINT_FA3_CONSUMERS_D64 : 2;  // 64 query rows each
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+  static constexpr int kBlockM = 64 * kConsumers;          // query rows per block
+  // The register file split by setmaxnreg (64K per SM, one block an SM): 128*40 + 256*232 with two
+  // consumers, 128*32 + 384*160 with three.
+  static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
+  static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "register file");
   static constexpr int kBoxes = D / kBoxCols;  // boxes across a row of Q, K or V
-  static constexpr int kTileBytes = kBoxes * kBoxBytes;  // a 128-row tile of Q, K or V
+  static constexpr int kTileBytes = kBoxes * kBoxBytes;  // a 128-row tile of K or V
+  // Q: kBoxes column boxes of kBlockM rows each; consumer c's rows start c * 64 rows into each.
+  static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
+  static constexpr int kQBytes = kBoxes * kQBoxBytes;
   static constexpr int kStages = D == 64 ? ROOFLINT_FA3_STAGES_D64 : ROOFLINT_FA3_STAGES_D128;
-  static constexpr int kK = kTileBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
+  static constexpr int kK = kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
   static constexpr int kBarriers = kK + kStages * 2 * kTileBytes;
   static constexpr int kBytes = kBarriers + (1 + 4 * kStages) * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
@@ -107,12 +126,13 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&p)[4]
 #endif  // ROOFLINT_SM90A
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, T* __restrict__ out, int n, int causal,
                             float scale_log2) {
 #ifdef ROOFLINT_SM90A
   using L = Layout<D>;
+  constexpr int kConsumers = L::kConsumers, kBlockM = L::kBlockM;
   extern __shared__ unsigned char smem_raw[];
   // 128-byte swizzle is defined on 1024-byte-aligned addresses (the XOR takes row bits 7-9).
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -146,13 +166,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {  // ---- producer
-    release_registers<kProducerRegisters>();
+    release_registers<L::kProducerRegisters>();
     if (threadIdx.x == 0) {
       tma_prefetch_map(&q_map);
       tma_prefetch_map(&k_map);
       tma_prefetch_map(&v_map);
-      mbar_arrive_expect_tx(q_full, L::kTileBytes);
-      for (int b = 0; b < L::kBoxes; ++b) tma_load_3d(base + b * kBoxBytes, &q_map, q_full, b * kBoxCols, m0, head);
+      mbar_arrive_expect_tx(q_full, L::kQBytes);
+      for (int b = 0; b < L::kBoxes; ++b)
+        for (int c = 0; c < kConsumers; ++c)
+          tma_load_3d(base + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full, b * kBoxCols, m0 + c * kQBoxRows, head);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % L::kStages;
         // The stage's previous tile (j - kStages) must be released by both consumers.
@@ -169,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ---- consumers
-  claim_registers<kConsumerRegisters>();
+  claim_registers<L::kConsumerRegisters>();
   const int consumer = warpgroup - 1;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int g = lane / 4, t = lane % 4;  // accumulator fragment: row group and column pair
@@ -186,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  // This warpgroup's 64 query rows start 64 rows (8 KB) into each Q box.
+  // This warpgroup's 64 query rows start 64 rows (8 KB) into each Q column box.
   const uint32_t q_rows = base + consumer * 64 * 128;
   auto issue_pv = [&](int stage) {
 #pragma unroll
@@ -197,15 +219,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_qk = [&](int stage) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t offset = (kk / 4) * kBoxBytes + (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
-      mma_qk<T>(s, desc_k_major(q_rows + offset), desc_k_major(k_tile(stage) + offset), kk > 0);
+      const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
+      mma_qk<T>(s, desc_k_major(q_rows + (kk / 4) * L::kQBoxBytes + along),
+                desc_k_major(k_tile(stage) + (kk / 4) * kBoxBytes + along), kk > 0);
     }
   };
   // Online softmax of S_j in place (S becomes P), in the log2 domain; returns each row's rescale
-  // factor for O. Only the diagonal tile and a ragged last tile pay for the mask.
+  // factor for O. Only tiles whose last key lies past this consumer's first row (causal) and a
+  // ragged last tile pay for the mask.
+  const int first_row = m0 + consumer * 64;
   auto softmax = [&](int j, float (&alpha)[2]) {
     const int k0 = j * kBlockN;
-    if ((causal && j == tiles - 1) || k0 + kBlockN > n) {
+    if ((causal && k0 + kBlockN - 1 > first_row) || k0 + kBlockN > n) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) {
         const int col = k0 + 8 * (i / 4) + 2 * t + (i & 1);
@@ -245,13 +270,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   // Ping-pong: a consumer waits for its turn at the tensor cores (consumer 0 goes first), issues
-  // its GEMMs and hands the turn over; both run the same number of tiles, so the last hand-over
-  // of consumer 1 is skipped and no barrier is left with a pending arrival.
+  // its GEMMs and hands the turn to the next in the ring; all run the same number of tiles, so the
+  // last consumer's last hand-over (back to consumer 0, which has finished) is skipped and no
+  // barrier is left with a pending arrival. Each barrier counts its waiter's and its giver's 128.
   auto take_turn = [&](int j) {
-    if (consumer == 1 || j > 0) named_sync(kTurnBarrier + consumer, 256);
+    if (consumer > 0 || j > 0) named_sync(kTurnBarrier + consumer, 256);
   };
   auto pass_turn = [&](int j) {
-    if (consumer == 0 || j < tiles - 1) named_arrive(kTurnBarrier + (1 - consumer), 256);
+    if (consumer < kConsumers - 1 || j < tiles - 1) named_arrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
   };
 
   // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
@@ -348,21 +374,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <typename T, int D>
 int launch(const void* q, const void* k, const void* v, void* o, long long heads, long long n, bool causal,
            float scale, cudaStream_t stream) {
-  // [heads, n, D] with [128 rows x 64 cols] boxes: a box past row n of a head reads zeros, so a
-  // ragged tile never touches the next head.
+  // [heads, n, D] with [rows x 64 cols] boxes (Q 64 rows, K and V 128): a box past row n of a head
+  // reads zeros, so a ragged tile never touches the next head.
   CUtensorMap maps[3];
   const void* tensors[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
-    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, 128);
+    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, i == 0 ? kQBoxRows : 128);
     if (made != cudaSuccess) return static_cast<int>(made);
   }
   auto kernel = attention_hopper_kernel<T, D>;
   constexpr int kSmem = Layout<D>::kSmem;
   cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (status != cudaSuccess) return static_cast<int>(status);
+  constexpr int kBlockM = Layout<D>::kBlockM;
   const dim3 grid(static_cast<unsigned>((n + kBlockM - 1) / kBlockM), static_cast<unsigned>(heads));
   constexpr float kLog2e = 1.4426950408889634f;
-  kernel<<<grid, kThreads, kSmem, stream>>>(maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n),
+  kernel<<<grid, Layout<D>::kThreads, kSmem, stream>>>(maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n),
                                              causal ? 1 : 0, scale * kLog2e);
   return static_cast<int>(cudaGetLastError());
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import torch
 
@@ -34,13 +35,19 @@ def cuda_attention(library, q, k, v, causal: bool, out):
 
 
 # The Hopper CUDA path beside `cuda` (mma.sync, which stays the sm_80 path): attention_hopper.cu,
-# FlashAttention-3 style (TMA producer warpgroup, two wgmma consumers in ping-pong).
+# FlashAttention-3 style (TMA producer warpgroup, wgmma consumers in ping-pong: two at D=128, three
+# at D=64).
 HOPPER_CUDA_HEAD_DIMS = (64, 128)
+# Its compile-time meta-parameters (`rooflint ab attention -V cuda_hopper --config CONSUMERS_D64=2,3`):
+# None keeps the source's own default. Each maps to a -D of attention_hopper.cu.
+HOPPER_CUDA_DEFINES = {"CONSUMERS_D64": "ROOFLINT_FA3_CONSUMERS_D64", "STAGES_D64": "ROOFLINT_FA3_STAGES_D64",
+                       "STAGES_D128": "ROOFLINT_FA3_STAGES_D128"}  # fmt: skip
+HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 
 
 @FAMILY.variant("cuda_hopper", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
-def cuda_hopper_variant(case):
-    """sm_90 only: wgmma + TMA, a producer warpgroup and two consumer warpgroups in ping-pong"""
+def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
+    """sm_90 only: wgmma + TMA, a producer warpgroup and two (D=128) or three (D=64) consumer warpgroups in ping-pong"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):
         raise VariantSkipped("the wgmma/TMA attention needs an sm_90 GPU (Hopper); `cuda` is the sm_80 path")
     if case.params["D"] not in HOPPER_CUDA_HEAD_DIMS:
@@ -53,7 +60,11 @@ def cuda_hopper_variant(case):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not t.is_contiguous():
             raise VariantSkipped(f"the wgmma attention takes contiguous tensors; {name} is strided")
-    library = cuda_build.load(cuda_build.family_source(__file__, "attention_hopper"))
+    if config.get("CONSUMERS_D64") not in (None, 2, 3):
+        consumers = config["CONSUMERS_D64"]
+        raise VariantSkipped(f"CONSUMERS_D64 is 2 or 3 (the register file holds no more), not {consumers}")
+    defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
+    library = cuda_build.load(cuda_build.family_source(__file__, "attention_hopper"), None, defines)
     out = torch.empty_like(q)
     return lambda: cuda_hopper_attention(library, q, k, v, causal, out)
 

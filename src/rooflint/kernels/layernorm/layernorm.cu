@@ -9,12 +9,11 @@
 
 constexpr int kMaxThreads = 1024;
 
-// Block-wide sum, valid in every thread: each warp's sum, then those summed by one more warp
-// reduction. `scratch` holds one float per warp; one barrier, so a block's calls each take their
-// own scratch (a second call reusing the first's would overwrite sums still being read).
+// Block-wide sum, valid in every thread. `scratch` holds one float per warp.
 __device__ __forceinline__ float ln_block_sum(float v, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   v = warp_sum(v);
+  __syncthreads();  // the previous call's readers are done with scratch
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   v = lane < warps ? scratch[lane] : 0.f;
@@ -33,100 +32,59 @@ __device__ __forceinline__ float epilogue(float v) {
   }
 }
 
-// Sum of squared deviations from the mean over this thread's vectors, in element order.
-template <typename T, int kVecs, bool kMasked>
-__device__ __forceinline__ float ln_squares(const uint4 (&in)[kVecs], const bool (&valid)[kVecs], float mean) {
-  constexpr int kVec = Vec<T>::kSize;
-  float squares = 0.f;
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    if (kMasked && !valid[k]) continue;
-    float v[kVec];
-    vec_to_float<T>(in[k], v);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const float d = v[j] - mean;
-      squares += d * d;
-    }
-  }
-  return squares;
-}
-
-// y = epilogue((x - mean) * rstd * w + b), element by element in that order, rounded to T.
-template <typename T, int kVecs, bool kGelu, bool kMasked>
-__device__ __forceinline__ void ln_write(const uint4 (&in)[kVecs], const bool (&valid)[kVecs], const uint4* w,
-                                         const uint4* b, uint4* y, unsigned stride, float mean, float rstd) {
-  constexpr int kVec = Vec<T>::kSize;
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    if (kMasked && !valid[k]) continue;
-    // w and b are re-read by every row: they stay in L1/L2, only x and y touch HBM.
-    float v[kVec], vw[kVec], vb[kVec];
-    vec_to_float<T>(in[k], v);
-    vec_to_float<T>(__ldg(w + k * stride), vw);
-    vec_to_float<T>(__ldg(b + k * stride), vb);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const float n = (v[j] - mean) * rstd;
-      v[j] = epilogue<T, kGelu>(n * vw[j] + vb[j]);
-    }
-    y[k * stride] = vec_from_float<T>(v);
-  }
-}
-
-// The instruction budget: at [16384, 4096] bf16 this kernel kept the SM's issue slots 84% busy, so
-// the work a vector is kept to its arithmetic: the row's start is one 64-bit product a thread and
-// each vector inside it a 32-bit index; 16-bit pairs convert a word at a time; the two block sums
-// take one barrier each. A thread whose vectors all lie in the row (every thread, where the row's
-// vectors are a multiple of the block's) runs with no bounds checks at all; the others mask
-// theirs. Masked vectors load as zeros, and a zero adds +0 to the row's sum, which leaves its bits
-// as they are (a sum that starts at +0 is never -0 under round-to-nearest).
 template <typename T, int kVecs, bool kGelu, bool kStats>
 __global__ void __launch_bounds__(kMaxThreads) layernorm_fast_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                                        const T* __restrict__ b, T* __restrict__ y,
                                                                        float* __restrict__ mean_out,
-                                                                       float* __restrict__ rstd_out, int hidden,
+                                                                       float* __restrict__ rstd_out, long long hidden,
                                                                        float eps) {
-  __shared__ float scratch[2][32];
+  __shared__ float scratch[32];
   constexpr int kVec = Vec<T>::kSize;
-  const int vectors = hidden / kVec;
-  const unsigned stride = blockDim.x, lane = threadIdx.x;
-  const size_t start = static_cast<size_t>(blockIdx.x) * static_cast<size_t>(hidden);
-  const uint4* x_row = reinterpret_cast<const uint4*>(x + start) + lane;
-  bool valid[kVecs];
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) valid[k] = static_cast<int>(lane + k * stride) < vectors;
-  const bool full = valid[kVecs - 1];
+  const long long vectors = hidden / kVec;
+  const long long base = blockIdx.x * hidden;
+  AlignedVec<T> in[kVecs];
   // All of this thread's loads are issued before the first add, so each thread has kVecs x 16 B
-  // in flight; x is streamed once, so bypassing L1 costs nothing (the read-only path).
-  uint4 in[kVecs];
-  if (full) {
-    load_vecs<false>(in, x_row, stride, valid);
-  } else {
-    load_vecs<true>(in, x_row, stride, valid);
+  // in flight; x is streamed once, so bypassing L1 costs nothing (load_vec uses the read-only path).
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const long long v = threadIdx.x + static_cast<long long>(k) * blockDim.x;
+    if (v < vectors) in[k] = load_vec(x + base + v * kVec);
   }
   float sum = 0.f;
 #pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    float v[kVec];
-    vec_to_float<T>(in[k], v);
+  for (int k = 0; k < kVecs; ++k)
+    if (threadIdx.x + static_cast<long long>(k) * blockDim.x < vectors)
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) sum += v[j];
-  }
-  const float mean = ln_block_sum(sum, scratch[0]) / static_cast<float>(hidden);
-  const float squares = full ? ln_squares<T, kVecs, false>(in, valid, mean) : ln_squares<T, kVecs, true>(in, valid, mean);
-  const float rstd = rsqrtf(ln_block_sum(squares, scratch[1]) / static_cast<float>(hidden) + eps);
+      for (int j = 0; j < kVec; ++j) sum += to_float(in[k].v[j]);
+  const float mean = ln_block_sum(sum, scratch) / static_cast<float>(hidden);
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k)
+    if (threadIdx.x + static_cast<long long>(k) * blockDim.x < vectors)
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float d = to_float(in[k].v[j]) - mean;
+        squares += d * d;
+      }
+  const float rstd = rsqrtf(ln_block_sum(squares, scratch) / static_cast<float>(hidden) + eps);
   if (kStats && threadIdx.x == 0) {
     mean_out[blockIdx.x] = mean;
     rstd_out[blockIdx.x] = rstd;
   }
-  const uint4* w_row = reinterpret_cast<const uint4*>(w) + lane;
-  const uint4* b_row = reinterpret_cast<const uint4*>(b) + lane;
-  uint4* y_row = reinterpret_cast<uint4*>(y + start) + lane;
-  if (full) {
-    ln_write<T, kVecs, kGelu, false>(in, valid, w_row, b_row, y_row, stride, mean, rstd);
-  } else {
-    ln_write<T, kVecs, kGelu, true>(in, valid, w_row, b_row, y_row, stride, mean, rstd);
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const long long v = threadIdx.x + static_cast<long long>(k) * blockDim.x;
+    if (v < vectors) {
+      // w and b are re-read by every row: they stay in L1/L2, only x and y touch HBM.
+      const AlignedVec<T> vw = load_vec(w + v * kVec), vb = load_vec(b + v * kVec);
+      AlignedVec<T> out;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float n = (to_float(in[k].v[j]) - mean) * rstd;
+        out.v[j] = from_float<T>(epilogue<T, kGelu>(n * to_float(vw.v[j]) + to_float(vb.v[j])));
+      }
+      store_vec(y + base + v * kVec, out);
+    }
   }
 }
 
@@ -201,7 +159,7 @@ static void launch_fast(const void* x, const void* w, const void* b, void* y, fl
                         long long hidden, int threads, float eps, cudaStream_t stream) {
   layernorm_fast_kernel<T, kVecs, kGelu, kStats><<<static_cast<unsigned int>(rows), threads, 0, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), mean, rstd,
-      static_cast<int>(hidden), eps);
+      hidden, eps);
 }
 
 template <typename T, bool kGelu, bool kStats>

@@ -23,136 +23,76 @@ __device__ __forceinline__ float rms_block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
-// Sum over the `warps_per_row` warps from `first_warp` on, the ones that own this thread's row,
-// valid in each of them: each warp's sum, then those added in warp order. One barrier: the
-// block's rows exchange their warp sums through disjoint slots of `scratch`.
-__device__ __forceinline__ float rms_row_sum(float v, float* scratch, int warps_per_row, int first_warp) {
+// Sum over the `warps_per_row` warps that own this thread's row, valid in each of them. One barrier:
+// the block's rows exchange their warp sums through disjoint slots of `scratch`.
+__device__ __forceinline__ float rms_row_sum(float v, float* scratch, int warps_per_row) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warp_sum(v);
   if (warps_per_row == 1) return v;
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  if (lane == 0) scratch[warp] = v;
   __syncthreads();
+  const int first = warp - warp % warps_per_row;
   float total = 0.f;
-  if (warps_per_row % 4 == 0) {
-    // first_warp is then a multiple of 4 too: four sums a 16-byte shared load, added in the same order.
-#pragma unroll 1
-    for (int k = 0; k < warps_per_row; k += 4) {
-      const float4 s = *reinterpret_cast<const float4*>(scratch + first_warp + k);
-      total += s.x;
-      total += s.y;
-      total += s.z;
-      total += s.w;
-    }
-  } else {
-#pragma unroll 1
-    for (int k = 0; k < warps_per_row; ++k) total += scratch[first_warp + k];
-  }
+  for (int k = 0; k < warps_per_row; ++k) total += scratch[first + k];
   return total;
 }
 
-// h = x + residual, rounded to T (the next layer reads the rounded sum, so it is also what gets
-// normalized), written to h and returned in `in`.
-template <typename T, int kVecs, bool kMasked>
-__device__ __forceinline__ void rms_add_residual(uint4 (&in)[kVecs], const uint4* residual, uint4* h,
-                                                 unsigned stride, const bool (&valid)[kVecs]) {
-  constexpr int kVec = Vec<T>::kSize;
-  uint4 r[kVecs];
-  load_vecs<kMasked>(r, residual, stride, valid);
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    float a[kVec], b[kVec];
-    vec_to_float<T>(in[k], a);
-    vec_to_float<T>(r[k], b);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) a[j] = a[j] + b[j];
-    in[k] = vec_from_float<T>(a);
-    if (!kMasked || valid[k]) h[k * stride] = in[k];
-  }
-}
-
-// y = h * rstd * w, element by element in that order, rounded to T.
-template <typename T, int kVecs, bool kMasked>
-__device__ __forceinline__ void rms_write(const uint4 (&in)[kVecs], const uint4* w, uint4* y, unsigned stride,
-                                          const bool (&valid)[kVecs], float rstd) {
-  constexpr int kVec = Vec<T>::kSize;
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    if (kMasked && !valid[k]) continue;
-    // w is re-read by every row: it stays in L1/L2, only the rows touch HBM.
-    float v[kVec], vw[kVec];
-    vec_to_float<T>(in[k], v);
-    vec_to_float<T>(__ldg(w + k * stride), vw);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) v[j] = v[j] * rstd * vw[j];
-    y[k * stride] = vec_from_float<T>(v);
-  }
-}
-
-// At [16384, 4096] bf16 on an H200 this kernel is only just memory-bound, with the SM's issue slots
-// the limiter at fixed clocks, so the work a vector is kept to its arithmetic: the row's start is
-// one 64-bit product a thread and each vector inside it a 32-bit index; 16-bit pairs convert a
-// word at a time. A thread whose vectors all lie in the row (every thread, where the row's vectors
-// are a multiple of the block's) runs with no bounds checks at all; the others mask theirs.
-// Masked vectors load as zeros, and a zero adds +0 to the non-negative sum of squares, which
-// leaves its bits as they are.
 template <typename T, int kVecs, bool kResidual>
 __global__ void __launch_bounds__(max_threads(kVecs))
     rmsnorm_fast_kernel(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
-                        T* __restrict__ y, T* __restrict__ h_out, long long rows, int hidden, int threads_per_row,
-                        int rows_per_block, float eps) {
-  __shared__ alignas(16) float scratch[32];
+                        T* __restrict__ y, T* __restrict__ h_out, long long rows, long long hidden,
+                        int threads_per_row, float eps) {
+  __shared__ float scratch[32];
   constexpr int kVec = Vec<T>::kSize;
-  const int vectors = hidden / kVec;
-  // The default block is one row: the division by the (runtime) row width is taken only when the
-  // launcher packed several rows, on a branch every thread of the block takes alike.
-  unsigned sub = 0, lane = threadIdx.x;
-  const unsigned stride = threads_per_row;
-  if (rows_per_block > 1) {
-    sub = threadIdx.x / stride;
-    lane = threadIdx.x - sub * stride;
-  }
-  const long long row = static_cast<long long>(blockIdx.x) * rows_per_block + sub;
+  const long long vectors = hidden / kVec;
+  const int rows_per_block = blockDim.x / threads_per_row;
+  const long long row = static_cast<long long>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row;
   // A block's last rows may lie past the end; their threads still reach the barrier below.
   const bool live = row < rows;
-  const size_t start = static_cast<size_t>(live ? row : 0) * static_cast<size_t>(hidden);
-  const uint4* x_row = reinterpret_cast<const uint4*>(x + start) + lane;
-  const uint4* w_row = reinterpret_cast<const uint4*>(w) + lane;
-  uint4* y_row = reinterpret_cast<uint4*>(y + start) + lane;
-  bool valid[kVecs];
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) valid[k] = live && static_cast<int>(lane + k * stride) < vectors;
-  const bool full = valid[kVecs - 1];
+  const long long base = (live ? row : 0) * hidden;
+  const int lane_in_row = threadIdx.x % threads_per_row;
+  AlignedVec<T> in[kVecs];
   // Every load of the row is issued before the first add: kVecs x 16 B in flight per thread.
-  uint4 in[kVecs];
-  if (full) {
-    load_vecs<false>(in, x_row, stride, valid);
-  } else {
-    load_vecs<true>(in, x_row, stride, valid);
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const long long v = lane_in_row + static_cast<long long>(k) * threads_per_row;
+    if (live && v < vectors) in[k] = load_vec(x + base + v * kVec);
   }
   if constexpr (kResidual) {
-    const uint4* r_row = reinterpret_cast<const uint4*>(residual + start) + lane;
-    uint4* h_row = reinterpret_cast<uint4*>(h_out + start) + lane;
-    if (full) {
-      rms_add_residual<T, kVecs, false>(in, r_row, h_row, stride, valid);
-    } else {
-      rms_add_residual<T, kVecs, true>(in, r_row, h_row, stride, valid);
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const long long v = lane_in_row + static_cast<long long>(k) * threads_per_row;
+      if (live && v < vectors) {
+        const AlignedVec<T> r = load_vec(residual + base + v * kVec);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) in[k].v[j] = from_float<T>(to_float(in[k].v[j]) + to_float(r.v[j]));
+        // The rounded sum is what the next layer reads, so it is also what gets normalized.
+        store_vec(h_out + base + v * kVec, in[k]);
+      }
     }
   }
   float squares = 0.f;
 #pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    float v[kVec];
-    vec_to_float<T>(in[k], v);
+  for (int k = 0; k < kVecs; ++k)
+    if (live && lane_in_row + static_cast<long long>(k) * threads_per_row < vectors)
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) squares += v[j] * v[j];
-  }
-  const int warps_per_row = threads_per_row >> 5;
-  const float rstd = rsqrtf(rms_row_sum(squares, scratch, warps_per_row, static_cast<int>(sub) * warps_per_row) /
-                                static_cast<float>(hidden) +
-                            eps);
-  if (full) {
-    rms_write<T, kVecs, false>(in, w_row, y_row, stride, valid, rstd);
-  } else {
-    rms_write<T, kVecs, true>(in, w_row, y_row, stride, valid, rstd);
+      for (int j = 0; j < kVec; ++j) {
+        const float v = to_float(in[k].v[j]);
+        squares += v * v;
+      }
+  const float rstd =
+      rsqrtf(rms_row_sum(squares, scratch, threads_per_row >> 5) / static_cast<float>(hidden) + eps);
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const long long v = lane_in_row + static_cast<long long>(k) * threads_per_row;
+    if (live && v < vectors) {
+      // w is re-read by every row: it stays in L1/L2, only the rows touch HBM.
+      const AlignedVec<T> vw = load_vec(w + v * kVec);
+      AlignedVec<T> out;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) out.v[j] = from_float<T>(to_float(in[k].v[j]) * rstd * to_float(vw.v[j]));
+      store_vec(y + base + v * kVec, out);
+    }
   }
 }
 
@@ -186,7 +126,7 @@ static void launch_fast(const void* x, const void* residual, const void* w, void
   rmsnorm_fast_kernel<T, kVecs, kResidual>
       <<<static_cast<unsigned int>(blocks), threads_per_row * rows_per_block, 0, stream>>>(
           static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(w), static_cast<T*>(y),
-          static_cast<T*>(h), rows, static_cast<int>(hidden), threads_per_row, rows_per_block, eps);
+          static_cast<T*>(h), rows, hidden, threads_per_row, eps);
 }
 
 template <typename T, bool kResidual>
