@@ -42,10 +42,10 @@ def _plan(families, dtypes):
 
 def test_only_families_that_declare_a_quantized_dtype_are_asked_for_it():
     tasks = _plan(["all"], list(QUANTIZED_DTYPES))
-    assert {t.family for t in tasks} == {"scaled_gemm", "weight_only_gemm", "gelu_linear"}
+    assert {t.family for t in tasks} == {"scaled_gemm", "weight_only_gemm", "gelu_linear", "attention"}
     assert {(t.family, t.dtype) for t in tasks} == {("scaled_gemm", d) for d in ("fp8_e4m3", "fp8_e5m2", "int8")} | {
         ("weight_only_gemm", d) for d in ("w8a16", "wfp8a16")
-    } | {("gelu_linear", d) for d in ("fp8_e4m3", "fp8_e5m2")}
+    } | {("gelu_linear", d) for d in ("fp8_e4m3", "fp8_e5m2")} | {("attention", "fp8_e4m3")}
     # The default bench (bf16) never reaches them.
     assert not {t.family for t in _plan(["all"], ["bf16"])} & {"scaled_gemm", "weight_only_gemm"}
 

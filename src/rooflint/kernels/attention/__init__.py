@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, Cost, Family, element_size, randn
+from rooflint.kernels.attention import fp8
+from rooflint.kernels.attention.fp8 import HALF_DTYPES
 from rooflint.kernels.common.sdpa import BACKENDS, pinned
 
 HEAD_DIMS = (64, 128, 256)
@@ -31,6 +33,8 @@ def make_inputs(params, dtype, device, generator):
     if params["D"] not in HEAD_DIMS:
         raise UserError(f"attention head_dim D must be one of {HEAD_DIMS}, not {params['D']}")
     shape = [params["B"], params["H"], params["N"], params["D"]]
+    if fp8.is_fp8(dtype):
+        return fp8.make_inputs(shape, dtype, device, generator)
     return {name: randn(shape, dtype, device, generator) for name in ("q", "k", "v")}
 
 
@@ -40,8 +44,10 @@ def _causal_mask(n, device):
 
 
 def reference(inputs, params):
-    """float64 attention, chunked over (batch x head) so the float64 scores stay near 2 GiB."""
+    """float64 attention, chunked over (batch x head) so the float64 scores stay near 2 GiB; fp8
+    inputs are dequantized (code * scale) in float64."""
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    sq, sk, sv = (float(inputs[name]) if name in inputs else 1.0 for name in fp8.SCALES)
     b, h, n, d = q.shape
     q, k, v = (t.reshape(b * h, n, d) for t in (q, k, v))
     out = torch.empty(b * h, n, d, dtype=torch.float64, device=q.device)
@@ -49,10 +55,10 @@ def reference(inputs, params):
     chunk = max(1, REFERENCE_CHUNK_SCORES // (n * n))
     for start in range(0, b * h, chunk):
         rows = slice(start, start + chunk)
-        scores = q[rows].double() @ k[rows].double().transpose(1, 2) / math.sqrt(d)
+        scores = (q[rows].double() * sq) @ (k[rows].double() * sk).transpose(1, 2) / math.sqrt(d)
         if mask is not None:
             scores.masked_fill_(mask, float("-inf"))
-        out[rows] = torch.softmax(scores, dim=-1) @ v[rows].double()
+        out[rows] = torch.softmax(scores, dim=-1) @ (v[rows].double() * sv)
     return out.reshape(b, h, n, d)
 
 
@@ -64,13 +70,16 @@ def _pairs(params):
 
 def cost(params, dtype):
     b, h, n, d = params["B"], params["H"], params["N"], params["D"]
+    # Q K^T (2*D FLOPs a pair) and P V (2*D a pair), all on the tensor cores. The softmax's
+    # ~5 FLOPs a pair (scale, max, subtract, exp on the MUFU, sum) are left out, as in the
+    # FlashAttention papers, so TFLOP/s compares with published numbers; at D=128 they are
+    # under 1% of the FLOPs (though the exps' MUFU time is not negligible on H100).
+    tensor_flops = 4 * b * h * d * _pairs(params)
+    if fp8.is_fp8(dtype):
+        return fp8.cost(tensor_flops, params)
     size = element_size(dtype)
     return Cost(
-        # Q K^T (2*D FLOPs a pair) and P V (2*D a pair), all on the tensor cores. The softmax's
-        # ~5 FLOPs a pair (scale, max, subtract, exp on the MUFU, sum) are left out, as in the
-        # FlashAttention papers, so TFLOP/s compares with published numbers; at D=128 they are
-        # under 1% of the FLOPs (though the exps' MUFU time is not negligible on H100).
-        tensor_flops=4 * b * h * d * _pairs(params),
+        tensor_flops=tensor_flops,
         bytes=3 * b * h * n * d * size  # read q, k and v once
         + b * h * n * d * size,  # write o
     )
@@ -115,7 +124,8 @@ FAMILY = Family(
     make_inputs=make_inputs,
     reference=reference,
     cost=cost,
-    dtypes=("fp16", "bf16"),
+    # fp8_e4m3 (fp8.py): per-tensor scaled codes, O in bf16; only where a variant has an fp8 form.
+    dtypes=(*HALF_DTYPES, *fp8.FP8_DTYPES),
 )
 
 
@@ -147,7 +157,7 @@ def _needs_scores_memory(q, score_bytes: int | None = None) -> None:
             raise VariantSkipped(why)
 
 
-@FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes)
+@FAMILY.variant("eager_unfused", modeled_bytes=unfused_bytes, dtypes=HALF_DTYPES)
 def eager_unfused(case):
     """matmul, scale, mask, softmax, matmul: materializes the N x N scores (O(N^2) memory)"""
     q, k, v = case["q"], case["k"], case["v"]
@@ -159,7 +169,7 @@ def eager_unfused(case):
 
 # torch.compile of each natural way to write attention, each its own row: the strongest one is the
 # compiler's real result, and the one a hand-written kernel has to beat.
-@FAMILY.variant("compile_unfused", kind="compile")
+@FAMILY.variant("compile_unfused", kind="compile", dtypes=HALF_DTYPES)
 def compiled_unfused(case):
     """torch.compile of the unfused chain (inductor may pattern-match it to SDPA)"""
     q, k, v = case["q"], case["k"], case["v"]
@@ -174,7 +184,7 @@ def sdpa(q, k, v, causal):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-@FAMILY.variant("compile_builtin", kind="compile")
+@FAMILY.variant("compile_builtin", kind="compile", dtypes=HALF_DTYPES)
 def compiled_builtin(case):
     """torch.compile of F.scaled_dot_product_attention"""
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
@@ -192,13 +202,25 @@ def sdpa_backend_name(q, k, v, causal) -> str:
         return f"unknown ({type(error).__name__})"
 
 
-@FAMILY.variant("eager", baseline=True)
+def eager_bytes(params, dtype):
+    return cost(params, dtype).bytes + (fp8.dequantize_bytes(params) if fp8.is_fp8(dtype) else 0)
+
+
+@FAMILY.variant("eager", baseline=True, modeled_bytes=eager_bytes)
 def eager(case):
-    """F.scaled_dot_product_attention, PyTorch's default backend choice"""
+    """F.scaled_dot_product_attention, PyTorch's default backend choice; fp8: dequantized to bf16 first"""
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
+    fp8_inputs = fp8.is_fp8(q.dtype)  # no fp8 SDPA in PyTorch: dequantize first, as a user without an fp8 kernel does
 
     def run():
+        if fp8_inputs:
+            return sdpa(*fp8.dequantized(case), causal)
         return sdpa(q, k, v, causal)
+
+    if fp8_inputs:
+        run.backend = sdpa_backend_name(*fp8.dequantized(case), causal)
+        run.note = f"dequantized to bf16, then SDPA backend: {run.backend}"
+        return run
 
     run.backend = sdpa_backend_name(q, k, v, causal)
     run.note = f"SDPA backend: {run.backend}"  # bench shows a variant's note in its row's message
@@ -223,7 +245,7 @@ def _sdpa_math_call(case):
 for _name, _backend in BACKENDS.items():
     _needs = () if _backend == "MATH" else (NEEDS_CUDA,)
     _call = _sdpa_math_call if _backend == "MATH" else _sdpa_call
-    FAMILY.variant(_name, kind="eager", needs=_needs)(pinned(_backend, _call))
+    FAMILY.variant(_name, kind="eager", needs=_needs, dtypes=HALF_DTYPES)(pinned(_backend, _call))
 
 
 # The implementations register their variants on FAMILY as they are imported.

@@ -39,6 +39,7 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.kernels.attention import FAMILY, gluon_tail
+from rooflint.kernels.attention.fp8 import HALF_DTYPES
 from rooflint.kernels.common.gluon import (  # Gluon's Hopper ops where this Triton has them
     HAS_GLUON,
     TensorDescriptor,
@@ -388,7 +389,7 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
 
 # Gluon (Triton's lower-level language), sm_90: a TMA producer warp, two unsynchronized consumer
 # warpgroups, the next tile's Q K^T under this tile's softmax.
-@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+@FAMILY.variant("triton_gluon", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=HALF_DTYPES)
 def triton_gluon_variant(case):
     """sm_90 only: Gluon FlashAttention-3 schedule (producer warp, two consumer warpgroups, S ahead of P V)"""
     return build_variant(case)

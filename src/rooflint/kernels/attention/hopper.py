@@ -31,6 +31,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton, use_device_scratch
 from rooflint.kernels.attention import FAMILY
+from rooflint.kernels.attention.fp8 import HALF_DTYPES
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128, 256)
@@ -368,7 +369,7 @@ def build_variant(case) -> Callable[[], torch.Tensor]:
 # The Hopper (sm_90) path, beside the `triton` variant above that stays the sm_75/sm_80 path: TMA
 # descriptors, 128-row wgmma tiles, a pipelined K/V loop that can be warp-specialized, and the
 # causal mask only on the diagonal blocks.
-@FAMILY.variant("triton_hopper", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
+@FAMILY.variant("triton_hopper", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=HALF_DTYPES)
 def triton_hopper_variant(case):
     """sm_90 only: TMA-fed FlashAttention forward, pipelined (optionally warp-specialized), diagonal-only mask"""
     return build_variant(case)

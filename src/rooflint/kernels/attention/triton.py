@@ -6,9 +6,10 @@ import math
 
 import torch
 
+from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
-from rooflint.kernels.attention import FAMILY
+from rooflint.kernels.attention import FAMILY, fp8
 
 
 def _autotune_configs():
@@ -33,6 +34,7 @@ def _autotune_configs():
 def _attn_tile_loop(
     acc, m_i, l_i, q, k_base, v_base, k_row, v_row, offs_m, lo, hi, n, qk_scale,
     D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    PV_BF16: tl.constexpr,
 ):  # fmt: skip
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D)
@@ -62,7 +64,13 @@ def _attn_tile_loop(
             v = tl.load(v_base + v_tile, mask=cols[:, None] < n, other=0.0)
         else:
             v = tl.load(v_base + v_tile)
-        p = p.to(v_base.dtype.element_ty)  # P rounded to the input dtype, as the tensor cores take it
+        if PV_BF16:
+            # fp8 inputs: P V in bf16. V's e4m3 codes widen to bf16 exactly; P rounded to e4m3 would
+            # lose up to 6% of each probability, more than the output's gate allows.
+            v = v.to(tl.bfloat16)
+            p = p.to(tl.bfloat16)
+        else:
+            p = p.to(v_base.dtype.element_ty)  # P rounded to the input dtype, as the tensor cores take it
         if UPCAST:
             p, v = p.to(tl.float32), v.to(tl.float32)
         acc = tl.dot(p, v, acc)
@@ -79,10 +87,13 @@ def _head_base(ptr, batch, head, stride_b, stride_h):
 @triton.autotune(configs=_autotune_configs(), key=["n", "D", "CAUSAL"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale, heads, group,
+    q_ptr, k_ptr, v_ptr, o_ptr, n, qk_scale, v_scale, heads, group,
     q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t,
-    D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    D: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PV_BF16: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):  # fmt: skip
+    # fp8 q, k and v (PV_BF16): Q K^T runs on the codes (fp8 MMAs), their scales folded into
+    # qk_scale; P V runs in bf16 and V's scale multiplies each output once.
     # Each tensor is [B, H, N, D] with any (batch, head, token) strides and unit stride over D: a
     # model's fused QKV output is read as strided views, and O written straight into [B, N, H, D].
     num_m = tl.cdiv(n, BLOCK_M)
@@ -110,12 +121,17 @@ def _attn_fwd_kernel(
     k_base = _head_base(k_ptr, batch, head // group, k_b, k_h)
     v_base = _head_base(v_ptr, batch, head // group, v_b, v_h)
     acc, m_i, l_i = _attn_tile_loop(
-        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST
-    )
+        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, 0, mid, n, qk_scale, D, BLOCK_N, False, CAUSAL, UPCAST,
+        PV_BF16,
+    )  # fmt: skip
     acc, m_i, l_i = _attn_tile_loop(
-        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, mid, hi, n, qk_scale, D, BLOCK_N, True, CAUSAL, UPCAST
-    )
-    out = acc / l_i[:, None]
+        acc, m_i, l_i, q, k_base, v_base, k_t, v_t, offs_m, mid, hi, n, qk_scale, D, BLOCK_N, True, CAUSAL, UPCAST,
+        PV_BF16,
+    )  # fmt: skip
+    if PV_BF16:
+        out = acc * (v_scale / l_i)[:, None]
+    else:
+        out = acc / l_i[:, None]
     o_rows = offs_m[:, None] * o_t + offs_d[None, :]
     o_base = _head_base(o_ptr, batch, head, o_b, o_h)
     tl.store(o_base + o_rows, out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < n)
@@ -126,32 +142,43 @@ def _rows_of_d(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(3) == 1 else t.contiguous()
 
 
-def triton_attention(q, k, v, causal, out=None, group=1):
+def triton_attention(q, k, v, causal, out=None, group=1, scales=None):
     """Attention over [B, H, N, D] q, k, v; each may be a strided view (unit stride over D only),
     as may ``out`` (a [B, N, H, D] buffer transposed, say): nothing is copied to make them dense.
-    ``group`` > 1: k and v have H / group heads, query head i reading kv head i // group (GQA)."""
+    ``group`` > 1: k and v have H / group heads, query head i reading kv head i // group (GQA).
+    fp8 codes take ``scales`` = (sq, sk, sv) as floats, and ``out`` is bf16."""
     b, h, n, d = q.shape
     q, k, v = (_rows_of_d(t) for t in (q, k, v))
-    out = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
+    pv_bf16 = scales is not None
+    if out is None:
+        out = torch.empty(q.shape, dtype=torch.bfloat16 if pv_bf16 else q.dtype, device=q.device)
     assert out.stride(3) == 1, "attention writes rows of D contiguous elements"
-    qk_scale = (1 / math.sqrt(d)) * 1.4426950408889634  # fold log2(e) in: exp2 is the native MUFU op
+    sq, sk, sv = scales if pv_bf16 else (1.0, 1.0, 1.0)
+    qk_scale = (sq * sk / math.sqrt(d)) * 1.4426950408889634  # fold log2(e) in: exp2 is the native MUFU op
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]), b * h)
     # Triton's CPU interpreter multiplies bf16 tl.dot operands as raw 16-bit patterns; fp32 operands
     # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
     upcast = interpreting()
     strides = [s for t in (q, k, v, out) for s in t.stride()[:3]]
-    _attn_fwd_kernel[grid](q, k, v, out, n, qk_scale, h, group, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast)
+    _attn_fwd_kernel[grid](
+        q, k, v, out, n, qk_scale, sv, h, group, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast, PV_BF16=pv_bf16
+    )
     return out
 
 
 @FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON))
 def triton_variant(case):
-    """FlashAttention-2 style: online softmax in fp32, causal tiles skipped, autotuned tiles"""
+    """FlashAttention-2 style: online softmax in fp32, causal tiles skipped, autotuned tiles; fp8: Q K^T on the codes"""
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
-    out = torch.empty_like(q)
+    scales = None
+    if fp8.is_fp8(q.dtype):
+        if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device) < (8, 9):
+            raise VariantSkipped("fp8 tensor cores need sm_89 or newer (Ada, Hopper)")
+        scales = tuple(float(case[name]) for name in fp8.SCALES)  # read once here, not in the timed call
+    out = torch.empty(q.shape, dtype=torch.bfloat16 if scales else q.dtype, device=q.device)
 
     def run():
-        result = triton_attention(q, k, v, causal, out)
+        result = triton_attention(q, k, v, causal, out, scales=scales)
         run.note = f"autotuned: {_attn_fwd_kernel.best_config}"  # the config of this call's key
         return result
 
