@@ -13,8 +13,6 @@ if ! python3 -c "import pytest" 2>/dev/null; then
     | tee "$out/gpu-tests.txt"
   exit 1
 fi
-# The root conftest turns Triton's CPU interpreter on for the CPU suite; here kernels run on the GPU.
-export TRITON_INTERPRET=0
 command="python3 -m pytest -m gpu tests -q -s -rs -p no:cacheprovider"
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)
 { echo "\$ $command"; echo "GPU: $gpu"; } >"$out/gpu-tests.log"

@@ -15,7 +15,6 @@ set -u
 . scripts/device_setup.sh
 out=${OUT:-/tmp/rooflint-quantized}
 mkdir -p "$out"
-export TRITON_INTERPRET=0  # the root conftest turns the CPU interpreter on; here kernels run on the GPU
 stage=${1:-check}
 case "$stage" in
   check) family=scaled_gemm dtypes=fp8_e4m3,fp8_e5m2,int8 tests=tests/gpu/test_quantized_gpu.py baseline=eager ;;
@@ -25,8 +24,7 @@ case "$stage" in
   decode) family=weight_only_gemm dtypes=w8a16,wfp8a16 tests=tests/gpu/test_quantized_gpu.py baseline=bf16_skinny ;;
   *) echo "unknown stage '$stage'; valid: check, cuda, gelu, attention, decode"; exit 2 ;;
 esac
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+describe_gpu
 if [ "$stage" = check ]; then
   rooflint doctor >"$out/doctor.txt" 2>&1
   tail -1 "$out/doctor.txt"
