@@ -42,6 +42,8 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # 2^-9 (bf16). Measured: fp16 <= 1e-3 (as PyTorch's own fp16 layers), bf16 <= 2.2e-2 (PyTorch's
 # bf16 layers <= 7e-3; the folded norms' extra roundings account for the rest).
 TOL = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 5e-2}
+# run() caches each case's kernel call for the three tests that check it: on one worker, so that it runs once.
+pytestmark = pytest.mark.xdist_group("decode_layers")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from rooflint.engine.fleet.cluster import LocalWorker, local_cluster  # noqa: E4
 from rooflint.engine.fleet.resources import choose_labels, offered_labels  # noqa: E402
 
 FIXTURES = str(Path(__file__).parent / "fixtures")
+# The module's cluster of two worker processes starts once, on one worker of the suite.
+pytestmark = pytest.mark.xdist_group("fleet")
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,9 @@ from rooflint.outputs.report import build_report
 from rooflint.outputs.results import FAILED, OK, read_results
 
 pytest.importorskip("transformers", reason="the model tests need transformers (pip install 'rooflint[models]')")
+# One worker builds the module's runs: under --dist loadgroup, tests of one module may otherwise go to
+# both workers, and each would build the same eager and Triton runs (seconds in the interpreter).
+pytestmark = pytest.mark.xdist_group("model_gpt2")
 
 
 class TinyGPT2(gpt2.GPT2):

@@ -3,15 +3,13 @@ heads sharing 2 KV heads, vocab 256).
 
 The forward is checked against Hugging Face's own LlamaForCausalLM / Qwen2ForCausalLM /
 MistralForCausalLM on the same weights; the built-in names against the published parameter
-counts; bad input through the installed console script. Timing is never asserted.
+counts; bad input as one line and exit 2. Timing is never asserted.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
 
 import pytest
 import torch
@@ -25,6 +23,8 @@ from rooflint.models.outcome import ModelRequest
 from rooflint.outputs.results import OK, SKIPPED, read_results
 
 transformers = pytest.importorskip("transformers", reason="the model tests need transformers")
+# One worker builds the module's eager, compiled and Triton runs, once (see tests/test_model_gpt2.py).
+pytestmark = pytest.mark.xdist_group("model_llama")
 
 TINY = {
     "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -52,12 +52,6 @@ def tiny_request(tmp_path, **fields) -> ModelRequest:
                 plots=False)  # fmt: skip
     base.update(fields)
     return ModelRequest(**base)
-
-
-def rooflint(*args, cwd=None) -> subprocess.CompletedProcess:
-    exe = shutil.which("rooflint")
-    assert exe, "the rooflint console script is not installed"
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 def write_config(tmp_path, fields, name="tiny-llama"):
@@ -110,11 +104,12 @@ def test_unsupported_features_are_refused_before_building():
 
 
 def test_unknown_architecture_is_one_line_and_exit_2(tmp_path):
+    # In this process: `rooflint model`'s bad input through the installed script is
+    # tests/test_bad_input.py's (model_unknown_config), the same error path.
     path = write_config(tmp_path, {**TINY, "model_type": "bert"}, "bert")
-    done = rooflint("model", path, "--device", "cpu")
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr
+    code, lines = in_process(path, "--device", "cpu")
+    assert code == 2, lines
+    assert len(lines) == 1 and "Traceback" not in lines[0]
     assert "model_type='bert'" in lines[0] and "llama, qwen2, mistral" in lines[0]
 
 

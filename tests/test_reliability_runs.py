@@ -7,7 +7,7 @@ its files (compare, lint, merge, report, roofline) run the script's entry point 
 The `fragile` family (tests/fixtures/fragile_family.py) has a variant the test has killed with
 SIGKILL (ROOFLINT_TEST_KILL=1) and one it holds back (ROOFLINT_TEST_SLEEP_S, ROOFLINT_TEST_HOLD),
 so the crash, the interruption and the overlap are real processes, not mocks. Checks that need the
-same kind of run share one: five benches in all, each slow on a 2-core runner.
+same kind of run share one: four benches in all, each slow on a 2-core runner.
 """
 
 from __future__ import annotations
@@ -121,6 +121,9 @@ def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path, bas
         measured["device_name"],
     )
     assert "Traceback" not in (tmp_path / "new" / "worker.log").read_text()
+    # --no-plots: the rows and the run record, no roofline files.
+    assert {p.name for p in (tmp_path / "new").iterdir()} >= {"results.csv", "results.json"}
+    assert not list((tmp_path / "new").glob("roofline*"))
 
     compared = read_only(tmp_path, "compare", "base/results.csv", "new/results.csv")
     no_traceback(compared)
@@ -161,7 +164,8 @@ def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(held
 
 @pytest.fixture(scope="module")
 def rerun(tmp_path_factory, base) -> SimpleNamespace:
-    """A bench of one variant into a folder that holds BASE's results and a lock left by a dead process."""
+    """A bench of one variant into a folder that holds BASE's results and a lock left by a dead process,
+    with --cuda-graphs and its plots (the CPU's note and the roofline files' names)."""
     root = tmp_path_factory.mktemp("rerun")
     shutil.copytree(base, root / "base")
     shutil.copytree(base, root / "out")
@@ -169,16 +173,14 @@ def rerun(tmp_path_factory, base) -> SimpleNamespace:
     dead.wait()
     record = {"pid": dead.pid, "host": os.uname().nodename, "started": "2026-01-01T00:00:00+00:00"}
     (root / "out" / ".rooflint.lock").write_text(json.dumps(record))
-    return SimpleNamespace(root=root, done=bench(root, "out", "--variants", "slow"))
+    return SimpleNamespace(root=root, done=bench(root, "out", "--variants", "slow", "--cuda-graphs", plots=True))
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(rerun):
     done, out = rerun.done, rerun.root / "out"
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (out / ".rooflint.lock").exists()
-    # --no-plots: the rows and the run record, no roofline files.
     assert {p.name for p in out.iterdir()} >= {"results.csv", "results.json"}
-    assert not list(out.glob("roofline*"))
 
 
 def test_a_new_run_keeps_the_previous_results(rerun, base):
@@ -197,12 +199,14 @@ def test_a_variant_missing_from_a_family_new_ran_fails_compare(rerun):
     assert len(killed) == 1 and "**now missing**" in killed[0], compared.stdout
 
 
-def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(tmp_path):
-    done = bench(tmp_path, "out", "--variants", "eager", "--cuda-graphs", plots=True)
+def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(rerun, tmp_path):
+    done = rerun.done
     assert done.returncode == 0, done.stderr
     assert "note: --cuda-graphs does nothing on the CPU" in done.stderr
-    assert (tmp_path / "out" / "roofline.png").exists()
-    # roofline and report name one GPU's files as bench does.
+    assert (rerun.root / "out" / "roofline.png").exists()
+    # roofline and report name one GPU's files as bench does (read from a copy: the other tests read
+    # this folder too).
+    shutil.copytree(rerun.root / "out", tmp_path / "out")
     drawn = read_only(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
     assert drawn.returncode == 0, drawn.stderr
     assert sorted(p.name for p in (tmp_path / "drawn").glob("roofline*")) == [
