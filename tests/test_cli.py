@@ -128,6 +128,10 @@ def test_roofline_without_results_predicts_every_family(tmp_path):
 
     assert {p["family"] for p in points} == set(family_names())
     assert (tmp_path / "roofline.png").stat().st_size > 0
+    from PIL import Image
+
+    with Image.open(tmp_path / "roofline.png") as image:  # a palette PNG: the HTML report embeds it
+        assert image.mode == "P" and image.size[0] > 1000
 
 
 def test_spec_file_describes_an_unknown_gpu(tmp_path):

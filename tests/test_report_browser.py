@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from result_factory import SOFTMAX_BF16, row, write
+from test_interactive import with_energy
 
 from rooflint.core.family import Cost
 from rooflint.outputs.report import build_report
@@ -27,11 +28,12 @@ SOFTMAX = {"cost": SOFTMAX_BF16, "shape": "M=4096,N=8192"}
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
-    """Two families, a cache copy with no FLOPs (drawn in the strip) and a failed row (listed only)."""
+    """Two families, a cache copy with no FLOPs (drawn in the strip) and a failed row (listed only);
+    vector_add's two rows with NVML's energy, so the energy roofline holds their twins."""
     where = tmp_path_factory.mktemp("report")
     rows = [
-        row("vector_add", "eager", 0.60),
-        row("vector_add", "triton", 0.55, lint="warning:fits_in_cache"),
+        with_energy(row("vector_add", "eager", 0.60), 500.0),
+        with_energy(row("vector_add", "triton", 0.55, lint="warning:fits_in_cache"), 450.0),
         row("softmax", "eager", 0.12, **SOFTMAX),
         row("softmax", "triton", 0.09, **SOFTMAX),
         row("softmax", "compile", 0.30, **SOFTMAX),
@@ -88,6 +90,21 @@ def test_hovering_a_point_shows_its_tooltip(browser, tmp_path):
     # The cache copy sits in the strip under the axis and says why.
     text = shots.hover(browser, shots.point(browser, "kv_cache", "triton"))
     assert "no FLOPs: AI 0 and 0 TFLOP/s lie at minus infinity on log axes" in text
+
+
+def test_an_energy_point_shows_the_tooltip_its_time_plot_twin_carries(browser):
+    # The page keeps each tooltip once, on the time plot's point; the energy twin reads it there.
+    energy = shots.point(browser, "vector_add", "triton", plot="energy")
+    assert energy.get_attribute("data-tip") is None
+    from_energy = shots.hover(browser, energy)
+    from_time = shots.hover(browser, shots.point(browser, "vector_add", "triton"))
+
+    # The same title, facts and command; "also here" lists each plot's own neighbours.
+    def own(text):
+        return [line for line in text.splitlines() if not line.startswith("also here:")]
+
+    assert own(from_energy) == own(from_time) and from_energy.splitlines()[0] == "vector_add / triton"
+    assert "rooflint bench vector_add --variants triton" in from_energy
 
 
 def test_filters_hide_points_and_the_count_follows(browser, tmp_path):

@@ -4,7 +4,9 @@ Per GPU: filters (family, variant kind, dtype) that are also the legend (familie
 by marker), the time roofline (TFLOP/s against arithmetic intensity), the energy roofline beside
 it (GFLOP/J against the same intensity), and every row that cannot sit on log axes, with the
 reason. No plotting library and no network: the coordinates are computed here (log10 of the
-value, scaled to the frame) and each tooltip rides in its point's data-* attributes.
+value, scaled to the frame) and each tooltip rides in its point's data-* attributes: once, on the time
+plot's point; the energy plot's twin of a point reads it from there (with hundreds of rows the
+tooltips are most of the page's bytes).
 
 Each point is an SVG element with class "point" and data-family, data-variant, data-kind and
 data-dtype, so a browser test can find it; data-point ties it to its table row and to its twin
@@ -336,10 +338,12 @@ def _marker(kind: str, x: float, y: float, r: float = RADIUS) -> str:
     return f"M{x - r:.1f},{y:.1f}a{r},{r} 0 1,0 {2 * r},0a{r},{r} 0 1,0 {-2 * r},0z"
 
 
-def _point(item: Item, x: float, y: float, reason: str = "", classes: str = "point") -> str:
+def _point(item: Item, x: float, y: float, reason: str = "", classes: str = "point", tooltip: bool = True) -> str:
+    """A row's marker; ``tooltip=False`` leaves its tooltip to the time plot's point of the same data-point."""
+    tip = f" {item.tooltip(reason)}" if tooltip else ""
     return (
         f'<path class="{classes}" d="{_marker(item.row["kind"], x, y)}" fill="{item.colour}" stroke="{item.colour}" '
-        f'{item.attributes()} data-x="{x:.1f}" data-y="{y:.1f}" {item.tooltip(reason)}/>'
+        f'{item.attributes()} data-x="{x:.1f}" data-y="{y:.1f}"{tip}/>'
     )
 
 
@@ -445,8 +449,8 @@ def energy_plot(items: list[Item], spec, x_lo: float, x_hi: float) -> tuple[str,
         parts += _roofs(axes, slope, f"{spec.bandwidth_gbps:g} GB/s ÷ {power:.0f} W", peaks, markers)
     for item in plotted:
         parts += _twin(item, axes, item.gflop_per_j)
-    for item in plotted:
-        parts.append(_point(item, axes.x(item.row["ai_flop_per_byte"]), axes.y(item.gflop_per_j)))
+    for item in plotted:  # each is on the time plot too, which carries its tooltip
+        parts.append(_point(item, axes.x(item.row["ai_flop_per_byte"]), axes.y(item.gflop_per_j), tooltip=False))
     strip, extra = _strip([i for i in measured if i.no_flops], HEIGHT, "no FLOPs: their GB/J is in the tooltip")
     if roofs:
         caption = (
@@ -584,12 +588,17 @@ SCRIPT = """
 (function () {
   var tip = document.getElementById("rooflint-tip"), pinned = null, NEAR = NEAR_UNITS;
   if (!tip) return;
+  function source(el) {  // energy points: the tip is on the time twin
+    return el.dataset.tip !== undefined ? el :
+      document.querySelector('svg[data-plot="time"] [data-tip][data-point="' + el.dataset.point + '"]') || el;
+  }
   function fill(el) {
-    tip.querySelector(".tip-title").textContent = el.dataset.title;
-    tip.querySelector(".tip-body").textContent = el.dataset.tip;
+    var src = source(el);
+    tip.querySelector(".tip-title").textContent = src.dataset.title || "";
+    tip.querySelector(".tip-body").textContent = src.dataset.tip || "";
     var cmd = tip.querySelector(".tip-cmd");  // short words kept whole: no line breaks inside "--dtype"
     cmd.textContent = "";
-    (el.dataset.cmd || "").split(" ").forEach(function (word, i) {
+    (src.dataset.cmd || "").split(" ").forEach(function (word, i) {
       if (i) cmd.appendChild(document.createTextNode(" "));
       if (word.length > 24) cmd.appendChild(document.createTextNode(word));
       else cmd.appendChild(document.createElement("span")).textContent = word;
@@ -597,7 +606,7 @@ SCRIPT = """
     var x = +el.dataset.x, y = +el.dataset.y, near = [];
     el.ownerSVGElement.querySelectorAll(".point, .ncu").forEach(function (o) {
       if (o !== el && !o.classList.contains("hidden") &&
-          Math.abs(o.dataset.x - x) < NEAR && Math.abs(o.dataset.y - y) < NEAR) near.push(o.dataset.title);
+          Math.abs(o.dataset.x - x) < NEAR && Math.abs(o.dataset.y - y) < NEAR) near.push(source(o).dataset.title);
     });
     tip.querySelector(".tip-near").textContent = near.length ? "also here: " + near.join("; ") : "";
   }
@@ -613,7 +622,7 @@ SCRIPT = """
     });
   }
   function close() { pinned = null; tip.hidden = true; tip.classList.remove("pinned"); }
-  document.querySelectorAll("svg.roofline [data-tip]").forEach(function (el) {
+  document.querySelectorAll("svg.roofline [data-tip], svg.roofline .point[data-point]").forEach(function (el) {
     el.addEventListener("mouseenter", function (ev) {
       highlight(el, true);
       if (pinned) return;
