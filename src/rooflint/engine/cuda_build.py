@@ -81,17 +81,10 @@ def compile_command(
     return [nvcc, *flags, *macros, *gencode(arch), *kind, *includes, str(source), "-o", str(output)]
 
 
-def compile_source(
-    source: Path,
-    output: Path,
-    arch: str | tuple[str, ...],
-    *,
-    shared: bool = True,
-    check_only: bool = False,
-    defines: Defines = (),
-) -> None:
-    """Compile or raise VariantSkipped carrying nvcc's first error lines."""
-    command = compile_command(source, output, arch, shared=shared, check_only=check_only, defines=defines)
+def compile_source(source: Path, output: Path, arch: str | tuple[str, ...], **options: Any) -> None:
+    """Compile or raise VariantSkipped carrying nvcc's first error lines; ``options`` are
+    compile_command's (shared, check_only, defines)."""
+    command = compile_command(source, output, arch, **options)
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
