@@ -217,13 +217,9 @@ def eager(case):
             return sdpa(*fp8.dequantized(case), causal)
         return sdpa(q, k, v, causal)
 
-    if fp8_inputs:
-        run.backend = sdpa_backend_name(*fp8.dequantized(case), causal)
-        run.note = f"dequantized to bf16, then SDPA backend: {run.backend}"
-        return run
-
-    run.backend = sdpa_backend_name(q, k, v, causal)
-    run.note = f"SDPA backend: {run.backend}"  # bench shows a variant's note in its row's message
+    run.backend = sdpa_backend_name(*(fp8.dequantized(case) if fp8_inputs else (q, k, v)), causal)
+    # bench shows a variant's note in its row's message
+    run.note = ("dequantized to bf16, then " if fp8_inputs else "") + f"SDPA backend: {run.backend}"
     return run
 
 

@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels.attention import FAMILY, fp8
+from rooflint.kernels.scaled_gemm.formats import require_fp8_tensor_cores
 
 
 def _autotune_configs():
@@ -172,8 +172,7 @@ def triton_variant(case):
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
     scales = None
     if fp8.is_fp8(q.dtype):
-        if q.device.type == "cuda" and torch.cuda.get_device_capability(q.device) < (8, 9):
-            raise VariantSkipped("fp8 tensor cores need sm_89 or newer (Ada, Hopper)")
+        require_fp8_tensor_cores(q.device)
         scales = tuple(float(case[name]) for name in fp8.SCALES)  # read once here, not in the timed call
     out = torch.empty(q.shape, dtype=torch.bfloat16 if scales else q.dtype, device=q.device)
 

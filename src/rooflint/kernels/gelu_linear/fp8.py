@@ -25,7 +25,7 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import scaled_gemm
 from rooflint.kernels.gelu_linear import FAMILY, FP8_DTYPES, GELU_FLOPS
 from rooflint.kernels.scaled_gemm.cuda import cuda_scaled_gemm, why_not
-from rooflint.kernels.scaled_gemm.formats import dequantize64
+from rooflint.kernels.scaled_gemm.formats import dequantize64, require_fp8_tensor_cores
 from rooflint.kernels.scaled_gemm.triton import scaled_gemm as triton_scaled_gemm
 
 BIAS_BYTES = 2  # the bias is bf16
@@ -80,16 +80,11 @@ def eager(case):
     return scaled_gemm.first_call_or_skip(lambda: scaled_mm_gelu(x, w, sx, sw, b), "torch._scaled_mm")
 
 
-def _needs_fp8_tensor_cores(case):
-    if torch.cuda.get_device_capability(case.device) < (8, 9):
-        raise VariantSkipped("fp8 tensor cores need sm_89 or newer")
-
-
 @FAMILY.variant("triton_fp8", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=FP8_DTYPES)
 def triton_fp8(case):
     """scaled_gemm's persistent TMA fp8 GEMM with the bias + GELU in its epilogue (GELU_BIAS), autotuned"""
     _skip_unless_multiples_of_16(case)
-    _needs_fp8_tensor_cores(case)
+    require_fp8_tensor_cores(case.device)
     x, w, sx, sw, b = case["x"], case["w"], case["sx"], case["sw"], case["b"]
     out = torch.empty((x.shape[0], w.shape[0]), dtype=torch.bfloat16, device=x.device)
     return lambda: triton_scaled_gemm(x, w, sx, sw, out, gelu_bias=b)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rooflint.core.errors import UserError
+from rooflint.core.errors import UserError, VariantSkipped
 
 # The largest finite value of each code format: e4m3fn stops at 448 (no infinities), e5m2 at 57344;
 # int8 uses the symmetric range [-127, 127], so that -x quantizes to -code.
@@ -77,6 +77,13 @@ def _encode(scaled: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype == torch.int8:
         return scaled.round().clamp(-127, 127).to(torch.int8)
     return scaled.clamp(-QMAX[dtype], QMAX[dtype]).to(dtype)
+
+
+def require_fp8_tensor_cores(device: torch.device) -> None:
+    """Skip, with the reason, on a GPU whose tensor cores take no fp8 codes (before Ada, sm_89); the
+    CPU interpreter widens the codes, so it takes them."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        raise VariantSkipped("fp8 tensor cores need sm_89 or newer")
 
 
 def dequantize64(codes: torch.Tensor, scale: torch.Tensor, group: int = 0) -> torch.Tensor:

@@ -24,7 +24,7 @@ from rooflint.kernels import sm_count
 from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
 from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
-from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK
+from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK, require_fp8_tensor_cores
 
 INTERPRETER_SMS = 3  # under the interpreter, 3 programs still each stride over several tiles
 
@@ -147,8 +147,8 @@ def triton_variant(case):
     a, b, sa, sb = case["a"], case["b"], case["sa"], case["sb"]
     if a.shape[1] % 16 or b.shape[0] % 16:
         raise VariantSkipped("TMA needs 16-byte row strides: K and N multiples of 16")
-    if torch.cuda.get_device_capability(a.device) < (8, 9) and a.dtype != torch.int8:
-        raise VariantSkipped("fp8 tensor cores need sm_89 or newer")
+    if a.dtype != torch.int8:
+        require_fp8_tensor_cores(a.device)
     out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)
     blocks = case.params["scaling"] == "block"
     return lambda: scaled_gemm(a, b, sa, sb, out, blocks)

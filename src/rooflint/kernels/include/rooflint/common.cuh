@@ -212,20 +212,3 @@ __device__ __forceinline__ uint4 vec_from_float(const float (&in)[16 / sizeof(T)
   }
   return make_uint4(words[0], words[1], words[2], words[3]);
 }
-
-// kVecs 16-byte vectors, `stride` vectors apart from p, through the read-only path. kMasked: a
-// vector whose `valid` is false reads as zeros, by a predicated load rather than a branch. Kernels
-// take the unmasked form where every vector of the thread is in range (whole rows), which then
-// costs one load and one address add a vector.
-template <bool kMasked, int kVecs>
-__device__ __forceinline__ void load_vecs(uint4 (&out)[kVecs], const uint4* p, unsigned stride,
-                                          const bool (&valid)[kVecs]) {
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    if (!kMasked || valid[k]) {
-      out[k] = __ldg(p + k * stride);
-    } else {
-      out[k] = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-}
