@@ -13,6 +13,7 @@ A failure is never recorded: the test compiles again and reports nvcc's own erro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -60,16 +61,17 @@ def archs(source: Path) -> tuple[str, ...]:
     return tuple(arch for arch in ARCHS if arch != "sm_90a")
 
 
+@functools.cache
 def _nvcc_version() -> str:
     return subprocess.run([nvcc_path(), "--version"], capture_output=True, text=True).stdout
 
 
-def check_key(source: Path) -> str:
-    """What decides whether ``source`` compiles clean: nvcc, its flags and targets, and the text of
-    the source and its headers (by name and content, wherever the package is installed)."""
+def check_key(source: Path, targets: tuple[str, ...]) -> str:
+    """What decides whether ``source`` compiles clean for ``targets``: nvcc, its flags, and the text
+    of the source and its headers (by name and content, wherever the package is installed)."""
     digest = hashlib.sha256()
     digest.update(_nvcc_version().encode())
-    digest.update(" ".join((*CHECK_FLAGS, *archs(source))).encode())
+    digest.update(" ".join((*CHECK_FLAGS, *targets)).encode())
     for path in with_headers(source):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -79,14 +81,14 @@ def check(source: Path, scratch: Path) -> None:
     """Compile ``source`` for every target (one nvcc call: the host side compiles once, the time goes
     to the device passes; optimizers off, as the -O3 build is made and run on the GPU machine), or
     find that it already passed with these exact inputs. Raises VariantSkipped with nvcc's errors."""
-    cache = os.environ.get(CACHE_ENV)
-    passed = Path(cache) / f"{source.stem}-{check_key(source)[:24]}.ok" if cache else None
+    cache, targets = os.environ.get(CACHE_ENV), archs(source)
+    passed = Path(cache) / f"{source.stem}-{check_key(source, targets)[:24]}.ok" if cache else None
     if passed is not None and passed.is_file():
         return
-    compile_source(source, scratch / f"{source.stem}.o", archs(source), shared=False, check_only=True)
+    compile_source(source, scratch / f"{source.stem}.o", targets, shared=False, check_only=True)
     if passed is not None:
         passed.parent.mkdir(parents=True, exist_ok=True)
-        passed.write_text(f"{source.name}: {' '.join(archs(source))}\n")
+        passed.write_text(f"{source.name}: {' '.join(targets)}\n")
 
 
 def main() -> int:
