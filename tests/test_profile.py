@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rooflint.analysis import ncu
+from rooflint.analysis import limiter, ncu
 from rooflint.analysis.lint import lint_file
 from rooflint.cli.app import app
 from rooflint.core.errors import UserError
@@ -101,8 +101,14 @@ def test_ncu_row_falls_back_to_analytic_flops_and_says_so():
 def test_ncu_csv_round_trip_plot_and_lint_counters(tmp_path):
     family = get_family("vector_add")
     n = family.sizes["large"][0]["n"]
-    counters = [ncu.KernelCounters("add", {ncu.DRAM_READ: 6.0 * n, ncu.DRAM_WRITE: 2.0 * n})]
+    counters = [
+        ncu.KernelCounters(
+            "add",
+            {ncu.DRAM_READ: 6.0 * n, ncu.DRAM_WRITE: 2.0 * n, limiter.DURATION: 5e5, limiter.DRAM_PCT: 91.0},
+        )
+    ]
     row = ncu_row(family, family.variants["eager"], "bf16", "large", counters, time_ms=0.5)
+    assert (row.main_kernel, row.limiter) == ("add", "DRAM bound (91% of peak)")
     path = tmp_path / "ncu.csv"
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(dataclasses.asdict(row)))
@@ -178,8 +184,15 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
         timing, "time_cuda", lambda fn, l2_bytes: timed.append(fn) or summarize([1.0], "cuda_events", True)
     )
     monkeypatch.setattr(profile.torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(profile, "available_metrics", lambda: [])
-    monkeypatch.setattr(profile, "run_ncu", lambda fam, v, dtype, size, out, metrics: profiled.append(v.name) or [])
+    monkeypatch.setattr(
+        profile, "available_metrics", lambda: ["dram__throughput", "sm__pipe_tensor_op_hmma_cycles_active"]
+    )
+    asked = []
+    monkeypatch.setattr(
+        profile,
+        "run_ncu",
+        lambda fam, v, dtype, size, out, metrics: asked.append(metrics) or profiled.append(v.name) or [],
+    )
     monkeypatch.setattr(profile, "ncu_row", lambda fam, v, dtype, size, counters, time_ms: (v.name, time_ms))
     monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: path)
     monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [])
@@ -187,3 +200,24 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
     assert built == ["eager", "triton"] and len(timed) == 2  # one build per variant, each timed once
     assert profiled == ["eager", "triton"]
     assert outcome.ncu_rows == [("eager", 1.0), ("triton", 1.0)]
+    # The limiter's counters ride along, each once, only those this ncu offers (plus launch attributes).
+    metrics = asked[0]
+    assert len(metrics) == len(set(metrics)) and ncu.DRAM_READ in metrics and limiter.DRAM_PCT in metrics
+    assert "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active" in metrics
+    assert limiter.REGISTERS in metrics and limiter.ISSUE_PCT not in metrics
+
+
+def test_profile_ncu_prints_what_limits_each_variant(tmp_path, monkeypatch):
+    from rooflint.engine import profile
+
+    family = get_family("vector_add")
+    stalled = {limiter.DURATION: 4e5, limiter.DRAM_PCT: 52.0, limiter.OCCUPANCY_PCT: 31.0}
+    stalled[limiter.stall_metric("long_scoreboard")] = 6.25
+    row = ncu_row(family, family.variants["eager"], "bf16", "large", [ncu.KernelCounters("add", stalled)], 0.4)
+    outcome = profile.ProfileOutcome("vector_add", "bf16", "large", "cuda", [], ncu_rows=[row])
+    monkeypatch.setattr(profile, "run_profile", lambda *args, **kwargs: outcome)
+    result = runner.invoke(app, ["profile", "vector_add", "--ncu", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "what limits each variant" in result.output and "long_scoreboard 6.25" in result.output
+    verdict = "latency: no unit above 60% (busiest DRAM 52%); warps wait most on long_scoreboard"
+    assert f"eager: {verdict} (6.25 cycles an instruction), occupancy 31%" in result.output.splitlines()

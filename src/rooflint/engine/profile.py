@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from rooflint.analysis import limiter
 from rooflint.analysis import ncu as ncu_tools
 from rooflint.core.errors import UserError
 from rooflint.core.family import Case, Family, Variant
@@ -129,6 +130,23 @@ class NcuRow:
     analytic_ai: float  # analytic FLOPs over analytic bytes (modeled where declared)
     measured_ai: float  # counted FLOPs over DRAM bytes
     notes: str
+    # Why it falls short (analysis/limiter.py): the counters of the range's longest kernel.
+    main_kernel: str
+    main_kernel_share_pct: float
+    dram_pct: float  # of DRAM's sustained peak
+    sm_pct: float  # the busiest SM unit's share of its peak
+    issue_pct: float  # warp schedulers' issue slots busy
+    tensor_pipe_pct: float
+    xu_pct: float  # MUFU: exp2, rsqrt, sin/cos
+    occupancy_pct: float  # achieved: active warps over the SM's maximum
+    registers: float  # per thread
+    block: float
+    grid: float
+    smem_bytes: float  # per block, static and dynamic
+    instructions: float  # warp instructions executed
+    cycles_per_issue: float  # warp cycles between two issued instructions
+    top_stalls: str  # "reason cycles-per-instruction, ..." largest first
+    limiter: str
 
 
 def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, time_ms: float) -> NcuRow:
@@ -145,6 +163,8 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
         notes.append("FLOP counters read zero: measured AI uses the analytic FLOPs")
     analytic_bytes = modeled if math.isfinite(modeled) else cost.bytes
     dram = measured.dram_bytes
+    why = limiter.explain(counters)
+    nan = math.nan
     from rooflint.core.family import shape_label
 
     return NcuRow(
@@ -169,6 +189,22 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
         analytic_ai=cost.flops / analytic_bytes if analytic_bytes else math.nan,
         measured_ai=flops / dram if dram and math.isfinite(dram) else math.nan,
         notes="; ".join(notes),
+        main_kernel=why.kernel if why else "",
+        main_kernel_share_pct=why.kernel_share_pct if why else nan,
+        dram_pct=why.dram_pct if why else nan,
+        sm_pct=why.sm_pct if why else nan,
+        issue_pct=why.issue_pct if why else nan,
+        tensor_pipe_pct=why.tensor_pipe_pct if why else nan,
+        xu_pct=why.xu_pct if why else nan,
+        occupancy_pct=why.occupancy_pct if why else nan,
+        registers=why.registers if why else nan,
+        block=why.block if why else nan,
+        grid=why.grid if why else nan,
+        smem_bytes=why.smem_bytes if why else nan,
+        instructions=why.instructions if why else nan,
+        cycles_per_issue=why.cycles_per_issue if why else nan,
+        top_stalls=why.top_stalls if why else "",
+        limiter=why.limiter if why else "unknown: no kernel was timed",
     )
 
 
@@ -315,7 +351,9 @@ def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_
     """Each variant under ncu in a child process (which builds it there), beside its time here."""
     from rooflint.core.roofs import measured_overlay
 
-    metrics = ncu_tools.BASE_METRICS + ncu_tools.tensor_metrics(available_metrics())
+    available = available_metrics()
+    metrics = ncu_tools.BASE_METRICS + ncu_tools.tensor_metrics(available) + limiter.why_metrics(available)
+    metrics = list(dict.fromkeys(metrics))
     for variant in chosen:
         on_note(f"profiling {variant.name} under ncu ...")
         time_ms = times_ms[variant.name]

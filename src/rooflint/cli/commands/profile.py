@@ -21,9 +21,14 @@ def profile_command(
         str | None, typer.Option("--size", help="small (default), large, or key=value,... (first shape of a preset).")
     ] = None,
     device: DeviceOption = None,
-    ncu: Annotated[bool, typer.Option("--ncu", help="Also collect DRAM/L2 bytes and FLOPs with Nsight Compute.")] = (
-        False
-    ),
+    ncu: Annotated[
+        bool,
+        typer.Option(
+            "--ncu",
+            help="Also collect with Nsight Compute: DRAM/L2 bytes and FLOPs, and what limits each variant "
+            "(busiest unit, issue, occupancy, stall reasons).",
+        ),
+    ] = False,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Directory for kernels.csv, ncu.csv and the ncu roofline (rooflint-out/profile)."),
@@ -31,7 +36,7 @@ def profile_command(
     gpu: GpuOption = None,
     spec_file: SpecFileOption = None,
 ) -> None:
-    """List the kernels each variant launches and each one's share of device time; with --ncu, measure its traffic.
+    """List each variant's kernels and their share of device time; with --ncu, its traffic and what limits it.
 
     Examples:
       rooflint profile gelu --size large
@@ -54,6 +59,9 @@ def profile_command(
     console.print(_kernels_table(outcome))
     if outcome.ncu_rows:
         console.print(_ncu_table(outcome))
+        console.print(_why_table(outcome))
+        for r in outcome.ncu_rows:  # whole lines: a verdict folded inside a table cell is hard to read
+            console.print(f"{r.variant}: {r.limiter}", highlight=False, soft_wrap=True)
     console.print("wrote " + ", ".join(str(p) for p in outcome.written))
     if ncu and not outcome.ncu_rows:
         raise typer.Exit(1)  # ncu profiled nothing: each variant's reason is printed above
@@ -104,5 +112,46 @@ def _ncu_table(outcome):
             fmt(r.analytic_ai),
             fmt(r.measured_ai),
             r.notes,
+        )
+    return table
+
+
+def _why_table(outcome):
+    """What holds each variant: its longest kernel's busiest units, its warps' waits, its resources."""
+    from rich.table import Table
+
+    from rooflint.core.fmt import fmt
+
+    table = Table(title=f"{outcome.family} {outcome.dtype} {outcome.size}: what limits each variant (ncu)")
+    columns = (
+        "variant",
+        "main kernel",
+        "DRAM %",
+        "SM %",
+        "issue %",
+        "tensor %",
+        "occup. %",
+        "regs",
+        "block",
+        "smem KiB",
+    )
+    for column in (*columns, "instr. M", "cycles/instr.", "top stalls (cycles/instr.)"):
+        table.add_column(column, overflow="fold")
+    for r in outcome.ncu_rows:
+        share = f" ({r.main_kernel_share_pct:.0f}%)" if r.kernels > 1 and math.isfinite(r.main_kernel_share_pct) else ""
+        table.add_row(
+            r.variant,
+            r.main_kernel[:40] + share,
+            fmt(r.dram_pct),
+            fmt(r.sm_pct),
+            fmt(r.issue_pct),
+            fmt(r.tensor_pipe_pct),
+            fmt(r.occupancy_pct),
+            fmt(r.registers),
+            fmt(r.block),
+            fmt(r.smem_bytes / 1024),
+            fmt(r.instructions / 1e6),
+            fmt(r.cycles_per_issue),
+            r.top_stalls,
         )
     return table
