@@ -4,13 +4,21 @@ only the wait as "build". nvcc is replaced by a fake that writes the library fil
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from rooflint.core import registry
 from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import Family
+from rooflint.core.registry import get_family
 from rooflint.engine import bench, build_ahead, cuda_build
 from rooflint.engine.request import BenchPlan, BenchRequest
 from rooflint.engine.run_clock import PhaseClock, RunTally, run_record
@@ -52,16 +60,151 @@ def nvcc(monkeypatch, tmp_path):
     return fake
 
 
-def test_the_sources_are_those_the_selected_variants_can_reach():
+def test_the_sources_are_those_the_selected_variants_declare():
     sources = build_ahead.sources_for
     assert sources([("softmax", "cuda"), ("softmax", "eager")]) == [KERNELS / "softmax" / "softmax.cu"]
     assert sources([("softmax", "eager"), ("rmsnorm", "triton")]) == []
-    # Through another module's __file__ (layernorm_gelu builds layernorm.cu)...
+    # Another family's source (layernorm_gelu builds layernorm.cu)...
     assert sources([("layernorm_gelu", "cuda")]) == [KERNELS / "layernorm" / "layernorm.cu"]
-    # ...and a module a function imports on first use (the Triton GEMM's CUDA decode path).
-    assert KERNELS / "gelu_linear" / "skinny_pdl.cu" in sources([("gelu_linear", "triton")])
+    # ...a CUDA kernel behind a Triton variant (the skinny GEMM's decode path), and one source for two
+    # variants that load it, built once.
+    assert sources([("gelu_linear", "triton"), ("weight_only_gemm", "bf16_skinny")]) == [
+        KERNELS / "gelu_linear" / "skinny_pdl.cu"
+    ]
     hopper = sources([("attention", "cuda_hopper")])
     assert hopper == [KERNELS / "attention" / "attention_hopper.cu"]
+
+
+def test_a_variant_without_a_declaration_builds_on_first_use(monkeypatch, tmp_path):
+    # A plugin's CUDA variant written before sources= existed: nothing ahead, and no error. One that
+    # declares its source gets it built ahead; a declared file that is missing is left to its load.
+    plugin = Family("plugin_scale", summary="x", sizes={"small": [{}], "large": [{}]}, make_inputs=None,
+                    reference=None, cost=None)  # fmt: skip
+    source = tmp_path / "plugin_scale.cu"
+    source.write_text("// a plugin's kernel\n")
+    plugin.variant("cuda", needs=("nvcc",))(lambda case: None)
+    plugin.variant("cuda_declared", kind="cuda", sources=(str(source),))(lambda case: None)
+    plugin.variant("cuda_missing", kind="cuda", sources=(tmp_path / "gone.cu",))(lambda case: None)
+    monkeypatch.setattr(build_ahead, "get_family", lambda name: plugin)
+    assert plugin.variants["cuda"].sources == ()
+    assert build_ahead.sources_for([("plugin_scale", "cuda")]) == []
+    assert build_ahead.sources_for([("plugin_scale", "cuda_declared")]) == [source]
+    assert build_ahead.sources_for([("plugin_scale", "cuda_missing")]) == []
+    with pytest.raises(ValueError, match="sources are .cu files, not .*plugin_scale.py"):
+        plugin.variant("cuda_py", kind="cuda", sources=(tmp_path / "plugin_scale.py",))
+
+
+def builtin_variants():
+    """(family, variant) of every variant rooflint itself registers (plugins' are not held to this)."""
+    return [
+        (family.name, variant)
+        for family in map(get_family, registry.family_names())
+        for variant in family.variants.values()
+        if variant.build.__module__.startswith("rooflint.")
+    ]
+
+
+def test_every_variant_declares_exactly_the_sources_its_code_loads():
+    """The declaration against the builder's own code: every ``family_source(<module>.__file__,
+    "name")`` it or the rooflint functions it names (imported on first use too) call. A CUDA variant
+    that forgets sources=, declares a source it never loads, or declares a file not there fails."""
+    wrong, found_any = [], 0
+    for family, variant in builtin_variants():
+        declared = set(variant.sources)
+        loaded = set(sources_in_code(variant.build))
+        found_any += bool(loaded)
+        missing_files = sorted(str(path) for path in declared if not path.is_file())
+        if declared != loaded or missing_files or (variant.kind == "cuda" and not declared):
+            undeclared = sorted(f"{p.parent.name}/{p.name}" for p in loaded - declared)
+            extra = sorted(f"{p.parent.name}/{p.name}" for p in declared - loaded)
+            wrong.append(f"{family}/{variant.name}: undeclared {undeclared}, never loaded {extra}, "
+                         f"missing files {missing_files}")  # fmt: skip
+    assert not wrong, "\n".join(wrong)
+    assert found_any >= 15  # the oracle reads the kernels' code (it is not an empty set on both sides)
+
+
+def test_the_oracle_follows_names_across_modules():
+    # What the declaration test relies on: a Triton variant reaches skinny_pdl.cu through
+    # skinny_linear's import on first use, and layernorm_gelu through another family's __file__.
+    triton = get_family("gelu_linear").variants["triton"].build
+    assert sources_in_code(triton) == [KERNELS / "gelu_linear" / "skinny_pdl.cu"]
+    online = get_family("softmax").variants["cuda_online"].build
+    assert [p.name for p in sources_in_code(online)] == ["softmax_online.cu", "softmax.cu"]
+    assert sources_in_code(get_family("layernorm_gelu").variants["cuda"].build) == [
+        KERNELS / "layernorm" / "layernorm.cu"
+    ]
+    assert sources_in_code(get_family("softmax").variants["eager"].build) == []
+
+
+# The oracle: the .cu files a builder's code names, read from its source. Only the test reads code
+# this way; build_ahead reads the declarations, which the test above holds to this.
+def sources_in_code(builder) -> list[Path]:
+    module = sys.modules[builder.__module__]
+    return list(dict.fromkeys(_reached(module, builder.__name__, set())))
+
+
+def _reached(module: ModuleType, name: str, seen: set[tuple[str, str]]) -> list[Path]:
+    """Sources named in the top-level def or class ``name`` of ``module`` and in what it names."""
+    if (module.__name__, name) in seen:
+        return []
+    seen.add((module.__name__, name))
+    tree = ast.parse(inspect.getsource(module))
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    node = next((n for n in tree.body if isinstance(n, kinds) and n.name == name), None)
+    if node is None:
+        return []
+    # The body only: the decorator's sources=(family_source(...),) is the declaration under test.
+    body = [child for statement in node.body for child in ast.walk(statement)]
+    sources = [path for call in body if isinstance(call, ast.Call) if (path := _family_source(module, call))]
+    for target in _named(module, body):
+        owner = sys.modules.get(getattr(target, "__module__", "") or "")
+        if owner is not None and owner.__name__.startswith("rooflint."):
+            sources += _reached(owner, target.__name__, seen)
+    return sources
+
+
+def _named(module: ModuleType, body: list[ast.AST]) -> list:
+    """The functions and classes ``body`` names (``f``, ``module.f``), as the module binds them or as
+    a ``from rooflint... import`` inside it does (a module imported on first use)."""
+    bound = dict(vars(module))
+    for child in body:
+        if isinstance(child, ast.ImportFrom) and not child.level and (child.module or "").startswith("rooflint"):
+            for alias in child.names:
+                imported = importlib.import_module(child.module)
+                try:
+                    value = importlib.import_module(f"{child.module}.{alias.name}")
+                except ImportError:
+                    value = getattr(imported, alias.name, None)
+                bound[alias.asname or alias.name] = value
+    names = []
+    for child in body:
+        if isinstance(child, ast.Name):
+            value = bound.get(child.id)
+        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
+            value = getattr(bound.get(child.value.id), child.attr, None)
+        else:
+            continue
+        if inspect.isfunction(value) or inspect.isclass(value):
+            names.append(value)
+    return names
+
+
+def _family_source(module: ModuleType, call: ast.Call) -> Path | None:
+    """The path of a ``family_source(__file__ or <module>.__file__, "name")`` call; None for other calls."""
+    called = call.func
+    if (called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")) != "family_source":
+        return None
+    where = call.args[0]
+    if isinstance(where, ast.Name) and where.id == "__file__":
+        module_file = module.__file__
+    elif isinstance(where, ast.Attribute) and where.attr == "__file__" and isinstance(where.value, ast.Name):
+        module_file = getattr(vars(module).get(where.value.id), "__file__", None)
+    else:
+        return None
+    name = call.args[1].value if len(call.args) > 1 and isinstance(call.args[1], ast.Constant) else None
+    if len(call.args) > 1 and not isinstance(name, str):
+        return None  # a name computed at run time: no declaration can be checked against it here
+    return cuda_build.family_source(module_file, name) if module_file else None
 
 
 def test_a_library_built_ahead_is_the_one_the_variant_loads(nvcc):

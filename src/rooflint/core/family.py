@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -154,6 +155,10 @@ class Variant:
     description: str = ""
     baseline: bool = False  # declared with @FAMILY.variant(..., baseline=True); see Family.baseline
     library: LibraryPeer | None = None  # the third-party library a ``library`` variant calls
+    # The .cu files the builder loads through cuda_build (in the order it loads them), declared with
+    # @FAMILY.variant(..., sources=...): bench builds them ahead (engine/build_ahead). Empty: none
+    # declared, and any library the variant loads builds on its first call.
+    sources: tuple[Path, ...] = ()
 
 
 def shape_label(params: Mapping[str, Any]) -> str:
@@ -213,6 +218,7 @@ class Family:
         dtypes: Sequence[str] | None = None,
         baseline: bool = False,
         library: LibraryPeer | None = None,
+        sources: Sequence[str | Path] = (),
     ) -> Callable[[Builder], Builder]:
         """Register a variant builder: ``builder(case) -> zero-argument callable``.
 
@@ -222,7 +228,10 @@ class Family:
         ``baseline=True`` makes this the variant every row's ``speedup_vs_eager`` divides by
         (at most one per family; see ``Family.baseline``). ``library`` names the third-party
         library a ``kind="library"`` variant calls; it runs only where that library imports and
-        supports the GPU, and its rows record the library and its version.
+        supports the GPU, and its rows record the library and its version. ``sources`` are the .cu
+        files the builder loads, as it names them (``cuda_build.family_source(__file__, "softmax")``),
+        a variant that reaches another module's kernel included: bench starts their nvcc builds
+        before the first row needs them.
         """
         kind = kind or (LIBRARY_KIND if library is not None else name)
         if kind not in VARIANT_KINDS:
@@ -234,6 +243,10 @@ class Family:
             )
         if library is not None and baseline:
             raise ValueError(f"variant {name!r} of {self.name}: a library variant cannot be the baseline")
+        declared_sources = tuple(Path(source) for source in sources)
+        not_cu = [str(source) for source in declared_sources if source.suffix != ".cu"]
+        if not_cu:
+            raise ValueError(f"variant {name!r} of {self.name}: sources are .cu files, not {', '.join(not_cu)}")
         if name in self.variants:
             raise ValueError(f"variant {name!r} registered twice in family {self.name}")
         declared = next((v.name for v in self.variants.values() if v.baseline), None)
@@ -254,6 +267,7 @@ class Family:
                 description=(build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else "",
                 baseline=baseline,
                 library=library,
+                sources=declared_sources,
             )
             return build
 

@@ -133,7 +133,7 @@ def triton_variant(case):
     return lambda: triton_layernorm(x, w, b, y, gelu=True)
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(ln.__file__, "layernorm"),))
 def cuda_variant(case):
     """layernorm.cu instantiated with the GELU epilogue, no mean/rstd stores"""
     library = cuda_build.load(cuda_build.family_source(ln.__file__, "layernorm"))

@@ -15,7 +15,12 @@ from rooflint.kernels.attention import CUDA_HEAD_DIMS, FAMILY
 from rooflint.kernels.attention.fp8 import HALF_DTYPES
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=HALF_DTYPES)
+@FAMILY.variant(
+    "cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=HALF_DTYPES,
+    sources=(cuda_build.family_source(__file__, "attention"),),
+)
 def cuda_variant(case):
     """mma.sync m16n8k16 tiles (128 queries x 64 keys), cp.async double buffer, online softmax"""
     if torch.cuda.get_device_capability() < (8, 0):
@@ -46,7 +51,13 @@ HOPPER_CUDA_DEFINES = {"CONSUMERS_D64": "ROOFLINT_FA3_CONSUMERS_D64", "STAGES_D6
 HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 
 
-@FAMILY.variant("cuda_hopper", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=HALF_DTYPES)
+@FAMILY.variant(
+    "cuda_hopper",
+    kind="cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=HALF_DTYPES,
+    sources=(cuda_build.family_source(__file__, "attention_hopper"),),
+)
 def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     """sm_90 only: wgmma + TMA, a producer warpgroup and two (D=128) or three (D=64) consumer warpgroups in ping-pong"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):

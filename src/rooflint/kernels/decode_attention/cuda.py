@@ -21,7 +21,9 @@ CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instant
 CUDA_PATHS = {"auto": 0, "cuda_cores": 1, "tensor_cores": 2}
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant(
+    "cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "decode_attention"),)
+)
 def cuda_variant(case):
     """CUDA C++ flash-decoding: mma.sync on sm_80+ (CUDA-core FMAs on sm_75), cp.async rings, combine kernel"""
     q, k, v = case["q"], case["k"], case["v"]

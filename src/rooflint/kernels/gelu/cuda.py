@@ -19,7 +19,7 @@ def cuda_gelu(x, bias, scale, out=None, rows_in_flight=0):
     return out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "gelu"),))
 def cuda_variant(case):
     """CUDA C++, 16-byte vectors, 4 rows in flight a thread, bias held in registers"""
     x, bias, scale = case["x"], case["bias"], case["scale"]

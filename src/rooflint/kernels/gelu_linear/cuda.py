@@ -18,7 +18,12 @@ def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
     return out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=FLOAT_DTYPES)
+@FAMILY.variant(
+    "cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=FLOAT_DTYPES,
+    sources=(cuda_build.family_source(__file__, "gelu_linear"),),
+)
 def cuda_variant(case):
     """CUDA C++: cp.async ring into wgmma m64n256k16 (Hopper) or mma.sync m16n8k16; fused bias/GELU"""
     if torch.cuda.get_device_capability(case.device)[0] < 8:
@@ -31,7 +36,13 @@ def cuda_variant(case):
     return lambda: cuda_gelu_linear(library, x, w, b, out)
 
 
-@FAMILY.variant("cuda_hopper", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=FLOAT_DTYPES)
+@FAMILY.variant(
+    "cuda_hopper",
+    kind="cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=FLOAT_DTYPES,
+    sources=(cuda_build.family_source(__file__, "gelu_linear_hopper"),),
+)
 def cuda_hopper_variant(case):
     """sm_90 only: warp-specialized wgmma GEMM (a TMA producer warpgroup, two consumers), fused bias/GELU"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):

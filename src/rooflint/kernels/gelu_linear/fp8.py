@@ -90,7 +90,13 @@ def triton_fp8(case):
     return lambda: triton_scaled_gemm(x, w, sx, sw, out, gelu_bias=b)
 
 
-@FAMILY.variant("cuda_fp8", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=FP8_DTYPES)
+@FAMILY.variant(
+    "cuda_fp8",
+    kind="cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=FP8_DTYPES,
+    sources=(cuda_build.family_source(scaled_gemm.__file__, "scaled_gemm_hopper"),),
+)
 def cuda_fp8(case):
     """sm_90 only: scaled_gemm's warp-specialized fp8 wgmma GEMM, scales + bias + GELU in its epilogue"""
     x, w, sx, sw, b = case["x"], case["w"], case["sx"], case["sw"], case["b"]

@@ -7,6 +7,7 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.engine import cuda_build
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
@@ -101,7 +102,13 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     return out
 
 
-@FAMILY.variant("triton", needs=(NEEDS_CUDA, NEEDS_TRITON), dtypes=FLOAT_DTYPES)
+# skinny_pdl.cu: at <= 16 rows on a GPU with PDL, skinny_linear hands the GEMM to its CUDA kernel.
+@FAMILY.variant(
+    "triton",
+    needs=(NEEDS_CUDA, NEEDS_TRITON),
+    dtypes=FLOAT_DTYPES,
+    sources=(cuda_build.family_source(__file__, "skinny_pdl"),),
+)
 def triton_variant(case):
     """TMA GEMM over a flattened tile loop, bias + GELU epilogue by TMA, autotuned; <= 16 rows: weight streaming"""
     x, w, b = case["x"], case["w"], case["b"]

@@ -8,7 +8,7 @@ from rooflint.kernels import cuda_dtype
 from rooflint.kernels.kv_cache import BLOCK_SIZE, FAMILY, _dims, _operands
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "kv_cache"),))
 def cuda_variant(case):
     """CUDA C++ for K and V, a block per token row, 16-byte vectors"""
     library = cuda_build.load(cuda_build.family_source(__file__, "kv_cache"))

@@ -32,7 +32,7 @@ def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=Fa
     return y
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "layernorm"),))
 def cuda_variant(case):
     """CUDA C++, one block per row, row in registers as 16-byte vectors, warp-shuffle reductions"""
     library = cuda_build.load(cuda_build.family_source(__file__, "layernorm"))

@@ -34,7 +34,12 @@ def cuda_modeled_bytes(params, dtype):
     return fused_modeled_bytes(params, dtype, per_sm=2)
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), modeled_bytes=cuda_modeled_bytes)
+@FAMILY.variant(
+    "cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    modeled_bytes=cuda_modeled_bytes,
+    sources=(cuda_build.family_source(__file__, "layernorm_backward"),),
+)
 def cuda_variant(case):
     """CUDA C++: rows in registers, next row prefetched, fp32 partials and a second sum kernel"""
     library = cuda_build.load(cuda_build.family_source(__file__, "layernorm_backward"))

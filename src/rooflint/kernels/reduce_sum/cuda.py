@@ -46,7 +46,7 @@ class CudaRowSum:
         return self.out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "reduce_sum"),))
 def cuda_variant(case):
     """CUDA C++, 16-byte loads x4 unrolled, warp shuffles, last-block-done combine"""
     return CudaRowSum(case["x"].contiguous())

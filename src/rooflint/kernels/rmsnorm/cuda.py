@@ -33,7 +33,7 @@ def cuda_rmsnorm(
     return y if residual is None else (y, h)
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "rmsnorm"),))
 def cuda_variant(case):
     """CUDA C++, one block per row, the row in registers as 16-byte vectors, the residual add fused"""
     library = cuda_build.load(cuda_build.family_source(__file__, "rmsnorm"))

@@ -25,13 +25,21 @@ def _cuda_runner(case, fused):
     return run
 
 
-@FAMILY.variant("cuda_table", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), modeled_bytes=_table_modeled)
+@FAMILY.variant(
+    "cuda_table",
+    kind="cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    modeled_bytes=_table_modeled,
+    sources=(cuda_build.family_source(__file__, "rope"),),
+)
 def cuda_table(case):
     """CUDA C++, a block per position, table row staged in shared memory, 16-byte vectors"""
     return _cuda_runner(case, fused=False)
 
 
-@FAMILY.variant("cuda_fused", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant(
+    "cuda_fused", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "rope"),)
+)
 def cuda_fused(case):
     """CUDA C++, a block per position, sincosf into shared memory, 16-byte vectors"""
     return _cuda_runner(case, fused=True)

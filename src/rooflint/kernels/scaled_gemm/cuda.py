@@ -45,7 +45,12 @@ def cuda_scaled_gemm(library, a, b, sa, sb, out, block_n: int = 0, gelu_bias: to
     return out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), dtypes=("fp8_e4m3", "fp8_e5m2"))
+@FAMILY.variant(
+    "cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    dtypes=("fp8_e4m3", "fp8_e5m2"),
+    sources=(cuda_build.family_source(__file__, "scaled_gemm_hopper"),),
+)
 def cuda_variant(case):
     """sm_90 only: persistent warp-specialized fp8 wgmma GEMM (TMA producer, 2 consumers), scales in the epilogue"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):

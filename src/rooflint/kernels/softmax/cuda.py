@@ -22,7 +22,7 @@ def cuda_softmax(x, out=None, threads=0, mode="auto"):
     return out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "softmax"),))
 def cuda_variant(case):
     """CUDA C++: a block per row cached on chip, online two-pass for rows over 32768"""
     x = case["x"]

@@ -34,7 +34,13 @@ def rows_per_sm(library, cols: int, dtype: torch.dtype, threads: int = 0) -> int
     return library.query("rooflint_softmax_online_rows_per_sm", cols, cuda_dtype(dtype), threads)
 
 
-@FAMILY.variant("cuda_online", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+# softmax.cu too: rows wider than the shared-memory stage run its looped kernel.
+@FAMILY.variant(
+    "cuda_online",
+    kind="cuda",
+    needs=(NEEDS_CUDA, NEEDS_NVCC),
+    sources=(cuda_build.family_source(__file__, "softmax_online"), cuda_build.family_source(__file__, "softmax")),
+)
 def cuda_online_variant(case):
     """CUDA C++: a block a row staged in shared memory by cp.async, one (max, sum) block merge; wider rows looped"""
     x = case["x"]

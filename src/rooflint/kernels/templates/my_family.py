@@ -12,8 +12,10 @@ One file is a complete family. When it grows, make it a package as rooflint's ow
 (src/rooflint/kernels/vector_add/): my_family/__init__.py keeps everything down to the PyTorch
 variants and FAMILY, and ends by importing one module per implementation (triton.py, cuda.py), each
 registering its variants on FAMILY; a CUDA source my_family.cu sits beside them, and
-rooflint.engine.cuda_build.family_source(__file__) finds it from __init__.py. The entry point and
-ROOFLINT_FAMILY_MODULES then name the package.
+rooflint.engine.cuda_build.family_source(__file__) finds it from __init__.py (from cuda.py:
+family_source(__file__, "my_family")). A variant that loads a .cu declares it when it registers
+(sources=..., at the end of this file), so bench builds it with nvcc before the first row needs it.
+The entry point and ROOFLINT_FAMILY_MODULES then name the package.
 """
 
 from __future__ import annotations
@@ -101,3 +103,23 @@ def triton_variant(case):
     a, b = case["a"], case["b"]
     out = torch.empty_like(a)  # allocated once, outside the timed call
     return lambda: triton_my_family(a, b, out)
+
+
+# A CUDA variant (in a package: cuda.py, with my_family.cu beside it) names the .cu it loads in
+# sources=, the same path it passes to cuda_build.load. bench starts every declared build at once,
+# before the first row; a source left undeclared still builds, but on the variant's first call, while
+# the GPU waits:
+#
+#     from rooflint.core.family import NEEDS_NVCC
+#     from rooflint.engine import cuda_build
+#     from rooflint.kernels import cuda_dtype
+#
+#     @FAMILY.variant(
+#         "cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "my_family"),)
+#     )
+#     def cuda_variant(case):
+#         """CUDA C++, 16-byte vectors"""
+#         library = cuda_build.load(cuda_build.family_source(__file__, "my_family"))
+#         a, b = case["a"], case["b"]
+#         out = torch.empty_like(a)
+#         return lambda: library.launch("rooflint_my_family", a, b, out, a.numel(), cuda_dtype(a.dtype))

@@ -10,7 +10,7 @@ from rooflint.kernels import cuda_dtype
 from rooflint.kernels.vector_add import FAMILY
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "vector_add"),))
 def cuda_variant(case):
     """CUDA C++, 16-byte vectors, grid-stride"""
     library = cuda_build.load(cuda_build.family_source(__file__, "vector_add"))

@@ -34,7 +34,8 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
-from rooflint.kernels import sm_count
+from rooflint.engine import cuda_build
+from rooflint.kernels import gelu_linear, sm_count
 from rooflint.kernels.common.arrival import last_to_arrive, rearm
 from rooflint.kernels.weight_only_gemm import FAMILY, MAX_ROWS, bf16_weight_bytes
 
@@ -266,7 +267,14 @@ def triton_variant(case, config=TRITON_CONFIG):
     return lambda: weight_only_linear(x, w_q, w_scale, group, out, tile, splits, bits)
 
 
-@FAMILY.variant("bf16_skinny", kind="triton", needs=(NEEDS_CUDA, NEEDS_TRITON), modeled_bytes=bf16_weight_bytes)
+# skinny_pdl.cu: gelu_linear's skinny_linear runs its CUDA kernel where the GPU has PDL and the shape fits.
+@FAMILY.variant(
+    "bf16_skinny",
+    kind="triton",
+    needs=(NEEDS_CUDA, NEEDS_TRITON),
+    modeled_bytes=bf16_weight_bytes,
+    sources=(cuda_build.family_source(gelu_linear.__file__, "skinny_pdl"),),
+)
 def bf16_skinny(case):
     """gelu_linear's bf16 skinny decode GEMM on the bf16 weight: what the 1-byte weights must beat"""
     from rooflint.kernels.gelu_linear.skinny import skinny_linear
