@@ -210,18 +210,24 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 
   // This warpgroup's 64 query rows start 64 rows (8 KB) into each Q column box.
   const uint32_t q_rows = base + consumer * 64 * 128;
+  // Each wgmma's descriptors: a tile's base descriptor advanced by the byte offset, not one built
+  // whole per wgmma (a mask, shifts and ORs on the uniform datapath, ~70 instructions a warp a tile
+  // at D=64, where FlashAttention-4 issues a fifth as many).
+  const uint64_t q_desc = desc_k_major(q_rows);
   auto issue_pv = [&](int stage) {
+    const uint64_t v_desc = desc_mn_major(v_tile(stage), kBoxBytes);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
-      mma_pv<T, D>(o, p[kk], desc_mn_major(v_tile(stage) + kk * 16 * 128, kBoxBytes));
+      mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
   };
 
   auto issue_qk = [&](int stage) {
+    const uint64_t k_desc = desc_k_major(k_tile(stage));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
-      mma_qk<T>(s, desc_k_major(q_rows + (kk / 4) * L::kQBoxBytes + along),
-                desc_k_major(k_tile(stage) + (kk / 4) * kBoxBytes + along), kk > 0);
+      mma_qk<T>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
+                desc_advance(k_desc, (kk / 4) * kBoxBytes + along), kk > 0);
     }
   };
   // Online softmax of S_j in place (S becomes P), in the log2 domain; returns each row's rescale

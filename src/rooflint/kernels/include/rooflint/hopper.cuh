@@ -49,7 +49,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
 }
-
 // ---- TMA: one thread copies a whole [rows x cols] box of a 3-D tensor map into shared memory,
 // swizzled as the map says; rows past the tensor's end arrive as zeros. The bytes count toward bar.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int x, int y, int z) {
@@ -132,6 +131,9 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t address, uint32_t nex
   return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | (static_cast<uint64_t>(next_columns_bytes >> 4) << 16) |
          (64ull << 32) | (1ull << 62);
 }
+// The descriptor of the address ``bytes`` past a descriptor's: its start address is the low 14
+// bits, in 16-byte units, and a CTA's shared memory (under 256 KB) never carries out of them.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 // Operand lists of a wgmma's fp32 accumulator, 32 to 128 registers per thread (N/2 for m64nNk16):
 // ROOFLINT_WGMMA_REGS<n> is the asm's "%0, ..., %<n-1>", ROOFLINT_WGMMA_ACC<n>(d) binds d[0..n-1]
