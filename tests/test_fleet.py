@@ -7,6 +7,7 @@ worker from inside a task, as a machine going down would.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 from collections import Counter
@@ -23,6 +24,7 @@ from rooflint.core.errors import UserError  # noqa: E402
 from rooflint.engine import bench  # noqa: E402
 from rooflint.engine.fleet.cluster import LocalWorker, local_cluster  # noqa: E402
 from rooflint.engine.fleet.resources import choose_labels, offered_labels  # noqa: E402
+from rooflint.engine.run_clock import summary_line  # noqa: E402
 
 FIXTURES = str(Path(__file__).parent / "fixtures")
 # The module's cluster of two worker processes starts once, on one worker of the suite.
@@ -98,6 +100,19 @@ def test_each_gpu_type_runs_the_whole_plan_into_one_csv(cluster, tmp_path):
     assert "GPU types, each running the whole plan: fake_a, fake_b" in log
     assert re.search(r"fake_a/toy/fp32/n=4096/\S+: finished on a0", log)
     assert re.search(r"fake_b/toy/fp32/n=4096/\S+: finished on b0", log)
+    # The measuring processes' phase seconds and cache counts came back with their rows: the run
+    # record holds them, GPU-seconds summed over the two workers, and the summary says so.
+    run = json.loads((tmp_path / "results.json").read_text())["run"]
+    assert run == outcome.run
+    assert run["workers"] == 2 and run["phase_basis"] == "gpu_seconds"
+    for phase in ("startup", "inputs", "reference", "compile", "check", "measure"):
+        assert run["phases_s"][phase] > 0, phase
+    assert run["phases_by_family_s"]["toy"]["measure"] > 0
+    assert run["other_s"] >= 0
+    reference = run["caches"]["reference"]
+    assert reference["hits"] + reference["misses"] + reference["recomputed"] >= 2  # a case on each GPU type
+    assert set(run["caches"]) == {"reference", "build", "triton", "inductor"}
+    assert summary_line(run).startswith(f"wall {run['wall_s']:.0f} s, phases in GPU-seconds over 2 workers: measure ")
 
 
 def test_an_unknown_gpu_type_is_one_clear_line(cluster, tmp_path):

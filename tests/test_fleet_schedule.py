@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -124,14 +125,15 @@ KILLED: set[str] = set()  # task keys that already killed their worker once
 def fake_measure(group, topic, tasks, *, device, spec, request, spec_file_text=None):
     """The measuring process's part, played in the worker's thread: each task's row after a short
     pause, streamed as the real one is; a task named in ROOFLINT_TEST_KILL closes its worker the
-    first time, as a machine going down mid-task would."""
+    first time, as a machine going down mid-task would. Each row carries the phase report a measuring
+    process would send with it (a second of measure, a reference read), by both routes."""
     from distributed import get_worker
 
     worker = get_worker()
     host, _, gpu = str(worker.name).partition("-")
     me = {"group": group, "name": str(worker.name), "host": host}
     worker.log_event(topic, {"kind": "start", **me})
-    records = []
+    records, reports = [], {}
     for task in tasks:
         if task.key in os.environ.get("ROOFLINT_TEST_KILL", "").split(";") and task.key not in KILLED:
             KILLED.add(task.key)
@@ -146,8 +148,9 @@ def fake_measure(group, topic, tasks, *, device, spec, request, spec_file_text=N
         row.gpu, row.host, row.device_name, row.device_index = "cpu", host, f"fake {gpu}", int(gpu[-1])
         record = json_safe(dataclasses.asdict(row))
         records.append(record)
-        worker.log_event(topic, {"kind": "row", "record": record, "seconds": 0.5, **me})
-    return {"records": records, "seconds": {}, "log": "", **me}
+        reports[task.key] = [[{"phases_s": {"measure": 1.0}, "counts": {"reference_hits": 1}}, task.family]]
+        worker.log_event(topic, {"kind": "row", "record": record, "seconds": 0.5, "reports": reports[task.key], **me})
+    return {"records": records, "seconds": {}, "reports": reports, "log": "", **me}
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +204,14 @@ def test_a_killed_worker_has_its_task_run_again_on_a_peer(simulated_hosts, tmp_p
     again = next(line for line in log.splitlines() if "started again on" in line)
     peer = again.split("started again on ")[1].split(" ")[0]
     assert peer != dead and peer.startswith("host")  # a peer of the same GPU type took it
+    # Each kept row's phases are tallied once, though both routes carry them and a retry ran; the
+    # phases are GPU-seconds over every worker that ran a task.
+    run = json.loads((tmp_path / "results.json").read_text())["run"]
+    assert run["phases_s"]["measure"] == len(tasks) and run["caches"]["reference"]["hits"] == len(tasks)
+    per_family = Counter(t.family for t in tasks)
+    assert run["phases_by_family_s"] == {family: {"measure": n} for family, n in per_family.items()}
+    started = {line.split(" on ")[1].split(" ")[0] for line in log.splitlines() if ": started " in line}
+    assert run["workers"] == len(started) > 1 and run["phase_basis"] == "gpu_seconds"
     table = json.loads((tmp_path / "cache" / "fleet" / "durations.json").read_text())
     assert set(table["seconds"][GPU]) == {t.key for t in tasks}  # the next run's order
 

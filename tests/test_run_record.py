@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rooflint.engine.run_clock import PHASES, PhaseClock, RunTally, run_record, summary_line
+from rooflint.engine.run_clock import PHASES, HeldReports, PhaseClock, RunTally, run_record, summary_line
 
 FIXTURES = str(Path(__file__).parent / "fixtures")
 RECORD_FIELDS = {
@@ -16,6 +16,7 @@ RECORD_FIELDS = {
     "end",
     "wall_s",
     "workers",
+    "phase_basis",
     "rows",
     "phases_s",
     "other_s",
@@ -64,6 +65,7 @@ def test_the_record_sums_every_worker_and_its_phases_fit_in_the_wall_time():
     assert set(record["phases_s"]) == set(PHASES)
     assert all(seconds >= 0 for seconds in record["phases_s"].values()) and record["other_s"] >= 0
     assert record["phases_s"]["measure"] == 4.0 and record["workers"] == 2
+    assert record["phase_basis"] == "gpu_seconds"
     assert sum(record["phases_s"].values()) + record["other_s"] == pytest.approx(10.0 * 2)
     caches = record["caches"]
     assert caches["reference"] == {"enabled": True, "hits": 2, "misses": 1, "recomputed": 0, "state": "mixed"}
@@ -78,7 +80,7 @@ def test_a_warm_run_says_so_and_the_summary_names_each_phase():
     tally.add({"phases_s": {"measure": 41.0, "compile": 150.0, "reference": 12.0, "cool": 30.0, "build": 20.0}})
     tally.add({"counts": {"reference_hits": 180}, "cache_entries": {"build": 12, "triton": 300, "inductor": 40}})
     record = run_record(tally, "a", "b", 312.0, reference_cache=True, rows=197)
-    assert record["cache_state"] == "warm"
+    assert record["cache_state"] == "warm" and record["phase_basis"] == "wall"
     line = summary_line(record)
     assert line.startswith("wall 312 s: measure 41 s, compile 150 s, build 20 s, reference 12 s (cache: 180 hits")
     assert "cool 30 s" in line and line.endswith("other 59 s; caches warm")
@@ -159,3 +161,45 @@ def test_the_record_splits_the_phases_of_rows_by_family():
     }
     # The run-wide sums still hold every report, the family-less start too.
     assert record["phases_s"]["compile"] == 10.0 and record["phases_s"]["startup"] == 2.0
+
+
+def test_a_fleet_tallies_the_reports_its_rows_carry_once_each_and_counts_workers_by_name():
+    """The Dask worker's side holds each report until a row takes it; the client adds a row's reports
+    once, however many tasks a worker ran, and says the phases are GPU-seconds over the workers."""
+    held = HeldReports()
+    held.worker_started()  # each task's run_worker says so; the client counts the Dask worker instead
+    held.add({"phases_s": {"startup": 4.0}, "counts": {}, "cache_entries": {"triton": 3}})
+    held.add({"phases_s": {"compile": 30.0, "measure": 50.0}, "counts": {"reference_misses": 1}}, family="softmax")
+    first = held.take()
+    held.add_phase("measure", 60.0)  # no family: as run_worker adds a process's start
+    held.add({"phases_s": {"measure": 40.0, "cool": 5.0}, "counts": {"reference_hits": 1}}, family="softmax")
+    second = held.take()
+    assert held.take() == [] and held.workers == 0 and held.phases_s["measure"] == 0.0  # it sums nothing
+    json.dumps([first, second])  # it travels as a Dask event
+
+    tally = RunTally()
+    for name in ("gpu0", "gpu1", "gpu0"):  # gpu0 ran two tasks
+        tally.worker_started(name)
+    tally.add_held(first)
+    tally.add_held(second)
+    tally.add_held(None)  # a row of a task from before this accounting, or a fake measure's
+    tally.add_held([["not a report", "x"], [{"phases_s": {"measure": 1.0}}]])  # malformed: left out
+    tally.add_phase("plots", 2.0)
+    assert tally.workers == 2
+    assert tally.phases_s["measure"] == 150.0 and tally.phases_s["startup"] == 4.0
+    assert tally.counts == {"reference_misses": 1, "reference_hits": 1}
+    assert tally.first_seen == {"triton": 3}
+    assert tally.by_family == {"softmax": {**dict.fromkeys(PHASES, 0.0), "compile": 30.0, "measure": 90.0, "cool": 5.0}}
+
+    # 191 GPU-seconds of phases: more than the wall (80 s), even more than the two workers' 160 s
+    # (a worker joined late, say): other is then zero, never negative.
+    record = run_record(tally, "s", "e", 80.0, reference_cache=True, rows=2)
+    assert record["workers"] == 2 and record["phase_basis"] == "gpu_seconds"
+    assert sum(record["phases_s"].values()) == 191.0 and record["other_s"] == 0.0
+    assert record["phases_by_family_s"] == {"softmax": {"compile": 30.0, "measure": 90.0, "cool": 5.0}}
+    assert record["caches"]["reference"]["hits"] == 1 and record["caches"]["reference"]["misses"] == 1
+    line = summary_line(record)
+    assert line.startswith("wall 80 s, phases in GPU-seconds over 2 workers: measure 150 s, compile 30 s")
+    assert line.endswith("other 0 s; caches mixed")
+    # With time to spare, other is the workers' seconds outside any phase.
+    assert run_record(tally, "s", "e", 100.0, reference_cache=True, rows=2)["other_s"] == 9.0

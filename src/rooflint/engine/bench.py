@@ -311,7 +311,7 @@ def _run_tasks(
 
     if request.scheduler:  # a Dask cluster, local or remote: docs/fleet.md
         try:
-            fleet.run_fleet(bench, record, spec, writer.out_dir)
+            fleet.run_fleet(bench, record, spec, writer.out_dir, tally=tally)
         finally:  # rows land as they finish on many GPUs; on disk they end in a one-GPU run's order
             writer.reorder(fleet.row_order(tasks))
         return

@@ -4,6 +4,14 @@ in the parent, and the run record results.json keeps beside the rows.
 A measuring process keeps one ``PhaseClock`` and sends what it counted since its last report with
 each row (``PhaseClock.take``); the parent adds every report into one ``RunTally`` (several
 ``--devices`` workers report from their own threads) and turns it into the run record at the end.
+In a fleet the measuring process's parent is a Dask worker, on another machine or process than the
+bench: a ``HeldReports`` there keeps its reports, each row carries the ones held since the row before
+it to the client (engine/fleet/task.py), and the client adds them into the bench's ``RunTally``
+(``RunTally.add_held``), counting each Dask worker once by name.
+
+With several workers the phases overlap in time: ``phases_s`` are then GPU-seconds (each worker holds
+one device) summed over the workers, and may add up to more than the wall time; the record says so
+in ``phase_basis`` and the summary line in words (``run_record``).
 """
 
 from __future__ import annotations
@@ -73,6 +81,7 @@ class RunTally:
         self.phases_s: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.counts: dict[str, int] = {}
         self.workers = 0
+        self._names: set[str] = set()  # the fleet's Dask workers counted in workers
         self.first_seen: dict[str, int] = {}  # cache name -> entries it held when the first worker looked
         self.ahead_s = 0.0  # wall seconds of the nvcc builds bench ran ahead, beside the workers
         # family -> phase -> seconds, from the reports that came with a family's rows: which family's
@@ -96,8 +105,23 @@ class RunTally:
     def add_phase(self, name: str, seconds: float) -> None:
         self.add({"phases_s": {name: seconds}})
 
-    def worker_started(self) -> None:
+    def add_held(self, held: Any) -> None:
+        """Add the ``[report, family]`` pairs a ``HeldReports`` handed over (``HeldReports.take``), in
+        order. They crossed a network: anything that is not such a pair is left out, never raised on,
+        since a row's accounting must not cost the run its row."""
+        for item in held or ():
+            if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], dict):
+                report, family = item
+                self.add(report, family=family if isinstance(family, str) else None)
+
+    def worker_started(self, name: str | None = None) -> None:
+        """One more measuring worker; ``name``: a fleet's Dask worker, counted once however many of
+        its tasks (and of their retries) report."""
         with self._lock:
+            if name is not None:
+                if name in self._names:
+                    return
+                self._names.add(name)
             self.workers += 1
 
     def saw_cache(self, name: str, entries: int) -> None:
@@ -114,6 +138,29 @@ class RunTally:
             self.counts["build_added"] = self.counts.get("build_added", 0) + int(built)
             self.counts["built_ahead"] = self.counts.get("built_ahead", 0) + int(built)
             self.ahead_s += max(0.0, float(seconds))
+
+
+class HeldReports(RunTally):
+    """The tally ``run_worker`` fills on a fleet's Dask worker: it sums nothing, it keeps each report
+    (with the family of the row it came with) until ``take`` hands them to a row bound for the client,
+    whose ``RunTally.add_held`` adds them where a local run's parent would have added them directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: list[list[Any]] = []
+
+    def add(self, report: dict[str, Any], family: str | None = None) -> None:
+        with self._lock:
+            self._held.append([report, family])
+
+    def worker_started(self, name: str | None = None) -> None:
+        pass  # a Dask worker runs many tasks: the client counts it once, by name
+
+    def take(self) -> list[list[Any]]:
+        """The reports held since the last take, oldest first, as ``[report, family]`` pairs."""
+        with self._lock:
+            held, self._held = self._held, []
+        return held
 
 
 def now_iso() -> str:
@@ -167,10 +214,17 @@ def run_record(
 ) -> dict[str, Any]:
     """The ``run`` object of results.json.
 
-    ``phases_s`` are seconds of measuring-process time summed over workers; ``other_s`` is the rest
-    of ``wall_s`` times the workers (the parent's own work: planning, CPU ceilings, plots; Python
-    between phases; a worker idle while another finishes), so with one worker the phases and
-    ``other_s`` add up to ``wall_s``.
+    ``phases_s`` are seconds of measuring-process time summed over ``workers`` (each worker holds one
+    device: a GPU, or the CPU of a CPU run), plus the parent's own ceilings and plots, counted once.
+    ``other_s`` is the rest of ``wall_s`` times the workers, never below zero (the parent's other work:
+    planning, starting a fleet's cluster; Python between phases; a worker idle while another finishes
+    or waiting for its next fleet task). ``phase_basis`` says how to read them:
+
+    - ``wall``: one worker; the phases and ``other_s`` add up to ``wall_s``.
+    - ``gpu_seconds``: several workers (a fleet, or ``--devices``) measured at the same time, so the
+      phases are GPU-seconds that overlap in time and may sum to more than ``wall_s``; they and
+      ``other_s`` add up to ``wall_s * workers`` (a fleet counts each Dask worker that ran a task,
+      from the start of the run, so one that joined late leaves its absence in ``other_s``).
     """
     workers = max(1, tally.workers)
     phases = {name: round(seconds, 3) for name, seconds in tally.phases_s.items()}
@@ -180,6 +234,7 @@ def run_record(
         "end": ended,
         "wall_s": round(wall_s, 3),
         "workers": workers,
+        "phase_basis": "wall" if workers == 1 else "gpu_seconds",
         "rows": rows,
         "phases_s": phases,
         "other_s": round(max(0.0, wall_s * workers - sum(tally.phases_s.values())), 3),
@@ -196,7 +251,9 @@ def run_record(
 
 def summary_line(record: dict[str, Any]) -> str:
     """One line: the wall time and where it went, e.g. ``wall 312 s: measure 41 s, compile 150 s,
-    ..., reference 12 s (cache: 180 hits, 3 misses), other 59 s; caches warm``."""
+    ..., reference 12 s (cache: 180 hits, 3 misses), other 59 s; caches warm``. With several workers
+    it says the phases are GPU-seconds summed over them (``wall 368 s, phases in GPU-seconds over 2
+    workers: measure 390 s, ...``), which may add up to more than the wall."""
     phases = record["phases_s"]
     reference = record["caches"]["reference"]
     parts = []
@@ -213,5 +270,5 @@ def summary_line(record: dict[str, Any]) -> str:
             )
         parts.append(part)
     parts.append(f"other {record['other_s']:.0f} s")
-    workers = f" over {record['workers']} workers" if record["workers"] > 1 else ""
-    return f"wall {record['wall_s']:.0f} s{workers}: " + ", ".join(parts) + f"; caches {record['cache_state']}"
+    basis = f", phases in GPU-seconds over {record['workers']} workers" if record["workers"] > 1 else ""
+    return f"wall {record['wall_s']:.0f} s{basis}: " + ", ".join(parts) + f"; caches {record['cache_state']}"

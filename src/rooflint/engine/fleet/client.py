@@ -25,6 +25,7 @@ from rooflint.engine.fleet.groups import Group, plan_groups
 from rooflint.engine.fleet.resources import ANY, choose_labels, gpu_key, offered_labels, task_resources
 from rooflint.engine.fleet.task import measure_group
 from rooflint.engine.request import BenchPlan
+from rooflint.engine.run_clock import RunTally
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import ERROR, OK, ResultRow, row_from_record
 
@@ -78,6 +79,7 @@ def run_fleet(
     spec: GpuSpec | None,
     out_dir: Path,
     durations: DurationTable | None = None,
+    tally: RunTally | None = None,
 ) -> None:
     """Run a prepared bench on the cluster ``bench.request.scheduler`` names; ``record`` gets each row once.
 
@@ -87,6 +89,8 @@ def run_fleet(
     the rows not yet received, on a worker of its type (a live peer before the restarted one); lost
     twice (or failing twice), its rows not yet received become error rows saying why. Ctrl-C (or an
     exception from ``record``) cancels what is still running; every row recorded before stays recorded.
+    ``tally`` gets the phase seconds and cache counts each kept row carries, and each Dask worker
+    that ran a task, once (engine/run_clock).
     """
     request = bench.request
     log = FleetLog(out_dir)
@@ -104,7 +108,7 @@ def run_fleet(
         log.line("GPU types, each running the whole plan: " + ", ".join(label or "(untyped)" for label in labels))
         save = durations is None
         table = DurationTable.load() if durations is None else durations
-        FleetRun(client, bench, labels, record, spec, log, table).run()
+        FleetRun(client, bench, labels, record, spec, log, table, tally=tally).run()
         if save:
             _save(table, log)
 
@@ -135,9 +139,12 @@ class FleetRun:
         log: FleetLog,
         durations: DurationTable,
         measure: Callable[..., dict[str, Any]] | None = None,
+        tally: RunTally | None = None,
     ) -> None:
-        """``measure``: what each task runs on its worker, task.measure_group's signature (tests fake it)."""
+        """``measure``: what each task runs on its worker, task.measure_group's signature (tests fake it).
+        ``tally``: where the phase reports that come with the rows are added (run_clock)."""
         self.client, self.request, self.labels = client, bench.request, labels
+        self.tally = tally if tally is not None else RunTally()
         self.record, self.spec, self.log = record, spec, log
         self.measure = measure or measure_group
         # The --spec-file travels with each task: the workers' machines need not have it.
@@ -260,16 +267,20 @@ class FleetRun:
             else:
                 self.log.line(f"{submission.name}: started on {where}")
             submission.workers.append(event["name"])
+            self.tally.worker_started(event["name"])
         elif event["kind"] == "row":
-            self._deliver(submission, event["record"], event.get("seconds"))
+            self._deliver(submission, event["record"], event.get("seconds"), event.get("reports"))
 
     def _on_done(self, submission: Submission, future: Any) -> None:
         if future.status == "finished":
             result = future.result()
             # Rows whose events were lost or are still on their way arrive here; the others are duplicates.
-            seconds = result.get("seconds") or {}
+            seconds, reports = result.get("seconds") or {}, result.get("reports") or {}
+            self.tally.worker_started(result["name"])  # its "start" event may have been lost
             for row_record in result["records"]:
-                self._deliver(submission, row_record, seconds.get(row_key(row_from_record(row_record))))
+                key = row_key(row_from_record(row_record))
+                self._deliver(submission, row_record, seconds.get(key), reports.get(key))
+            self.tally.add_held(result.get("unsent"))
             self.log.worker_output(submission, result)
             self.log.line(f"{submission.name}: finished on {result['name']} ({result['host']})")
             return
@@ -304,12 +315,17 @@ class FleetRun:
                 self._speedup(submission.label, row)
                 self.record(row)
 
-    def _deliver(self, submission: Submission, row_record: dict[str, Any], seconds: float | None) -> None:
+    def _deliver(
+        self, submission: Submission, row_record: dict[str, Any], seconds: float | None, reports: Any = None
+    ) -> None:
+        """Record a row the first time it arrives; ``reports``: the phase reports it carries, tallied
+        with the copy kept (the other route's copy carries the same ones)."""
         row = row_from_record(row_record)
         key = row_key(row)
         if key in submission.delivered:
             return  # measured again by a retry, or the same row by both of its routes
         submission.delivered.add(key)
+        self.tally.add_held(reports)
         if not row.gpu and submission.label != ANY:
             row.gpu = gpu_key(submission.label, self.request.spec_file)  # a crash row: no GPU was read for it
         if seconds is not None:

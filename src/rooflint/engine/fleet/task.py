@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rooflint.core import paths
 from rooflint.core.specs import GpuSpec
 from rooflint.engine.request import BenchRequest
+from rooflint.engine.run_clock import HeldReports
 from rooflint.engine.worker import Task
 from rooflint.outputs.results import ResultRow, json_safe
 
@@ -46,8 +47,10 @@ def measure_group(
     tasks (see ``_process``), so each task pays no start-up again. Each row is sent to the client under
     ``topic`` as soon as it exists, with the seconds since the row before it (the duration table's
     entry, fleet/durations.py), and all of them again in the result, so a row lost on the way still
-    arrives; the client keeps one of each. ``spec_file_text`` is the client's --spec-file, which need
-    not exist on this machine.
+    arrives; the client keeps one of each. Each row carries the measuring process's phase seconds and
+    cache counts reported since the row before it (run_clock.HeldReports), by both routes, so the
+    client tallies them once with the row it keeps, as a local run's parent does. ``spec_file_text``
+    is the client's --spec-file, which need not exist on this machine.
     """
     from distributed import get_worker
 
@@ -60,6 +63,8 @@ def measure_group(
     worker.log_event(topic, {"kind": "start", **me})
     records: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
+    reports: dict[str, list[list[Any]]] = {}  # row key -> the phase reports it carries
+    held = HeldReports()
     last = time.monotonic()
 
     def send(row: ResultRow) -> None:
@@ -70,7 +75,9 @@ def measure_group(
         records.append(record)
         key = f"{row.family}/{row.variant}/{row.dtype}/{row.shape}"
         seconds[key], last = round(now - last, 3), now
-        worker.log_event(topic, {"kind": "row", "record": record, "seconds": seconds[key], **me})
+        reports[key] = held.take()
+        event = {"kind": "row", "record": record, "seconds": seconds[key], "reports": reports[key], **me}
+        worker.log_event(topic, event)
 
     # One task at a time on this worker's GPU, even where a worker was started with --nthreads > 1.
     with _LOCK:
@@ -93,11 +100,14 @@ def measure_group(
             log_path=process.log_path,
             on_row=send,
             process=process,
+            tally=held,
         )
         with process.log_path.open(errors="replace") as handle:  # this task's part of the child's stderr
             handle.seek(start)
             text = handle.read()
-    return {"records": records, "seconds": seconds, "log": text[-LOG_TAIL_CHARS:], **me}
+    # "unsent": reports no row came after (none where the last task ended in a row, as each does).
+    result = {"records": records, "seconds": seconds, "reports": reports, "unsent": held.take()}
+    return {**result, "log": text[-LOG_TAIL_CHARS:], **me}
 
 
 def share_caches() -> None:
