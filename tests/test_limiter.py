@@ -39,7 +39,7 @@ def kernel(name, us, **values):
 def test_a_stream_at_dram_peak_is_dram_bound():
     why = limiter.explain([kernel("copy", 100, dram=88.9, sm=30, issue=12, occupancy=80, long_scoreboard=9.5)])
     assert why.limiter == "DRAM bound (89% of peak)"
-    assert why.kernel == "copy" and why.kernel_share_pct == 100.0
+    assert why.main_kernel == "copy" and why.main_kernel_share_pct == 100.0
 
 
 def test_no_unit_near_peak_is_latency_and_names_the_wait():
@@ -79,8 +79,8 @@ def test_the_longest_kernel_explains_an_unfused_chain():
     why = limiter.explain(
         [kernel("exp", 30, dram=85, regs=16), kernel("sum", 10, dram=70, regs=32), kernel("div", 60, dram=90, regs=20)]
     )
-    assert why.kernel == "div" and why.registers == 20
-    assert why.kernel_share_pct == pytest.approx(60.0)
+    assert why.main_kernel == "div" and why.registers == 20
+    assert why.main_kernel_share_pct == pytest.approx(60.0)
     assert why.limiter == "DRAM bound (90% of peak)"
 
 
@@ -118,3 +118,13 @@ def test_why_metrics_ask_only_for_counters_this_ncu_knows():
         "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
         "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     ]
+
+
+def test_columns_fill_a_profile_row_and_say_when_nothing_was_timed():
+    why = limiter.explain([kernel("k", 10, dram=85, long_scoreboard=3.0)])
+    row = limiter.columns(why)
+    assert row["main_kernel"] == "k" and row["dram_pct"] == 85 and row["top_stalls"] == "long_scoreboard 3.00"
+    assert "stalls" not in row and row["limiter"] == "DRAM bound (85% of peak)"
+    blank = limiter.columns(None)
+    assert set(blank) == set(row) and blank["limiter"] == limiter.UNTIMED
+    assert math.isnan(blank["dram_pct"]) and blank["main_kernel"] == "" and blank["top_stalls"] == ""

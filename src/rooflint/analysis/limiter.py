@@ -20,7 +20,7 @@ architectures, and ncu rejects a run that asks for one it does not know.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 STALL_REASONS = (
     "long_scoreboard",
@@ -111,8 +111,8 @@ def why_metrics(available: list[str]) -> list[str]:
 
 @dataclass
 class Why:
-    kernel: str  # the kernel that took most of the range's time: its counters explain the variant
-    kernel_share_pct: float
+    main_kernel: str  # the kernel that took most of the range's time: its counters explain the variant
+    main_kernel_share_pct: float
     dram_pct: float
     sm_pct: float
     issue_pct: float
@@ -164,7 +164,7 @@ def explain(kernels) -> Why | None:
     """The limiter of a variant's range of kernels (``ncu.KernelCounters``): its longest kernel's.
 
     A fused variant is one kernel; an unfused chain's longest kernel is where its time goes, and
-    ``kernel_share_pct`` says how much of it.
+    ``main_kernel_share_pct`` says how much of it.
     """
     timed = [k for k in kernels if math.isfinite(_value(k.values, DURATION))]
     if not timed:
@@ -194,8 +194,8 @@ def explain(kernels) -> Why | None:
         units["SM (its busiest unit)"] = sm_pct
     occupancy = _value(v, OCCUPANCY_PCT)
     return Why(
-        kernel=main.name,
-        kernel_share_pct=100.0 * main.values[DURATION] / total if total else math.nan,
+        main_kernel=main.name,
+        main_kernel_share_pct=100.0 * main.values[DURATION] / total if total else math.nan,
         dram_pct=units["DRAM"],
         sm_pct=sm_pct,
         issue_pct=units["issue"],
@@ -211,3 +211,16 @@ def explain(kernels) -> Why | None:
         stalls=stalls,
         limiter=verdict(units, stalls, occupancy),
     )
+
+
+UNTIMED = "unknown: no kernel was timed"
+
+
+def columns(why: Why | None) -> dict[str, object]:
+    """A profile row's limiter columns (engine/profile.NcuRow): the fields of ``why`` with its stalls as
+    text; NaN and a verdict saying so where no kernel of the range was timed."""
+    if why is None:
+        blank = {f.name: math.nan for f in fields(Why) if f.type == "float"}
+        return {**blank, "main_kernel": "", "top_stalls": "", "limiter": UNTIMED}
+    values = {f.name: getattr(why, f.name) for f in fields(Why) if f.name != "stalls"}
+    return {**values, "top_stalls": why.top_stalls}

@@ -163,8 +163,6 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
         notes.append("FLOP counters read zero: measured AI uses the analytic FLOPs")
     analytic_bytes = modeled if math.isfinite(modeled) else cost.bytes
     dram = measured.dram_bytes
-    why = limiter.explain(counters)
-    nan = math.nan
     from rooflint.core.family import shape_label
 
     return NcuRow(
@@ -189,22 +187,7 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
         analytic_ai=cost.flops / analytic_bytes if analytic_bytes else math.nan,
         measured_ai=flops / dram if dram and math.isfinite(dram) else math.nan,
         notes="; ".join(notes),
-        main_kernel=why.kernel if why else "",
-        main_kernel_share_pct=why.kernel_share_pct if why else nan,
-        dram_pct=why.dram_pct if why else nan,
-        sm_pct=why.sm_pct if why else nan,
-        issue_pct=why.issue_pct if why else nan,
-        tensor_pipe_pct=why.tensor_pipe_pct if why else nan,
-        xu_pct=why.xu_pct if why else nan,
-        occupancy_pct=why.occupancy_pct if why else nan,
-        registers=why.registers if why else nan,
-        block=why.block if why else nan,
-        grid=why.grid if why else nan,
-        smem_bytes=why.smem_bytes if why else nan,
-        instructions=why.instructions if why else nan,
-        cycles_per_issue=why.cycles_per_issue if why else nan,
-        top_stalls=why.top_stalls if why else "",
-        limiter=why.limiter if why else "unknown: no kernel was timed",
+        **limiter.columns(limiter.explain(counters)),
     )
 
 
