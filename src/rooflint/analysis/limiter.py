@@ -175,11 +175,8 @@ def explain(kernels) -> Why | None:
     tensor = [_value(v, m) for m in v if m.startswith("sm__pipe_tensor") and m.endswith(TENSOR_PIPE_SUFFIX)]
     tensor = [t for t in tensor if math.isfinite(t)]
     tensor_pct = max(tensor) if tensor else math.nan
-    stalls = sorted(
-        ((reason, _value(v, stall_metric(reason))) for reason in STALL_REASONS),
-        key=lambda item: -item[1] if math.isfinite(item[1]) else math.inf,
-    )
-    stalls = [(reason, cycles) for reason, cycles in stalls if math.isfinite(cycles) and cycles > 0]
+    stalls = [(reason, _value(v, stall_metric(reason))) for reason in STALL_REASONS]
+    stalls = sorted(((r, c) for r, c in stalls if c > 0), key=lambda item: -item[1])  # NaN > 0 is False
     smem = sum(x for x in (_value(v, SMEM_DYNAMIC), _value(v, SMEM_STATIC)) if math.isfinite(x))
     units = {
         "DRAM": _value(v, DRAM_PCT),
