@@ -28,6 +28,11 @@ def is_fp8(dtype) -> bool:
     return dtype in FP8_DTYPES or dtype == torch.float8_e4m3fn
 
 
+def out_dtype(dtype: torch.dtype) -> torch.dtype:
+    """O's dtype for inputs of ``dtype``: bf16 for fp8 codes (OUT_BYTES), else the inputs' own."""
+    return torch.bfloat16 if is_fp8(dtype) else dtype
+
+
 def make_inputs(shape, dtype, device, generator):
     """q, k, v as e4m3 codes of unit-normal values, each with its per-tensor scale (amax / 448)."""
     inputs = {}

@@ -151,7 +151,7 @@ def triton_attention(q, k, v, causal, out=None, group=1, scales=None):
     q, k, v = (_rows_of_d(t) for t in (q, k, v))
     pv_bf16 = scales is not None
     if out is None:
-        out = torch.empty(q.shape, dtype=torch.bfloat16 if pv_bf16 else q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=fp8.out_dtype(q.dtype), device=q.device)
     assert out.stride(3) == 1, "attention writes rows of D contiguous elements"
     sq, sk, sv = scales if pv_bf16 else (1.0, 1.0, 1.0)
     qk_scale = (sq * sk / math.sqrt(d)) * 1.4426950408889634  # fold log2(e) in: exp2 is the native MUFU op
@@ -174,7 +174,7 @@ def triton_variant(case):
     if fp8.is_fp8(q.dtype):
         require_fp8_tensor_cores(q.device)
         scales = tuple(float(case[name]) for name in fp8.SCALES)  # read once here, not in the timed call
-    out = torch.empty(q.shape, dtype=torch.bfloat16 if scales else q.dtype, device=q.device)
+    out = torch.empty(q.shape, dtype=fp8.out_dtype(q.dtype), device=q.device)
 
     def run():
         result = triton_attention(q, k, v, causal, out, scales=scales)
