@@ -106,7 +106,8 @@ def builtin_variants():
 
 def test_every_variant_declares_exactly_the_sources_its_code_loads():
     """The declaration against the builder's own code: every ``family_source(<module>.__file__,
-    "name")`` it or the rooflint functions it names (imported on first use too) call. A CUDA variant
+    "name")`` it or the rooflint functions it names (imported on first use too) call, and every
+    module constant holding such a path that they name. A CUDA variant
     that forgets sources=, declares a source it never loads, or declares a file not there fails."""
     wrong, found_any = [], 0
     for family, variant in builtin_variants():
@@ -156,7 +157,12 @@ def _reached(module: ModuleType, name: str, seen: set[tuple[str, str]]) -> list[
     # The body only: the decorator's sources=(family_source(...),) is the declaration under test.
     body = [child for statement in node.body for child in ast.walk(statement)]
     sources = [path for call in body if isinstance(call, ast.Call) if (path := _family_source(module, call))]
-    for target in _named(module, body):
+    named = _named(module, body)
+    # A module's constant naming its .cu (``ROPE_CU = family_source(__file__, "rope")``), as loaded.
+    sources += [value for value in named if isinstance(value, Path) and value.suffix == ".cu"]
+    for target in named:
+        if not (inspect.isfunction(target) or inspect.isclass(target)):
+            continue
         owner = sys.modules.get(getattr(target, "__module__", "") or "")
         if owner is not None and owner.__name__.startswith("rooflint."):
             sources += _reached(owner, target.__name__, seen)
@@ -164,8 +170,8 @@ def _reached(module: ModuleType, name: str, seen: set[tuple[str, str]]) -> list[
 
 
 def _named(module: ModuleType, body: list[ast.AST]) -> list:
-    """The functions and classes ``body`` names (``f``, ``module.f``), as the module binds them or as
-    a ``from rooflint... import`` inside it does (a module imported on first use)."""
+    """What ``body`` names (``f``, ``module.f``), as the module binds it or as a ``from rooflint...
+    import`` inside it does (a module imported on first use)."""
     bound = dict(vars(module))
     for child in body:
         if isinstance(child, ast.ImportFrom) and not child.level and (child.module or "").startswith("rooflint"):
@@ -184,7 +190,7 @@ def _named(module: ModuleType, body: list[ast.AST]) -> list:
             value = getattr(bound.get(child.value.id), child.attr, None)
         else:
             continue
-        if inspect.isfunction(value) or inspect.isclass(value):
+        if value is not None:
             names.append(value)
     return names
 

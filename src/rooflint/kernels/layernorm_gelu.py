@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, Family, element_size
 from rooflint.engine import cuda_build
 from rooflint.kernels import layernorm as ln
-from rooflint.kernels.layernorm.cuda import cuda_layernorm
+from rooflint.kernels.layernorm.cuda import LAYERNORM_CU, cuda_layernorm
 from rooflint.kernels.layernorm.triton import triton_layernorm
 
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -133,10 +133,10 @@ def triton_variant(case):
     return lambda: triton_layernorm(x, w, b, y, gelu=True)
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(ln.__file__, "layernorm"),))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(LAYERNORM_CU,))
 def cuda_variant(case):
     """layernorm.cu instantiated with the GELU epilogue, no mean/rstd stores"""
-    library = cuda_build.load(cuda_build.family_source(ln.__file__, "layernorm"))
+    library = cuda_build.load(LAYERNORM_CU)
     x, w, b = case["x"].contiguous(), case["weight"], case["bias"]
     y = torch.empty_like(x)
     return lambda: cuda_layernorm(library, x, w, b, y, gelu=True)

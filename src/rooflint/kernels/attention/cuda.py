@@ -14,12 +14,15 @@ from rooflint.kernels import cuda_dtype
 from rooflint.kernels.attention import CUDA_HEAD_DIMS, FAMILY
 from rooflint.kernels.attention.fp8 import HALF_DTYPES
 
+ATTENTION_CU = cuda_build.family_source(__file__, "attention")
+ATTENTION_HOPPER_CU = cuda_build.family_source(__file__, "attention_hopper")
+
 
 @FAMILY.variant(
     "cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=HALF_DTYPES,
-    sources=(cuda_build.family_source(__file__, "attention"),),
+    sources=(ATTENTION_CU,),
 )
 def cuda_variant(case):
     """mma.sync m16n8k16 tiles (128 queries x 64 keys), cp.async double buffer, online softmax"""
@@ -27,7 +30,7 @@ def cuda_variant(case):
         raise VariantSkipped("the CUDA attention needs sm_80 or newer (bf16 mma.sync, cp.async)")
     if case.params["D"] not in CUDA_HEAD_DIMS:
         raise VariantSkipped(f"the CUDA attention is built for head_dim {' or '.join(map(str, CUDA_HEAD_DIMS))}")
-    library = cuda_build.load(cuda_build.family_source(__file__, "attention"))
+    library = cuda_build.load(ATTENTION_CU)
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
     out = torch.empty_like(q)
     return lambda: cuda_attention(library, q, k, v, causal, out)
@@ -56,7 +59,7 @@ HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
     kind="cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=HALF_DTYPES,
-    sources=(cuda_build.family_source(__file__, "attention_hopper"),),
+    sources=(ATTENTION_HOPPER_CU,),
 )
 def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     """sm_90 only: wgmma + TMA, a producer warpgroup and two (D=128) or three (D=64) consumer warpgroups in ping-pong"""
@@ -76,7 +79,7 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
         consumers = config["CONSUMERS_D64"]
         raise VariantSkipped(f"CONSUMERS_D64 is 2 or 3 (the register file holds no more), not {consumers}")
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
-    library = cuda_build.load(cuda_build.family_source(__file__, "attention_hopper"), None, defines)
+    library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)
     return lambda: cuda_hopper_attention(library, q, k, v, causal, out)
 

@@ -13,6 +13,8 @@ from rooflint.kernels import cuda_dtype, sm_count
 from rooflint.kernels.decode_attention import FAMILY, LOG2E
 from rooflint.kernels.decode_attention.plans import DecodeWorkspace, cache_layout, q_layout, wave_plan
 
+DECODE_ATTENTION_CU = cuda_build.family_source(__file__, "decode_attention")
+
 CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instantiated for
 
 
@@ -21,9 +23,7 @@ CUDA_GROUPS = (1, 2, 4, 8)  # query heads per kv head the CUDA kernel is instant
 CUDA_PATHS = {"auto": 0, "cuda_cores": 1, "tensor_cores": 2}
 
 
-@FAMILY.variant(
-    "cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "decode_attention"),)
-)
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(DECODE_ATTENTION_CU,))
 def cuda_variant(case):
     """CUDA C++ flash-decoding: mma.sync on sm_80+ (CUDA-core FMAs on sm_75), cp.async rings, combine kernel"""
     q, k, v = case["q"], case["k"], case["v"]
@@ -31,7 +31,7 @@ def cuda_variant(case):
     h_kv, c = k.shape[1], k.shape[2]
     if h // h_kv not in CUDA_GROUPS or d not in (64, 128):
         raise VariantSkipped(f"CUDA decode is built for G in {CUDA_GROUPS} and head_dim 64 or 128")
-    library = cuda_build.load(cuda_build.family_source(__file__, "decode_attention"))
+    library = cuda_build.load(DECODE_ATTENTION_CU)
     ws = DecodeWorkspace(q, h_kv, c, plan=cuda_plan(library, q, h_kv, c))
     return lambda: cuda_decode(library, q, k, v, ws)
 

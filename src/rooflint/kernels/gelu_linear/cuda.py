@@ -10,6 +10,9 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES
 
+GELU_LINEAR_CU = cuda_build.family_source(__file__, "gelu_linear")
+GELU_LINEAR_HOPPER_CU = cuda_build.family_source(__file__, "gelu_linear_hopper")
+
 
 def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
     """config -1 lets the launcher choose; 0 forces mma.sync 128x128, 1 wgmma 128x256 (Hopper)."""
@@ -22,7 +25,7 @@ def cuda_gelu_linear(library, x, w, b, out, config: int = -1):
     "cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=FLOAT_DTYPES,
-    sources=(cuda_build.family_source(__file__, "gelu_linear"),),
+    sources=(GELU_LINEAR_CU,),
 )
 def cuda_variant(case):
     """CUDA C++: cp.async ring into wgmma m64n256k16 (Hopper) or mma.sync m16n8k16; fused bias/GELU"""
@@ -31,7 +34,7 @@ def cuda_variant(case):
     x, w, b = case["x"], case["w"], case["b"]
     if x.shape[1] % 8:
         raise VariantSkipped("the CUDA kernel copies K in 16-byte chunks: K must be a multiple of 8")
-    library = cuda_build.load(cuda_build.family_source(__file__, "gelu_linear"))
+    library = cuda_build.load(GELU_LINEAR_CU)
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
     return lambda: cuda_gelu_linear(library, x, w, b, out)
 
@@ -41,7 +44,7 @@ def cuda_variant(case):
     kind="cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=FLOAT_DTYPES,
-    sources=(cuda_build.family_source(__file__, "gelu_linear_hopper"),),
+    sources=(GELU_LINEAR_HOPPER_CU,),
 )
 def cuda_hopper_variant(case):
     """sm_90 only: warp-specialized wgmma GEMM (a TMA producer warpgroup, two consumers), fused bias/GELU"""
@@ -50,7 +53,7 @@ def cuda_hopper_variant(case):
     x, w, b = case["x"], case["w"], case["b"]
     if x.shape[1] % 8:
         raise VariantSkipped("TMA copies rows of 16-byte multiples: K must be a multiple of 8")
-    library = cuda_build.load(cuda_build.family_source(__file__, "gelu_linear_hopper"))
+    library = cuda_build.load(GELU_LINEAR_HOPPER_CU)
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
     return lambda: cuda_hopper_gelu_linear(library, x, w, b, out)
 

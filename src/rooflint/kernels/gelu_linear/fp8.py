@@ -24,7 +24,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Cost, ran
 from rooflint.engine import cuda_build
 from rooflint.kernels import scaled_gemm
 from rooflint.kernels.gelu_linear import FAMILY, FP8_DTYPES, GELU_FLOPS
-from rooflint.kernels.scaled_gemm.cuda import cuda_scaled_gemm, why_not
+from rooflint.kernels.scaled_gemm.cuda import SCALED_GEMM_HOPPER_CU, cuda_scaled_gemm, why_not
 from rooflint.kernels.scaled_gemm.formats import dequantize64, require_fp8_tensor_cores
 from rooflint.kernels.scaled_gemm.triton import scaled_gemm as triton_scaled_gemm
 
@@ -95,7 +95,7 @@ def triton_fp8(case):
     kind="cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=FP8_DTYPES,
-    sources=(cuda_build.family_source(scaled_gemm.__file__, "scaled_gemm_hopper"),),
+    sources=(SCALED_GEMM_HOPPER_CU,),
 )
 def cuda_fp8(case):
     """sm_90 only: scaled_gemm's warp-specialized fp8 wgmma GEMM, scales + bias + GELU in its epilogue"""
@@ -105,7 +105,7 @@ def cuda_fp8(case):
         raise VariantSkipped(reason)
     if torch.cuda.get_device_capability(case.device) != (9, 0):
         raise VariantSkipped("the fp8 wgmma GEMM needs an sm_90 GPU (Hopper)")
-    library = cuda_build.load(cuda_build.family_source(scaled_gemm.__file__, "scaled_gemm_hopper"))
+    library = cuda_build.load(SCALED_GEMM_HOPPER_CU)
     sx, sw = sx.contiguous(), sw.contiguous()
     out = torch.empty((x.shape[0], w.shape[0]), dtype=torch.bfloat16, device=x.device)
     return lambda: cuda_scaled_gemm(library, x, w, sx, sw, out, gelu_bias=b)

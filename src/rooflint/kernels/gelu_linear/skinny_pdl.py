@@ -11,6 +11,8 @@ import torch
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 
+SKINNY_PDL_CU = cuda_build.family_source(__file__, "skinny_pdl")
+
 # k16 steps a warp holds (4 registers each), most preferred first: K = 16 * steps * warps. 12 gives
 # GPT-2's K = 768 four warps of 48 W registers and K = 3072 sixteen; 16 takes K = 1024 and 4096.
 STEPS = (12, 16, 10, 8, 6, 4)
@@ -47,7 +49,7 @@ def launch(x, w, b, gelu, residual, out, norm, append) -> torch.Tensor:
     m, k = x.shape
     n = w.shape[0]
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
-    library = cuda_build.load(cuda_build.family_source(__file__, "skinny_pdl"))
+    library = cuda_build.load(SKINNY_PDL_CU)
     kv = append
     library.launch(
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,

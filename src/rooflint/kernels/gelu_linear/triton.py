@@ -7,10 +7,10 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
-from rooflint.engine import cuda_build
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
+from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
@@ -107,7 +107,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     "triton",
     needs=(NEEDS_CUDA, NEEDS_TRITON),
     dtypes=FLOAT_DTYPES,
-    sources=(cuda_build.family_source(__file__, "skinny_pdl"),),
+    sources=(SKINNY_PDL_CU,),
 )
 def triton_variant(case):
     """TMA GEMM over a flattened tile loop, bias + GELU epilogue by TMA, autotuned; <= 16 rows: weight streaming"""

@@ -7,11 +7,13 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.kv_cache import BLOCK_SIZE, FAMILY, _dims, _operands
 
+KV_CACHE_CU = cuda_build.family_source(__file__, "kv_cache")
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "kv_cache"),))
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(KV_CACHE_CU,))
 def cuda_variant(case):
     """CUDA C++ for K and V, a block per token row, 16-byte vectors"""
-    library = cuda_build.load(cuda_build.family_source(__file__, "kv_cache"))
+    library = cuda_build.load(KV_CACHE_CU)
     _, _, tokens, row = _dims(case.params)
     k_src, v_src, k_dst, v_dst, index, result = _operands(case)
     scatter = case.params["op"] == "append"

@@ -7,6 +7,8 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.layernorm import EPS, FAMILY, _outputs
 
+LAYERNORM_CU = cuda_build.family_source(__file__, "layernorm")
+
 
 def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=False, threads=0, eps: float = EPS):
     """Launch the CUDA kernel (layernorm.cu); threads 0 picks its default. Returns y."""
@@ -32,10 +34,10 @@ def cuda_layernorm(library, x, weight, bias, y, mean=None, rstd=None, *, gelu=Fa
     return y
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "layernorm"),))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(LAYERNORM_CU,))
 def cuda_variant(case):
     """CUDA C++, one block per row, row in registers as 16-byte vectors, warp-shuffle reductions"""
-    library = cuda_build.load(cuda_build.family_source(__file__, "layernorm"))
+    library = cuda_build.load(LAYERNORM_CU)
     x, w, b = case["x"].contiguous(), case["weight"], case["bias"]
     y, mean, rstd = _outputs(x)
     return lambda: (cuda_layernorm(library, x, w, b, y, mean, rstd), mean, rstd)

@@ -13,10 +13,12 @@ from rooflint.kernels.layernorm_backward import (
     num_programs,
 )
 
+LAYERNORM_BACKWARD_CU = cuda_build.family_source(__file__, "layernorm_backward")
+
 
 def cuda_layernorm_backward(x, dy, weight, mean, rstd, *, capacity=None, library=None, out=None):
     """The launcher sizes its own grid from the kernel's occupancy, up to `capacity` partial rows."""
-    library = library or cuda_build.load(cuda_build.family_source(__file__, "layernorm_backward"))
+    library = library or cuda_build.load(LAYERNORM_BACKWARD_CU)
     rows, n = x.shape
     capacity = out[3].shape[1] if out else capacity or num_programs(rows, x.device, per_sm=CUDA_PROGRAMS_PER_SM)
     dx, dweight, dbias, partial = out or allocate(x, weight, capacity)
@@ -38,11 +40,11 @@ def cuda_modeled_bytes(params, dtype):
     "cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     modeled_bytes=cuda_modeled_bytes,
-    sources=(cuda_build.family_source(__file__, "layernorm_backward"),),
+    sources=(LAYERNORM_BACKWARD_CU,),
 )
 def cuda_variant(case):
     """CUDA C++: rows in registers, next row prefetched, fp32 partials and a second sum kernel"""
-    library = cuda_build.load(cuda_build.family_source(__file__, "layernorm_backward"))
+    library = cuda_build.load(LAYERNORM_BACKWARD_CU)
     args = case["x"], case["dy"], case["weight"], case["mean"], case["rstd"]
     # Room for 4 blocks per SM; the launcher uses as many as are resident together.
     out = allocate(case["x"], case["weight"], num_programs(case["x"].shape[0], case["x"].device, CUDA_PROGRAMS_PER_SM))

@@ -9,6 +9,8 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype, sm_count
 from rooflint.kernels.reduce_sum import FAMILY, INTERPRETER_SMS, plan_splits
 
+REDUCE_SUM_CU = cuda_build.family_source(__file__, "reduce_sum")
+
 
 class CudaRowSum:
     """The CUDA twin of RowSum: same split plan, one launch, deterministic combine."""
@@ -16,7 +18,7 @@ class CudaRowSum:
     UNROLL = 4  # 16-byte loads in flight per thread before the first add (must match reduce_sum.cu)
 
     def __init__(self, x: torch.Tensor, threads: int = 512, blocks_per_sm: int = 4) -> None:
-        self.library = cuda_build.load(cuda_build.family_source(__file__, "reduce_sum"))
+        self.library = cuda_build.load(REDUCE_SUM_CU)
         rows, cols = x.shape
         self.x, self.threads = x, threads
         vec = 16 // x.element_size()
@@ -46,7 +48,7 @@ class CudaRowSum:
         return self.out
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "reduce_sum"),))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(REDUCE_SUM_CU,))
 def cuda_variant(case):
     """CUDA C++, 16-byte loads x4 unrolled, warp shuffles, last-block-done combine"""
     return CudaRowSum(case["x"].contiguous())

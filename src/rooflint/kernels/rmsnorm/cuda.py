@@ -9,6 +9,8 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.rmsnorm import EPS, FAMILY
 
+RMSNORM_CU = cuda_build.family_source(__file__, "rmsnorm")
+
 
 def cuda_rmsnorm(
     library, x, weight, y, residual=None, h=None, *, eps: float = EPS, threads_per_row: int = 0, block_threads: int = 0
@@ -33,10 +35,10 @@ def cuda_rmsnorm(
     return y if residual is None else (y, h)
 
 
-@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "rmsnorm"),))
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(RMSNORM_CU,))
 def cuda_variant(case):
     """CUDA C++, one block per row, the row in registers as 16-byte vectors, the residual add fused"""
-    library = cuda_build.load(cuda_build.family_source(__file__, "rmsnorm"))
+    library = cuda_build.load(RMSNORM_CU)
     x, w = case["x"].contiguous(), case["weight"]
     residual = case.inputs.get("residual")
     y = torch.empty_like(x)

@@ -9,9 +9,11 @@ from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.rope import FAMILY, THETA, _table_modeled
 
+ROPE_CU = cuda_build.family_source(__file__, "rope")
+
 
 def _cuda_runner(case, fused):
-    library = cuda_build.load(cuda_build.family_source(__file__, "rope"))
+    library = cuda_build.load(ROPE_CU)
     q, k, cos, sin = case["q"], case["k"], case["cos"], case["sin"]
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     b, s, h, d = q.shape
@@ -30,16 +32,14 @@ def _cuda_runner(case, fused):
     kind="cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     modeled_bytes=_table_modeled,
-    sources=(cuda_build.family_source(__file__, "rope"),),
+    sources=(ROPE_CU,),
 )
 def cuda_table(case):
     """CUDA C++, a block per position, table row staged in shared memory, 16-byte vectors"""
     return _cuda_runner(case, fused=False)
 
 
-@FAMILY.variant(
-    "cuda_fused", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "rope"),)
-)
+@FAMILY.variant("cuda_fused", kind="cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(ROPE_CU,))
 def cuda_fused(case):
     """CUDA C++, a block per position, sincosf into shared memory, 16-byte vectors"""
     return _cuda_runner(case, fused=True)

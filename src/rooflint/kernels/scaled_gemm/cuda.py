@@ -9,6 +9,8 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC
 from rooflint.engine import cuda_build
 from rooflint.kernels.scaled_gemm import FAMILY
 
+SCALED_GEMM_HOPPER_CU = cuda_build.family_source(__file__, "scaled_gemm_hopper")
+
 # The A formats the launcher takes (B is e4m3): wgmma multiplies any pair of e4m3 and e5m2.
 A_FORMATS = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
 BLOCK_WIDTHS = (0, 128, 256)  # 0: the launcher chooses from the SM count
@@ -49,7 +51,7 @@ def cuda_scaled_gemm(library, a, b, sa, sb, out, block_n: int = 0, gelu_bias: to
     "cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
     dtypes=("fp8_e4m3", "fp8_e5m2"),
-    sources=(cuda_build.family_source(__file__, "scaled_gemm_hopper"),),
+    sources=(SCALED_GEMM_HOPPER_CU,),
 )
 def cuda_variant(case):
     """sm_90 only: persistent warp-specialized fp8 wgmma GEMM (TMA producer, 2 consumers), scales in the epilogue"""
@@ -59,7 +61,7 @@ def cuda_variant(case):
     reason = why_not(a, b, case.params["scaling"])
     if reason:
         raise VariantSkipped(reason)
-    library = cuda_build.load(cuda_build.family_source(__file__, "scaled_gemm_hopper"))
+    library = cuda_build.load(SCALED_GEMM_HOPPER_CU)
     # The launcher reads one fp32 per row and per column: contiguous [M] and [N] views of the scales.
     sa, sb = sa.contiguous(), sb.contiguous()
     out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)

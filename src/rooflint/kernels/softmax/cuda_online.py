@@ -8,11 +8,13 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
 from rooflint.kernels.softmax import FAMILY, _check_layout
-from rooflint.kernels.softmax.cuda import cuda_softmax
+from rooflint.kernels.softmax.cuda import SOFTMAX_CU, cuda_softmax
+
+SOFTMAX_ONLINE_CU = cuda_build.family_source(__file__, "softmax_online")
 
 
 def load_library():
-    return cuda_build.load(cuda_build.family_source(__file__, "softmax_online"))
+    return cuda_build.load(SOFTMAX_ONLINE_CU)
 
 
 def cuda_softmax_online(library, x, out, threads: int = 0):
@@ -39,7 +41,7 @@ def rows_per_sm(library, cols: int, dtype: torch.dtype, threads: int = 0) -> int
     "cuda_online",
     kind="cuda",
     needs=(NEEDS_CUDA, NEEDS_NVCC),
-    sources=(cuda_build.family_source(__file__, "softmax_online"), cuda_build.family_source(__file__, "softmax")),
+    sources=(SOFTMAX_ONLINE_CU, SOFTMAX_CU),
 )
 def cuda_online_variant(case):
     """CUDA C++: a block a row staged in shared memory by cp.async, one (max, sum) block merge; wider rows looped"""

@@ -34,9 +34,9 @@ import torch
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
-from rooflint.engine import cuda_build
-from rooflint.kernels import gelu_linear, sm_count
+from rooflint.kernels import sm_count
 from rooflint.kernels.common.arrival import last_to_arrive, rearm
+from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.weight_only_gemm import FAMILY, MAX_ROWS, bf16_weight_bytes
 
 INTERPRETER_SMS = 3
@@ -273,7 +273,7 @@ def triton_variant(case, config=TRITON_CONFIG):
     kind="triton",
     needs=(NEEDS_CUDA, NEEDS_TRITON),
     modeled_bytes=bf16_weight_bytes,
-    sources=(cuda_build.family_source(gelu_linear.__file__, "skinny_pdl"),),
+    sources=(SKINNY_PDL_CU,),
 )
 def bf16_skinny(case):
     """gelu_linear's bf16 skinny decode GEMM on the bf16 weight: what the 1-byte weights must beat"""
