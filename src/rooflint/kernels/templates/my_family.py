@@ -106,7 +106,7 @@ def triton_variant(case):
 
 
 # A CUDA variant (in a package: cuda.py, with my_family.cu beside it) names the .cu it loads in
-# sources=, the same path it passes to cuda_build.load. bench starts every declared build at once,
+# sources=, the same path (one constant) it passes to cuda_build.load. bench starts every declared build at once,
 # before the first row; a source left undeclared still builds, but on the variant's first call, while
 # the GPU waits:
 #
@@ -114,12 +114,12 @@ def triton_variant(case):
 #     from rooflint.engine import cuda_build
 #     from rooflint.kernels import cuda_dtype
 #
-#     @FAMILY.variant(
-#         "cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(cuda_build.family_source(__file__, "my_family"),)
-#     )
+#     MY_FAMILY_CU = cuda_build.family_source(__file__, "my_family")
+#
+#     @FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(MY_FAMILY_CU,))
 #     def cuda_variant(case):
 #         """CUDA C++, 16-byte vectors"""
-#         library = cuda_build.load(cuda_build.family_source(__file__, "my_family"))
+#         library = cuda_build.load(MY_FAMILY_CU)
 #         a, b = case["a"], case["b"]
 #         out = torch.empty_like(a)
 #         return lambda: library.launch("rooflint_my_family", a, b, out, a.numel(), cuda_dtype(a.dtype))
