@@ -94,6 +94,8 @@ def test_specs_table_and_one_gpu_with_sources():
         (["bench", "vector_add", "--device", "cpu", "--size", "huge"], ["unknown size", "small"]),
         (["bench", "vector_add", "--device", "cpu", "--size", "rows=5"], ["unknown size key", "n"]),
         (["bench", "vector_add", "--device", "cpu", "--size", "n=-3"], ["positive int"]),
+        (["bench", "vector_add", "--device", "cpu", "--size", "n=0"], ["must be a positive int"]),
+        (["bench", "weight_only_gemm", "--device", "cpu", "--size", "m=1,k=64,n=16,group=-1"], ["0 or a positive int"]),
         (["bench", "vector_add", "--device", "tpu"], ["unknown device", "cuda, cpu"]),
         (["bench", "vector_add", "--device", "cuda"], ["no CUDA GPU"]),
         (["roofline", "--gpu", "voodoo2"], ["unknown GPU"]),
@@ -143,3 +145,13 @@ def test_spec_file_describes_an_unknown_gpu(tmp_path):
     assert_one_line_error(invoke("specs", "mygpu", "--spec-file", str(spec)), "needs memory_bandwidth_gbps")
     spec.write_text("[mygpu\n")
     assert_one_line_error(invoke("specs", "mygpu", "--spec-file", str(spec)), "not valid TOML")
+
+
+def test_a_size_key_takes_0_where_the_familys_own_sizes_do():
+    """weight_only_gemm's group=0 (per-channel scales) is one of its own sizes, so --size accepts it;
+    vector_add's n never is 0, so there 0 stays refused (above)."""
+    from rooflint.core.registry import get_family
+
+    family = get_family("weight_only_gemm")
+    [(label, params)] = family.cases("m=1,k=64,n=16,group=0")
+    assert label == "custom" and params == {"m": 1, "k": 64, "n": 16, "group": 0}

@@ -176,6 +176,23 @@ def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
         assert m <= 8 or steps <= 8  # two X tiles only with the shorter shares
 
 
+@pytest.mark.parametrize(
+    "k,m,planned",
+    [(768, 8, (12, 1)), (4096, 8, (16, 1)), (4096, 16, (8, 4)), (8192, 8, (16, 4)), (8192, 16, (8, 8)),
+     (14336, 1, (16, 7)), (6144, 3, (16, 3)), (5120, 12, (8, 5)), (18944, 5, (4, 37)), (1616, 8, (0, 0)),
+     (4864, 8, (0, 0)), (2048, 8, (16, 1))],
+)  # fmt: skip
+def test_the_cuda_decode_gemm_streams_rows_too_long_for_one_chunk(k, m, planned):
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    assert skinny_pdl.plan(k, m) == planned
+    steps, chunks = planned
+    if chunks > 1:  # streamed: 8 warps, at least two chunks, the shorter shares for two X tiles
+        assert skinny_pdl.steps_for(k, m) == 0
+        assert k == 16 * steps * skinny_pdl.STREAM_WARPS * chunks and chunks >= 2
+        assert m <= 8 or steps <= 8
+
+
 def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
     from rooflint.kernels.gelu_linear import skinny_pdl
 
@@ -186,3 +203,5 @@ def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
     assert not skinny_pdl.fits(wide, w, None, torch.zeros(8, 64, dtype=torch.bfloat16))
     assert not skinny_pdl.fits(torch.zeros(8, 1616, dtype=torch.bfloat16), torch.zeros(64, 1616, dtype=torch.bfloat16),
                                 None, torch.zeros(8, 64, dtype=torch.bfloat16))  # fmt: skip
+    long_x, long_w = torch.zeros(8, 8192, dtype=torch.bfloat16), torch.zeros(64, 8192, dtype=torch.bfloat16)
+    assert skinny_pdl.fits(long_x, long_w, None, torch.zeros(8, 64, dtype=torch.bfloat16))  # streamed

@@ -35,9 +35,12 @@ def ran_cuda(monkeypatch) -> list:
 
 
 # (m, k, n): GPT-2's four projections at B=8, gpt2-medium's K=1024 and 4096, M of 1, 5, 12 and 16
-# (two X tiles), N not a multiple of 16.
+# (two X tiles), N not a multiple of 16. Then rows streamed in chunks (plan): Llama-3.2-1B's down
+# projection at B=8 and 16, Llama-3.1-8B's at B=1 (K = 14336, 7 chunks), an odd count of chunks
+# (3, 5 and 37: the loop's last chunk has no partner buffer) and the shortest chunk (4 steps).
 SHAPES = [(8, 768, 2304), (8, 768, 768), (8, 768, 3072), (8, 3072, 768), (8, 1024, 1000), (3, 4096, 50),
-          (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64)]  # fmt: skip
+          (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64),
+          (8, 8192, 2048), (16, 8192, 72), (1, 14336, 200), (3, 6144, 50), (12, 5120, 130), (5, 18944, 40)]  # fmt: skip
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -59,7 +62,9 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, monkeypatch):
     assert len(calls) == 4
 
 
-@pytest.mark.parametrize("m,k,n", [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70)])
+@pytest.mark.parametrize(
+    "m,k,n", [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70), (8, 8192, 96), (16, 6144, 96)]
+)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, monkeypatch):
     calls = ran_cuda(monkeypatch)

@@ -309,7 +309,9 @@ class Family:
             key = key.strip()
             if key not in template:
                 raise UserError(f"unknown size key {key!r} for {self.name}; valid keys: {', '.join(template)}")
-            params[key] = _parse_param(self.name, key, text.strip(), template[key])
+            # 0 is a valid value where the family's own sizes use it (weight_only_gemm's group=0: per channel).
+            least = 0 if any(shape.get(key) == 0 for shapes in self.sizes.values() for shape in shapes) else 1
+            params[key] = _parse_param(self.name, key, text.strip(), template[key], least)
         return [("custom", params)]
 
     def build_case(self, size: str, params: dict[str, Any], dtype: str, device: torch.device, seed: int = 0) -> Case:
@@ -319,7 +321,7 @@ class Family:
         return Case(self, size, params, DTYPES[dtype], device, inputs, dtype_label=dtype)
 
 
-def _parse_param(family: str, key: str, text: str, example: Any) -> Any:
+def _parse_param(family: str, key: str, text: str, example: Any, least: int = 1) -> Any:
     try:
         if isinstance(example, bool):
             if text.lower() in ("1", "true", "yes"):
@@ -329,7 +331,7 @@ def _parse_param(family: str, key: str, text: str, example: Any) -> Any:
             raise ValueError
         if isinstance(example, int):
             value = int(text)
-            if value < 1:
+            if value < least:
                 raise ValueError
             return value
         if isinstance(example, float):
@@ -337,6 +339,7 @@ def _parse_param(family: str, key: str, text: str, example: Any) -> Any:
         return text
     except ValueError:
         kind = "true or false" if isinstance(example, bool) else f"a positive {type(example).__name__}"
+        kind = "0 or a positive int" if least == 0 and not isinstance(example, bool) else kind
         raise UserError(f"size key {key}={text!r} for {family} must be {kind}") from None
 
 

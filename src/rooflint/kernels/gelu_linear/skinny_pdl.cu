@@ -17,6 +17,15 @@
 // A and B, so the dot product is unchanged: thread t's words 0..3 are elements 8t..8t+7, words
 // 0-1 feed the chunk's first k16 step (logical k 2t, 2t+1 and 2t+8, 2t+9) and words 2-3 its second.
 //
+// Where a row of W is longer than 16 warps can hold (K = 8192, a Llama MLP's down projection), the
+// block streams it instead: 8 warps, each holding one chunk of 16 x 16*STEPS of W while the next
+// chunk's loads are in flight (two register buffers, hence 8 warps and not 16: 255 registers a
+// thread). The first chunk is loaded before the PDL wait. One chunk of a block is 16 rows x 1024 or
+// 2048 elements, 32 or 64 KB: HBM needs ~30 KB in flight per SM (4.8 TB/s over 132 SMs at ~0.8 us of
+// loaded latency), so one block an SM keeps it streaming. Each warp still sums its own K positions
+// in one accumulator and the blocks' warps are summed in warp order, so the result does not depend on
+// timing.
+//
 // Fusions as the Triton kernel (kernels/gelu_linear/skinny.py): a layer norm folded into W (c1, c2;
 // the row statistics from the same X elements the MMA reads, shifted by each row's first
 // element), bias, tanh-GELU, a residual add, and K/V columns scattered into a paged cache.
@@ -24,8 +33,9 @@
 
 namespace {
 
-constexpr int kRows = 16;      // W rows per block: the MMA's M
-constexpr int kMaxWarps = 16;  // K / (16 * STEPS) warps per block, at most
+constexpr int kRows = 16;         // W rows per block: the MMA's M
+constexpr int kMaxWarps = 16;     // K / (16 * STEPS) warps per block, at most
+constexpr int kStreamWarps = 8;   // warps of a streaming block: two W buffers of 4 * STEPS registers
 
 template <typename T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                                               uint32_t b1);
@@ -88,8 +98,72 @@ struct Params {
   int gelu, pdl;
 };
 
-template <typename T, int STEPS, int MT>
-__global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
+// W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
+template <typename T, int kChunks>
+__device__ __forceinline__ void load_w(uint4 (&lo)[kChunks], uint4 (&hi)[kChunks], const T* w, long long row0, int g,
+                                       long long k, long long k0, bool lo_ok, bool hi_ok) {
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = k0 + 32 * c;
+    lo[c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g) * k + col)) : make_uint4(0, 0, 0, 0);
+    hi[c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g + 8) * k + col)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Each X row's first element: a folded layer norm's shift (0 without one).
+template <typename T, int MT>
+__device__ __forceinline__ void load_shift(float (&shift)[MT], const T* x, const Params& p, int g, bool norm) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long row = g + 8 * mt;
+    shift[mt] = row < p.m && norm ? to_float(x[row * p.x_row]) : 0.0f;
+  }
+}
+
+// X rows g (and g + 8 where MT = 2) at W's columns from k0, loaded together (one L2 round trip), then
+// the MMAs over them; with a folded layer norm also each row's shifted sum and sum of squares.
+// SHIFT: load the rows' shifts with X (a single chunk), else they are loaded already.
+template <typename T, int kChunks, int MT, bool SHIFT>
+__device__ __forceinline__ void mma_x(float (&acc)[MT][4], float (&s1)[MT], float (&s2)[MT],
+                                      const uint4 (&w_lo)[kChunks], const uint4 (&w_hi)[kChunks], const T* x,
+                                      const Params& p, int g, long long k0, float (&shift)[MT], bool norm) {
+  uint4 xv[MT][kChunks];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long row = g + 8 * mt;
+    const bool ok = row < p.m;
+    if constexpr (SHIFT) shift[mt] = ok && norm ? to_float(x[row * p.x_row]) : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      uint32_t b[4] = {xv[mt][c].x, xv[mt][c].y, xv[mt][c].z, xv[mt][c].w};
+      if (norm) {  // the MMA takes x - shift, rounded once as an unfused layer norm's input is
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 v = unpack<T>(b[i]);
+          const float lo = v.x - shift[mt], hi = v.y - shift[mt];
+          s1[mt] += lo + hi;
+          s2[mt] += lo * lo + hi * hi;
+          b[i] = pack<T>(lo, hi);
+        }
+      }
+      const uint32_t a0[4] = {w_lo[c].x, w_hi[c].x, w_lo[c].y, w_hi[c].y};
+      const uint32_t a1[4] = {w_lo[c].z, w_hi[c].z, w_lo[c].w, w_hi[c].w};
+      mma16816<T>(acc[mt], a0, b[0], b[1]);
+      mma16816<T>(acc[mt], a1, b[2], b[3]);
+    }
+  }
+}
+
+// STREAM: K in chunks of 16 * STEPS a warp over kStreamWarps warps, W double-buffered in registers.
+template <typename T, int STEPS, int MT, bool STREAM>
+__global__ void __launch_bounds__((STREAM ? kStreamWarps : kMaxWarps) * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][kRows][8 * MT];
   __shared__ float stats[kMaxWarps][8 * MT][2];
@@ -103,15 +177,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   const bool norm = p.c1 != nullptr;
 
   if (p.pdl) launch_dependents();
-  // W: rows row0 + g and row0 + g + 8, this thread's 8 elements of each 32-wide chunk.
   uint4 w_lo[kChunks], w_hi[kChunks];
   const bool lo_ok = row0 + g < p.n, hi_ok = row0 + g + 8 < p.n;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const long long col = k0 + 32 * c;
-    w_lo[c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
-    w_hi[c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
-  }
+  load_w<T, kChunks>(w_lo, w_hi, w, row0, g, p.k, k0, lo_ok, hi_ok);
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
   // 16 * 8 * MT, also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
@@ -134,40 +202,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   }
 
   if (p.pdl) wait_for_previous();
-  // X: rows g (and g + 8 where MT = 2), the same elements; loaded together, one L2 round trip.
-  uint4 xv[MT][kChunks];
   float shift[MT];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    const long long row = g + 8 * mt;
-    const bool ok = row < p.m;
-    shift[mt] = ok && norm ? to_float(x[row * p.x_row]) : 0.0f;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
-    }
-  }
   float acc[MT][4] = {};
   float s1[MT] = {}, s2[MT] = {};
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      uint32_t b[4] = {xv[mt][c].x, xv[mt][c].y, xv[mt][c].z, xv[mt][c].w};
-      if (norm) {  // the MMA takes x - shift, rounded once as an unfused layer norm's input is
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 v = unpack<T>(b[i]);
-          const float lo = v.x - shift[mt], hi = v.y - shift[mt];
-          s1[mt] += lo + hi;
-          s2[mt] += lo * lo + hi * hi;
-          b[i] = pack<T>(lo, hi);
-        }
-      }
-      const uint32_t a0[4] = {w_lo[c].x, w_hi[c].x, w_lo[c].y, w_hi[c].y};
-      const uint32_t a1[4] = {w_lo[c].z, w_hi[c].z, w_lo[c].w, w_hi[c].w};
-      mma16816<T>(acc[mt], a0, b[0], b[1]);
-      mma16816<T>(acc[mt], a1, b[2], b[3]);
+  if constexpr (!STREAM) {
+    mma_x<T, kChunks, MT, true>(acc, s1, s2, w_lo, w_hi, x, p, g, k0, shift, norm);
+  } else {
+    load_shift<T, MT>(shift, x, p, g, norm);
+    // Chunk c + 1's W loads go out before chunk c's X loads and MMAs, so HBM always has a chunk to
+    // deliver while the warp waits on L2 for X.
+    const long long stride = 16LL * STEPS * warps;
+    const long long chunks = p.k / stride;
+    uint4 v_lo[kChunks], v_hi[kChunks];
+    for (long long c = 0; c < chunks; c += 2) {
+      const long long ka = k0 + c * stride;
+      if (c + 1 < chunks) load_w<T, kChunks>(v_lo, v_hi, w, row0, g, p.k, ka + stride, lo_ok, hi_ok);
+      mma_x<T, kChunks, MT, false>(acc, s1, s2, w_lo, w_hi, x, p, g, ka, shift, norm);
+      if (c + 1 == chunks) break;
+      if (c + 2 < chunks) load_w<T, kChunks>(w_lo, w_hi, w, row0, g, p.k, ka + 2 * stride, lo_ok, hi_ok);
+      mma_x<T, kChunks, MT, false>(acc, s1, s2, v_lo, v_hi, x, p, g, ka + stride, shift, norm);
     }
   }
   // Across warps: each warp's partial tile (W rows g, g + 8; X rows 2t, 2t + 1 of each n8 tile)
@@ -206,7 +259,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   if (dst >= 0) static_cast<T*>(to_v ? p.v_rows : p.k_rows)[dst] = out;
 }
 
-template <typename T, int STEPS>
+template <typename T, int STEPS, bool STREAM>
 cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned int>((p.n + kRows - 1) / kRows));
@@ -217,43 +270,53 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = p.pdl ? 1 : 0;
-  if (p.m <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 1>, p);
+  if (p.m <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 1, STREAM>, p);
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
-  if constexpr (STEPS <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 2>, p);
+  if constexpr (STEPS <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 2, STREAM>, p);
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
-cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
-  const int warps = static_cast<int>(p.k / (16 * steps));
+cudaError_t launch(const Params& p, long long steps, long long chunks, cudaStream_t stream) {
+  const int warps = static_cast<int>(p.k / (16 * steps * chunks));
+  if (chunks > 1) {
+    switch (steps) {
+      case 4: return launch_steps<T, 4, true>(p, warps, stream);
+      case 8: return launch_steps<T, 8, true>(p, warps, stream);
+      case 16: return launch_steps<T, 16, true>(p, warps, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (steps) {
-    case 4: return launch_steps<T, 4>(p, warps, stream);
-    case 6: return launch_steps<T, 6>(p, warps, stream);
-    case 8: return launch_steps<T, 8>(p, warps, stream);
-    case 10: return launch_steps<T, 10>(p, warps, stream);
-    case 12: return launch_steps<T, 12>(p, warps, stream);
-    case 16: return launch_steps<T, 16>(p, warps, stream);
+    case 4: return launch_steps<T, 4, false>(p, warps, stream);
+    case 6: return launch_steps<T, 6, false>(p, warps, stream);
+    case 8: return launch_steps<T, 8, false>(p, warps, stream);
+    case 10: return launch_steps<T, 10, false>(p, warps, stream);
+    case 12: return launch_steps<T, 12, false>(p, warps, stream);
+    case 16: return launch_steps<T, 16, false>(p, warps, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
 }  // namespace
 
-// steps: k16 steps per warp (4, 6, 8, 10, 12 or 16; at most 8 for M > 8), with K = 16 * steps * warps and
-// 4 (M <= 8) or 8 (M <= 16) <= warps <= 16.
+// steps: k16 steps per warp (4, 6, 8, 10, 12 or 16; at most 8 for M > 8) and chunks: 1, with
+// K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16; or chunks > 1 (a streamed
+// row), with steps 4, 8 or 16 (at most 8 for M > 8) and K = 16 * steps * 8 * chunks.
 // Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
 // vector loads; fp16 or bf16 (the MMA's types).
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
                                    long long y_row, long long kv_start, long long kv_width, long long kv_heads,
-                                   long long head_dim, long long steps, long long gelu, long long pdl, float eps,
-                                   long long dtype, cudaStream_t stream) {
-  const long long warps = steps > 0 ? k / (16 * steps) : 0;
+                                   long long head_dim, long long steps, long long chunks, long long gelu,
+                                   long long pdl, float eps, long long dtype, cudaStream_t stream) {
+  const long long warps = steps > 0 && chunks > 0 ? k / (16 * steps * chunks) : 0;
   // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
   const long long min_warps = m <= 8 ? 4 : 8;
-  if (m < 1 || m > 16 || n < 1 || warps < min_warps || warps > kMaxWarps || k != 16 * steps * warps || x_row % 8 ||
-      !aligned16(x) || !aligned16(w)) {
+  const bool streamed = chunks > 1;
+  if (m < 1 || m > 16 || n < 1 || warps < min_warps || warps > kMaxWarps || k != 16 * steps * warps * chunks ||
+      (streamed && (warps != kStreamWarps || (m > 8 && steps > 8))) || x_row % 8 || !aligned16(x) || !aligned16(w)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   Params p{x, w, bias, residual, y, static_cast<const float*>(c1), static_cast<const float*>(c2),
@@ -262,8 +325,8 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<int>(pdl)};
   cudaError_t status;
   switch (dtype) {
-    case kFloat16: status = launch<__half>(p, steps, stream); break;
-    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, stream); break;
+    case kFloat16: status = launch<__half>(p, steps, chunks, stream); break;
+    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, chunks, stream); break;
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());

@@ -36,6 +36,8 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.arrival import last_to_arrive, rearm
+from rooflint.kernels.common.pdl import decode_chain
+from rooflint.kernels.gelu_linear.skinny import skinny_linear
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.weight_only_gemm import FAMILY, MAX_ROWS, bf16_weight_bytes
 
@@ -267,7 +269,12 @@ def triton_variant(case, config=TRITON_CONFIG):
     return lambda: weight_only_linear(x, w_q, w_scale, group, out, tile, splits, bits)
 
 
-# skinny_pdl.cu: gelu_linear's skinny_linear runs its CUDA kernel where the GPU has PDL and the shape fits.
+# PDL=1 launches as a model's decode step does (kernels/common/pdl.py): gelu_linear's skinny_linear
+# then runs skinny_pdl.cu's CUDA kernel where the GPU has PDL and its plan takes the shape; by
+# default (as bench times it) launches are plain and the Triton kernel runs.
+BF16_SKINNY_CONFIG = MappingProxyType({"PDL": None})
+
+
 @FAMILY.variant(
     "bf16_skinny",
     kind="triton",
@@ -275,10 +282,15 @@ def triton_variant(case, config=TRITON_CONFIG):
     modeled_bytes=bf16_weight_bytes,
     sources=(SKINNY_PDL_CU,),
 )
-def bf16_skinny(case):
+def bf16_skinny(case, config=BF16_SKINNY_CONFIG):
     """gelu_linear's bf16 skinny decode GEMM on the bf16 weight: what the 1-byte weights must beat"""
-    from rooflint.kernels.gelu_linear.skinny import skinny_linear
-
     x, w = case["x"], case["w_bf16"]
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+    if config["PDL"]:
+
+        def in_chain():
+            with decode_chain():
+                return skinny_linear(x, w, out=out)
+
+        return in_chain
     return lambda: skinny_linear(x, w, out=out)
