@@ -177,20 +177,29 @@ def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
 
 
 @pytest.mark.parametrize(
-    "k,m,planned",
-    [(768, 8, (12, 1)), (4096, 8, (16, 1)), (4096, 16, (8, 4)), (8192, 8, (16, 4)), (8192, 16, (8, 8)),
-     (14336, 1, (16, 7)), (6144, 3, (16, 3)), (5120, 12, (8, 5)), (18944, 5, (4, 37)), (1616, 8, (0, 0)),
-     (4864, 8, (0, 0)), (2048, 8, (16, 1))],
+    "k,m,steps",
+    [(768, 8, 6), (2048, 8, 16), (3072, 8, 12), (8192, 8, 16), (8192, 16, 8), (14336, 1, 16), (5120, 12, 8),
+     (18944, 5, 4), (1616, 8, 0), (4864, 8, 0), (256, 8, 0)],
 )  # fmt: skip
-def test_the_cuda_decode_gemm_streams_rows_too_long_for_one_chunk(k, m, planned):
+def test_the_streamed_kernel_takes_the_longest_chunk_that_divides_k(k, m, steps):
     from rooflint.kernels.gelu_linear import skinny_pdl
 
-    assert skinny_pdl.plan(k, m) == planned
-    steps, chunks = planned
-    if chunks > 1:  # streamed: 8 warps, at least two chunks, the shorter shares for two X tiles
-        assert skinny_pdl.steps_for(k, m) == 0
-        assert k == 16 * steps * skinny_pdl.STREAM_WARPS * chunks and chunks >= 2
-        assert m <= 8 or steps <= 8
+    assert skinny_pdl.stream_steps(k, m) == steps
+    if steps:
+        assert k % (16 * steps * skinny_pdl.STREAM_WARPS) == 0
+        assert m <= 8 or steps <= 8  # two X tiles only with the shorter shares
+
+
+@pytest.mark.parametrize(
+    "k,m,planned",
+    [(768, 8, (12, False)), (2048, 8, (16, False)), (4096, 8, (16, False)), (4096, 16, (8, True)),
+     (8192, 8, (16, True)), (8192, 16, (8, True)), (14336, 1, (16, True)), (1280, 8, (16, False)),
+     (1616, 8, None), (4864, 8, None)],
+)  # fmt: skip
+def test_plan_holds_what_the_held_kernel_takes_and_streams_longer_rows(k, m, planned):
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    assert skinny_pdl.plan(k, m) == (None if planned is None else skinny_pdl.Plan(*planned))
 
 
 def test_the_cuda_decode_gemm_takes_only_what_it_can_load():

@@ -21,32 +21,48 @@ def pdl_on(monkeypatch):
     monkeypatch.setenv("ROOFLINT_PDL", "1")
 
 
-def ran_cuda(monkeypatch) -> list:
-    """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton."""
+def ran_cuda(monkeypatch, kernel: str = "plan") -> list:
+    """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton;
+    ``kernel`` "held" or "streamed" forces that kernel ("plan": the one plan picks)."""
     calls = []
     launch = skinny_pdl.launch
+    streamed = {"plan": None, "held": False, "streamed": True}[kernel]
 
     def spy(*args):
         calls.append(args[0].shape)
-        return launch(*args)
+        return launch(*args, streamed=streamed)
 
     monkeypatch.setattr(skinny_pdl, "launch", spy)
     return calls
 
 
+def takes(kernel: str, m: int, k: int) -> bool:
+    """Whether the forced kernel splits this K at M rows (plan always takes these shapes)."""
+    if kernel == "held":
+        return skinny_pdl.steps_for(k, m) > 0
+    return kernel == "plan" or skinny_pdl.stream_steps(k, m) > 0
+
+
 # (m, k, n): GPT-2's four projections at B=8, gpt2-medium's K=1024 and 4096, M of 1, 5, 12 and 16
-# (two X tiles), N not a multiple of 16. Then rows streamed in chunks (plan): Llama-3.2-1B's down
-# projection at B=8 and 16, Llama-3.1-8B's at B=1 (K = 14336, 7 chunks), an odd count of chunks
-# (3, 5 and 37: the loop's last chunk has no partner buffer) and the shortest chunk (4 steps).
+# (two X tiles), N not a multiple of 16. Then rows only the streamed kernel splits: Llama-3.2-1B's
+# down projection at B=8 and 16, Llama-3.1-8B's at B=1 (K = 14336, 7 chunks), odd counts of items
+# (the loop's last has no partner buffer) and the shortest chunk (4 steps, 37 chunks). Then row
+# blocks beyond the SMs, several a streamed block (forced below): a Llama-3.2-1B gate/up projection
+# (1,024 row blocks) and odd N with K of one chunk.
 SHAPES = [(8, 768, 2304), (8, 768, 768), (8, 768, 3072), (8, 3072, 768), (8, 1024, 1000), (3, 4096, 50),
           (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64),
-          (8, 8192, 2048), (16, 8192, 72), (1, 14336, 200), (3, 6144, 50), (12, 5120, 130), (5, 18944, 40)]  # fmt: skip
+          (8, 8192, 2048), (16, 8192, 72), (1, 14336, 200), (3, 6144, 50), (12, 5120, 130), (5, 18944, 40),
+          (8, 2048, 16384), (1, 2048, 5000), (16, 1024, 4104), (7, 3072, 2900)]  # fmt: skip
+KERNELS = ["plan", "held", "streamed"]
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, monkeypatch):
-    calls = ran_cuda(monkeypatch)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, kernel, monkeypatch):
+    if not takes(kernel, m, k):
+        pytest.skip(f"the {kernel} kernel takes no K = {k} at M = {m} (plan picks the other)")
+    calls = ran_cuda(monkeypatch, kernel)
     gen = torch.Generator(device="cuda").manual_seed(m * 7919 + k + n)
     x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
     w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
@@ -63,11 +79,15 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "m,k,n", [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70), (8, 8192, 96), (16, 6144, 96)]
+    "m,k,n",
+    [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70), (8, 8192, 96), (16, 6144, 96), (8, 1024, 4104)],
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, monkeypatch):
-    calls = ran_cuda(monkeypatch)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, kernel, monkeypatch):
+    if not takes(kernel, m, k):
+        pytest.skip(f"the {kernel} kernel takes no K = {k} at M = {m} (plan picks the other)")
+    calls = ran_cuda(monkeypatch, kernel)
     gen = torch.Generator(device="cuda").manual_seed(k + n)
     # rows with a large mean against their spread: the shift keeps the statistics from cancelling
     x = (torch.randn(m, k, device="cuda", generator=gen) + 30).to(dtype)

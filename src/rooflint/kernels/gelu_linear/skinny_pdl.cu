@@ -122,17 +122,15 @@ __device__ __forceinline__ void load_shift(float (&shift)[MT], const T* x, const
 
 // X rows g (and g + 8 where MT = 2) at W's columns from k0, loaded together (one L2 round trip), then
 // the MMAs over them; with a folded layer norm also each row's shifted sum and sum of squares.
-// SHIFT: load the rows' shifts with X (a single chunk), else they are loaded already.
-template <typename T, int kChunks, int MT, bool SHIFT>
+template <typename T, int kChunks, int MT>
 __device__ __forceinline__ void mma_x(float (&acc)[MT][4], float (&s1)[MT], float (&s2)[MT],
                                       const uint4 (&w_lo)[kChunks], const uint4 (&w_hi)[kChunks], const T* x,
-                                      const Params& p, int g, long long k0, float (&shift)[MT], bool norm) {
+                                      const Params& p, int g, long long k0, const float (&shift)[MT], bool norm) {
   uint4 xv[MT][kChunks];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     const long long row = g + 8 * mt;
     const bool ok = row < p.m;
-    if constexpr (SHIFT) shift[mt] = ok && norm ? to_float(x[row * p.x_row]) : 0.0f;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
@@ -161,9 +159,93 @@ __device__ __forceinline__ void mma_x(float (&acc)[MT][4], float (&s1)[MT], floa
   }
 }
 
-// STREAM: K in chunks of 16 * STEPS a warp over kStreamWarps warps, W double-buffered in registers.
-template <typename T, int STEPS, int MT, bool STREAM>
-__global__ void __launch_bounds__((STREAM ? kStreamWarps : kMaxWarps) * 32) skinny_pdl_kernel(const Params p) {
+// One output of the block's 16 x 8 * MT tile (W row n, the block's row r; X row m), a thread each,
+// with its epilogue's constant operands.
+struct Output {
+  long long n, dst;
+  int r, m;
+  bool writes, to_v;
+  float bias, c1, c2;
+};
+
+template <typename T, int MT>
+__device__ __forceinline__ Output output_of(const Params& p, long long row0, bool norm) {
+  Output o;
+  o.r = threadIdx.x / (8 * MT);
+  o.m = threadIdx.x % (8 * MT);
+  o.n = row0 + o.r;
+  o.writes = threadIdx.x < kRows * 8 * MT && o.n < p.n && o.m < p.m;
+  o.bias = 0.0f, o.c1 = 0.0f, o.c2 = 0.0f;
+  o.dst = -1;
+  o.to_v = false;
+  if (o.writes) {
+    if (p.bias != nullptr) o.bias = to_float(static_cast<const T*>(p.bias)[o.n]);
+    if (norm) o.c1 = p.c1[o.n], o.c2 = p.c2[o.n];
+    if (p.slots != nullptr) {
+      const long long rel = o.n - p.kv_start;
+      if (rel >= 0 && rel < 2 * p.kv_width) {
+        o.to_v = rel >= p.kv_width;
+        const long long col = o.to_v ? rel - p.kv_width : rel;
+        o.dst = p.slots[o.m * p.kv_heads + col / p.head_dim] * p.head_dim + col % p.head_dim;
+      }
+    }
+  }
+  return o;
+}
+
+// Each warp's partial tile (W rows g, g + 8; X rows 2t, 2t + 1 of each n8 tile) and its X rows'
+// statistics into shared memory.
+template <int MT>
+__device__ __forceinline__ void share(float (*partial)[kRows][8 * MT], float (*stats)[8 * MT][2],
+                                      const float (&acc)[MT][4], const float (&s1)[MT], const float (&s2)[MT],
+                                      int warp, int g, int t, bool norm) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    partial[warp][g][8 * mt + 2 * t] = acc[mt][0];
+    partial[warp][g][8 * mt + 2 * t + 1] = acc[mt][1];
+    partial[warp][g + 8][8 * mt + 2 * t] = acc[mt][2];
+    partial[warp][g + 8][8 * mt + 2 * t + 1] = acc[mt][3];
+    if (norm) {
+      float a = s1[mt], b2 = s2[mt];
+      a += __shfl_xor_sync(0xffffffffu, a, 1);
+      a += __shfl_xor_sync(0xffffffffu, a, 2);
+      b2 += __shfl_xor_sync(0xffffffffu, b2, 1);
+      b2 += __shfl_xor_sync(0xffffffffu, b2, 2);
+      if (t == 0) stats[warp][g + 8 * mt][0] = a, stats[warp][g + 8 * mt][1] = b2;
+    }
+  }
+}
+
+// After the barrier: this thread's output summed over the warps in warp order (deterministic), then
+// the epilogue and the stores.
+template <typename T, int MT>
+__device__ __forceinline__ void store(const Output& o, const float (*partial)[kRows][8 * MT],
+                                      const float (*stats)[8 * MT][2], int warps, const Params& p, bool norm) {
+  float z = 0.0f;
+  for (int i = 0; i < warps; ++i) z += partial[i][o.r][o.m];
+  if (norm) {
+    float sum = 0.0f, squares = 0.0f;
+    for (int i = 0; i < warps; ++i) sum += stats[i][o.m][0], squares += stats[i][o.m][1];
+    const float mean = sum / static_cast<float>(p.k);
+    const float rstd = 1.0f / sqrtf(fmaxf(squares / static_cast<float>(p.k) - mean * mean, 0.0f) + p.eps);
+    z = rstd * (z - mean * o.c1) + o.c2;
+  }
+  z += o.bias;
+  if (p.gelu) z = gelu_tanh_sigmoid(z);
+  if (p.residual != nullptr) z += to_float(static_cast<const T*>(p.residual)[o.m * p.r_row + o.n]);
+  const T out = from_float<T>(z);
+  static_cast<T*>(p.y)[o.m * p.y_row + o.n] = out;
+  if (o.dst >= 0) static_cast<T*>(o.to_v ? p.v_rows : p.k_rows)[o.dst] = out;
+}
+
+// A block a row block of 16, its whole share of W held at once. Its code is its own, not the streamed
+// kernel's helpers: under PDL the next kernel's blocks become resident beside it only while
+// registers are left, so its register count is part of its speed. Built from the shared helpers it
+// took 97 registers at 12 steps instead of 96, a 16-warp block was then allocated 104 a thread, the
+// next layer's first GEMM no longer fitted beside GPT-2's down projection, and the step went from
+// 0.277 to 0.295 ms (H200).
+template <typename T, int STEPS, int MT>
+__global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][kRows][8 * MT];
   __shared__ float stats[kMaxWarps][8 * MT][2];
@@ -177,9 +259,15 @@ __global__ void __launch_bounds__((STREAM ? kStreamWarps : kMaxWarps) * 32) skin
   const bool norm = p.c1 != nullptr;
 
   if (p.pdl) launch_dependents();
+  // W: rows row0 + g and row0 + g + 8, this thread's 8 elements of each 32-wide chunk.
   uint4 w_lo[kChunks], w_hi[kChunks];
   const bool lo_ok = row0 + g < p.n, hi_ok = row0 + g + 8 < p.n;
-  load_w<T, kChunks>(w_lo, w_hi, w, row0, g, p.k, k0, lo_ok, hi_ok);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = k0 + 32 * c;
+    w_lo[c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
+    w_hi[c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
+  }
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
   // 16 * 8 * MT, also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
@@ -202,25 +290,40 @@ __global__ void __launch_bounds__((STREAM ? kStreamWarps : kMaxWarps) * 32) skin
   }
 
   if (p.pdl) wait_for_previous();
+  // X: rows g (and g + 8 where MT = 2), the same elements; loaded together, one L2 round trip.
+  uint4 xv[MT][kChunks];
   float shift[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long row = g + 8 * mt;
+    const bool ok = row < p.m;
+    shift[mt] = ok && norm ? to_float(x[row * p.x_row]) : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
+    }
+  }
   float acc[MT][4] = {};
   float s1[MT] = {}, s2[MT] = {};
-  if constexpr (!STREAM) {
-    mma_x<T, kChunks, MT, true>(acc, s1, s2, w_lo, w_hi, x, p, g, k0, shift, norm);
-  } else {
-    load_shift<T, MT>(shift, x, p, g, norm);
-    // Chunk c + 1's W loads go out before chunk c's X loads and MMAs, so HBM always has a chunk to
-    // deliver while the warp waits on L2 for X.
-    const long long stride = 16LL * STEPS * warps;
-    const long long chunks = p.k / stride;
-    uint4 v_lo[kChunks], v_hi[kChunks];
-    for (long long c = 0; c < chunks; c += 2) {
-      const long long ka = k0 + c * stride;
-      if (c + 1 < chunks) load_w<T, kChunks>(v_lo, v_hi, w, row0, g, p.k, ka + stride, lo_ok, hi_ok);
-      mma_x<T, kChunks, MT, false>(acc, s1, s2, w_lo, w_hi, x, p, g, ka, shift, norm);
-      if (c + 1 == chunks) break;
-      if (c + 2 < chunks) load_w<T, kChunks>(w_lo, w_hi, w, row0, g, p.k, ka + 2 * stride, lo_ok, hi_ok);
-      mma_x<T, kChunks, MT, false>(acc, s1, s2, v_lo, v_hi, x, p, g, ka + stride, shift, norm);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      uint32_t b[4] = {xv[mt][c].x, xv[mt][c].y, xv[mt][c].z, xv[mt][c].w};
+      if (norm) {  // the MMA takes x - shift, rounded once as an unfused layer norm's input is
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 v = unpack<T>(b[i]);
+          const float lo = v.x - shift[mt], hi = v.y - shift[mt];
+          s1[mt] += lo + hi;
+          s2[mt] += lo * lo + hi * hi;
+          b[i] = pack<T>(lo, hi);
+        }
+      }
+      const uint32_t a0[4] = {w_lo[c].x, w_hi[c].x, w_lo[c].y, w_hi[c].y};
+      const uint32_t a1[4] = {w_lo[c].z, w_hi[c].z, w_lo[c].w, w_hi[c].w};
+      mma16816<T>(acc[mt], a0, b[0], b[1]);
+      mma16816<T>(acc[mt], a1, b[2], b[3]);
     }
   }
   // Across warps: each warp's partial tile (W rows g, g + 8; X rows 2t, 2t + 1 of each n8 tile)
@@ -259,10 +362,86 @@ __global__ void __launch_bounds__((STREAM ? kStreamWarps : kMaxWarps) * 32) skin
   if (dst >= 0) static_cast<T*>(to_v ? p.v_rows : p.k_rows)[dst] = out;
 }
 
-template <typename T, int STEPS, bool STREAM>
-cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
+// Streamed: a block of kStreamWarps warps, one an SM, walks row blocks blockIdx.x, blockIdx.x +
+// gridDim.x, ... and each one's K in chunks of 16 * STEPS a warp: item i is (row block i / chunks,
+// chunk i % chunks). Item i + 1's W loads go out before item i's X loads and MMAs, across row blocks
+// too, so the block's stream does not pause between them; a row block's sum over warps and its
+// epilogue run while the next item's W is in flight. The partial sums alternate between two shared
+// buffers by row block, so one barrier a row block suffices.
+template <typename T, int STEPS, int MT>
+__global__ void __launch_bounds__(kStreamWarps * 32, 1) skinny_stream_kernel(const Params p) {
+  constexpr int kChunks = STEPS / 2;
+  __shared__ float partial[2][kStreamWarps][kRows][8 * MT];
+  __shared__ float stats[2][kStreamWarps][8 * MT][2];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const T* w = static_cast<const T*>(p.w);
+  const T* x = static_cast<const T*>(p.x);
+  const bool norm = p.c1 != nullptr;
+  const long long stride = 16LL * STEPS * kStreamWarps;
+  const int chunks = static_cast<int>(p.k / stride);
+  const int row_blocks = static_cast<int>((p.n + kRows - 1) / kRows);
+  const int items = (row_blocks - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                    static_cast<int>(gridDim.x) * chunks;
+  const long long kw = static_cast<long long>(warp) * 16 * STEPS + 8 * t;
+  auto row0_of = [&](int i) { return (static_cast<long long>(blockIdx.x) + (i / chunks) * gridDim.x) * kRows; };
+  auto k0_of = [&](int i) { return kw + (i % chunks) * stride; };
+  auto load = [&](uint4(&lo)[kChunks], uint4(&hi)[kChunks], int i) {
+    const long long row0 = row0_of(i);
+    load_w<T, kChunks>(lo, hi, w, row0, g, p.k, k0_of(i), row0 + g < p.n, row0 + g + 8 < p.n);
+  };
+
+  if (p.pdl) launch_dependents();
+  uint4 a_lo[kChunks], a_hi[kChunks], b_lo[kChunks], b_hi[kChunks];
+  load(a_lo, a_hi, 0);
+  Output o = output_of<T, MT>(p, row0_of(0), norm), next = o;  // the first row block's, before the wait
+  if (p.pdl) wait_for_previous();
+  float shift[MT];
+  load_shift<T, MT>(shift, x, p, g, norm);
+  float acc[MT][4] = {};
+  float s1[MT] = {}, s2[MT] = {};
+  auto begin = [&](uint4(&lo)[kChunks], uint4(&hi)[kChunks], int i) {
+    load(lo, hi, i);
+    if (i % chunks == 0) next = output_of<T, MT>(p, row0_of(i), norm);
+  };
+  auto end = [&](int i) {  // after item i's MMAs: at its row block's last chunk, the sums and epilogue
+    if ((i + 1) % chunks != 0) return;
+    const int buffer = (i / chunks) & 1;
+    share<MT>(partial[buffer], stats[buffer], acc, s1, s2, warp, g, t, norm);
+    __syncthreads();
+    if (o.writes) store<T, MT>(o, partial[buffer], stats[buffer], kStreamWarps, p, norm);
+    o = next;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
+      s1[mt] = s2[mt] = 0.0f;
+    }
+  };
+  for (int i = 0; i < items; i += 2) {
+    if (i + 1 < items) begin(b_lo, b_hi, i + 1);
+    mma_x<T, kChunks, MT>(acc, s1, s2, a_lo, a_hi, x, p, g, k0_of(i), shift, norm);
+    end(i);
+    if (i + 1 == items) break;
+    if (i + 2 < items) begin(a_lo, a_hi, i + 2);
+    mma_x<T, kChunks, MT>(acc, s1, s2, b_lo, b_hi, x, p, g, k0_of(i + 1), shift, norm);
+    end(i + 1);
+  }
+}
+
+int sm_count() {
+  static int count = 0;  // the SMs of the current device, asked once (a process runs on one GPU)
+  if (count == 0) {
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  }
+  return count > 0 ? count : 1;
+}
+
+template <typename Kernel>
+cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>((p.n + kRows - 1) / kRows));
+  config.gridDim = dim3(static_cast<unsigned int>(blocks));
   config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
@@ -270,23 +449,39 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = p.pdl ? 1 : 0;
-  if (p.m <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 1, STREAM>, p);
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+template <typename T, int STEPS, bool STREAM>
+cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
+  const long long row_blocks = (p.n + kRows - 1) / kRows;
+  // Streamed: one block an SM (its registers allow no second), each walking its row blocks.
+  const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
+  if (p.m <= 8) {
+    if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1>, p, blocks, warps, stream);
+  }
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
-  if constexpr (STEPS <= 8) return cudaLaunchKernelEx(&config, skinny_pdl_kernel<T, STEPS, 2, STREAM>, p);
+  if constexpr (STEPS <= 8) {
+    if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2>, p, blocks, warps, stream);
+  }
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
-cudaError_t launch(const Params& p, long long steps, long long chunks, cudaStream_t stream) {
-  const int warps = static_cast<int>(p.k / (16 * steps * chunks));
-  if (chunks > 1) {
+cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t stream) {
+  if (streamed) {
     switch (steps) {
-      case 4: return launch_steps<T, 4, true>(p, warps, stream);
-      case 8: return launch_steps<T, 8, true>(p, warps, stream);
-      case 16: return launch_steps<T, 16, true>(p, warps, stream);
+      case 4: return launch_steps<T, 4, true>(p, kStreamWarps, stream);
+      case 6: return launch_steps<T, 6, true>(p, kStreamWarps, stream);
+      case 8: return launch_steps<T, 8, true>(p, kStreamWarps, stream);
+      case 12: return launch_steps<T, 12, true>(p, kStreamWarps, stream);
+      case 16: return launch_steps<T, 16, true>(p, kStreamWarps, stream);
       default: return cudaErrorInvalidValue;
     }
   }
+  const int warps = static_cast<int>(p.k / (16 * steps));
   switch (steps) {
     case 4: return launch_steps<T, 4, false>(p, warps, stream);
     case 6: return launch_steps<T, 6, false>(p, warps, stream);
@@ -300,34 +495,37 @@ cudaError_t launch(const Params& p, long long steps, long long chunks, cudaStrea
 
 }  // namespace
 
-// steps: k16 steps per warp (4, 6, 8, 10, 12 or 16; at most 8 for M > 8) and chunks: 1, with
-// K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16; or chunks > 1 (a streamed
-// row), with steps 4, 8 or 16 (at most 8 for M > 8) and K = 16 * steps * 8 * chunks.
+// steps: k16 steps per warp. Held (streamed = 0): 4, 6, 8, 10, 12 or 16, at most 8 for M > 8, with
+// K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. Streamed (streamed = 1): 4, 6,
+// 8, 12 or 16, at most 8 for M > 8, with K a multiple of 16 * steps * 8.
 // Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
 // vector loads; fp16 or bf16 (the MMA's types).
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
                                    long long y_row, long long kv_start, long long kv_width, long long kv_heads,
-                                   long long head_dim, long long steps, long long chunks, long long gelu,
+                                   long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, cudaStream_t stream) {
-  const long long warps = steps > 0 && chunks > 0 ? k / (16 * steps * chunks) : 0;
-  // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
-  const long long min_warps = m <= 8 ? 4 : 8;
-  const bool streamed = chunks > 1;
-  if (m < 1 || m > 16 || n < 1 || warps < min_warps || warps > kMaxWarps || k != 16 * steps * warps * chunks ||
-      (streamed && (warps != kStreamWarps || (m > 8 && steps > 8))) || x_row % 8 || !aligned16(x) || !aligned16(w)) {
-    return static_cast<int>(cudaErrorInvalidValue);
+  bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
+            aligned16(w);
+  if (streamed) {
+    ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
+  } else {
+    const long long warps = k / (16 * steps);
+    // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
+    ok = ok && k == 16 * steps * warps && warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps;
   }
+  if (!ok) return static_cast<int>(cudaErrorInvalidValue);
   Params p{x, w, bias, residual, y, static_cast<const float*>(c1), static_cast<const float*>(c2),
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
            static_cast<int>(pdl)};
   cudaError_t status;
   switch (dtype) {
-    case kFloat16: status = launch<__half>(p, steps, chunks, stream); break;
-    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, chunks, stream); break;
+    case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;
+    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, streamed != 0, stream); break;
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());
 }
+

@@ -2,9 +2,20 @@
 
 kernels/gelu_linear/skinny.py calls it under programmatic dependent launch where the shape fits; its
 arguments and its result are those of skinny_linear / skinny_norm_linear.
+
+Two kernels, and ``plan`` picks one:
+- **held**: a block a row block of 16 W rows, its whole share of W loaded into registers before the
+  PDL wait, so the stream overlaps the kernels before it. It takes K up to 16 warps x 16 k16 steps;
+- **streamed**: one block an SM walks its row blocks and their K in chunks, the next chunk's W in
+  flight while the warps multiply the last: rows longer than the held kernel takes (a Llama MLP's
+  down projection, K = 8192 or 14336). Where both take K, the held kernel was faster on an H200 at
+  every decode projection of GPT-2, Llama-3.2-1B and Llama-3.1-8B, by 1-12%, several waves of blocks
+  included (docs/perf-notes/models.md), so plan takes it.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -13,19 +24,24 @@ from rooflint.kernels import cuda_dtype
 
 SKINNY_PDL_CU = cuda_build.family_source(__file__, "skinny_pdl")
 
-# k16 steps a warp holds (4 registers each), most preferred first: K = 16 * steps * warps. 12 gives
-# GPT-2's K = 768 four warps of 48 W registers and K = 3072 sixteen; 16 takes K = 1024 and 4096.
+# Held: k16 steps a warp holds (4 registers each), most preferred first: K = 16 * steps * warps. 12
+# gives GPT-2's K = 768 four warps of 48 W registers and K = 3072 sixteen; 16 takes K = 1024 and 4096.
 STEPS = (12, 16, 10, 8, 6, 4)
 MAX_WARPS = 16
-# A row longer than 16 warps hold is streamed in chunks of 16 * steps * STREAM_WARPS: two buffers of
-# W registers a thread, so 8 warps (a 256-thread block may use 255 registers a thread). The longest
-# chunk first: 64 KB a block in flight at 16 steps, where HBM wants ~30 KB an SM.
-STREAM_STEPS = (16, 8, 4)
+# Streamed: chunks of 16 * steps * STREAM_WARPS, two buffers of W registers a thread, so 8 warps (a
+# 256-thread block may use 255 registers a thread). The longest chunk first: 64 KB a block in
+# flight at 16 steps, where HBM wants ~30 KB an SM.
+STREAM_STEPS = (16, 12, 8, 6, 4)
 STREAM_WARPS = 8
 
 
+class Plan(NamedTuple):
+    steps: int  # k16 steps a warp holds
+    streamed: bool
+
+
 def steps_for(k: int, m: int) -> int:
-    """The k16 steps per warp for K and M rows when one chunk holds the row; 0 where none fits."""
+    """The held kernel's k16 steps per warp for K and M rows; 0 where no choice fits."""
     least = 4 if m <= 8 else 8  # a thread per output in the epilogue: 16 x 8 or 16 x 16
     for steps in STEPS:
         if m > 8 and steps > 8:  # two X tiles: the longer shares would spill
@@ -36,24 +52,29 @@ def steps_for(k: int, m: int) -> int:
     return 0
 
 
-def plan(k: int, m: int) -> tuple[int, int]:
-    """(k16 steps a warp, chunks of K) for K and M rows: the whole row in one chunk where it fits
-    (steps_for), else streamed over 8 warps in two or more chunks; (0, 0) where neither divides K
-    (the Triton kernel runs)."""
-    steps = steps_for(k, m)
-    if steps:
-        return steps, 1
+def stream_steps(k: int, m: int) -> int:
+    """The streamed kernel's k16 steps per warp: the longest chunk that divides K; 0 where none does."""
     for steps in STREAM_STEPS:
         if m > 8 and steps > 8:
             continue
-        chunks, rest = divmod(k, 16 * steps * STREAM_WARPS)
-        if rest == 0 and chunks >= 2:
-            return steps, chunks
-    return 0, 0
+        if k % (16 * steps * STREAM_WARPS) == 0:
+            return steps
+    return 0
+
+
+def plan(k: int, m: int) -> Plan | None:
+    """The held kernel where it takes K at M rows, else the streamed one where a chunk divides K;
+    None where neither does (the Triton kernel runs)."""
+    held, streamed = steps_for(k, m), stream_steps(k, m)
+    if held:
+        return Plan(held, False)
+    if streamed:
+        return Plan(streamed, True)
+    return None
 
 
 def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
-    """Whether the CUDA kernel takes this call: fp16/bf16, a K it splits over whole warps (plan), and
+    """Whether the CUDA kernel takes this call: fp16/bf16, a K that one of its kernels splits, and
     16-byte aligned X and W rows (its loads are 16-byte vectors)."""
     if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype or out.dtype != x.dtype:
         return False
@@ -63,21 +84,28 @@ def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
         return False
     m, k = x.shape
     aligned = x.data_ptr() % 16 == 0 and w.data_ptr() % 16 == 0 and x.stride(0) % 8 == 0
-    return aligned and plan(k, m)[0] > 0
+    return aligned and plan(k, m) is not None
 
 
-def launch(x, w, b, gelu, residual, out, norm, append) -> torch.Tensor:
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
+    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
     n = w.shape[0]
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
     library = cuda_build.load(SKINNY_PDL_CU)
     kv = append
-    steps, chunks = plan(k, m)
+    if streamed is None:
+        chosen = plan(k, m)
+    else:
+        steps = stream_steps(k, m) if streamed else steps_for(k, m)
+        chosen = Plan(steps, streamed) if steps else None
+    if chosen is None:
+        raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} with this kernel (see plan)")
     library.launch(
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        steps, chunks, int(gelu), 1, float(eps), cuda_dtype(x.dtype),
+        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype),
     )  # fmt: skip
     return out

@@ -37,6 +37,7 @@ from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.arrival import last_to_arrive, rearm
 from rooflint.kernels.common.pdl import decode_chain
+from rooflint.kernels.gelu_linear import skinny_pdl
 from rooflint.kernels.gelu_linear.skinny import skinny_linear
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.weight_only_gemm import FAMILY, MAX_ROWS, bf16_weight_bytes
@@ -270,9 +271,11 @@ def triton_variant(case, config=TRITON_CONFIG):
 
 
 # PDL=1 launches as a model's decode step does (kernels/common/pdl.py): gelu_linear's skinny_linear
-# then runs skinny_pdl.cu's CUDA kernel where the GPU has PDL and its plan takes the shape; by
-# default (as bench times it) launches are plain and the Triton kernel runs.
-BF16_SKINNY_CONFIG = MappingProxyType({"PDL": None})
+# then runs skinny_pdl.cu's CUDA kernels where the GPU has PDL and their plan takes the shape; by
+# default (as bench times it) launches are plain and the Triton kernel runs. CUDA=1 forces the held
+# CUDA kernel and CUDA=2 the streamed one (skinny_pdl.py), under PDL.
+BF16_SKINNY_CONFIG = MappingProxyType({"PDL": None, "CUDA": None})
+CUDA_KERNELS = {1: False, 2: True}  # CUDA=... -> skinny_pdl.launch's streamed
 
 
 @FAMILY.variant(
@@ -286,6 +289,11 @@ def bf16_skinny(case, config=BF16_SKINNY_CONFIG):
     """gelu_linear's bf16 skinny decode GEMM on the bf16 weight: what the 1-byte weights must beat"""
     x, w = case["x"], case["w_bf16"]
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+    if config["CUDA"] is not None:
+        if config["CUDA"] not in CUDA_KERNELS:
+            raise ValueError(f"CUDA={config['CUDA']}: 1 (the held kernel) or 2 (the streamed one)")
+        streamed = CUDA_KERNELS[config["CUDA"]]
+        return lambda: skinny_pdl.launch(x, w, None, False, None, out, None, None, streamed=streamed)
     if config["PDL"]:
 
         def in_chain():
