@@ -245,10 +245,10 @@ def test_triton_attention_reads_grouped_kv_heads_in_place():
 def eager_run(tmp_path_factory):
     # A config.json path, as `rooflint model path/config.json` takes it, with a sweep
     folder = tmp_path_factory.mktemp("llama-eager")
-    path = write_config(folder, TINY)
+    path = write_config(folder, TINY, name="tiny-llama-0.1b")  # a dotted name, as llama-3.2-1b
     spec, config = catalog.resolve(str(path), None)
     return run_model(tiny_request(folder / "out", model=str(path), model_spec=spec, config=config, new_tokens=6,
-                                  sweep_batches=[1, 2], sweep_contexts=[8, 40]))  # fmt: skip
+                                  sweep_batches=[1, 2], sweep_contexts=[8, 40], plots=True))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -388,11 +388,19 @@ def test_skipped_peers_say_why(eager_run):
 def test_a_config_json_run_writes_its_sweep_rows_and_table(eager_run):
     out = eager_run.request.out
     frame = read_results(out / "results.csv")
-    assert set(frame["family"]) == {"model:tiny-llama"}
+    assert set(frame["family"]) == {"model:tiny-llama-0.1b"}
     swept = frame[frame["shape"].str.contains("sweep=1")]
     assert set(zip(swept["batch"], swept["context"])) == {(1, 8), (1, 40), (2, 8), (2, 40)}
     assert (swept["status"] == OK).all() and (swept["tokens_per_s"] > 0).all()
-    assert "decode sweep" in (out / "model-tiny-llama.md").read_text()
+    assert "decode sweep" in (out / "model-tiny-llama-0.1b.md").read_text()
+
+
+def test_a_dotted_model_name_keeps_a_roofline_per_set_and_phase(eager_run):
+    # with_suffix took ".1b-eager-decode" for a suffix: every plot of llama-3.2-1b went to one file
+    images = sorted(path.name for path in eager_run.files if path.suffix == ".png")
+    assert images == ["roofline-tiny-llama-0.1b-eager-decode.png", "roofline-tiny-llama-0.1b-eager-prefill.png",
+                      "sweep-tiny-llama-0.1b.png"]  # fmt: skip
+    assert all(path.exists() for path in eager_run.files)
 
 
 def test_llama_help_names_the_builtins():

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 
 from rooflint.core.roofline import analyse  # noqa: E402
 from rooflint.models.rows import unit_cost  # noqa: E402
-from rooflint.outputs.plot import save_palette_png  # noqa: E402
+from rooflint.outputs.plot import beside, save_palette_png  # noqa: E402
 
 MAX_AREA = 4000.0  # points^2 of an op that took the whole step
 
@@ -110,7 +110,7 @@ def plot_ops(outcome, set_name: str, phase, out_base: Path) -> list[Path]:
     # Fixed margins, the key to the right: tight_layout measures every log tick label and costs seconds.
     fig.subplots_adjust(left=0.07, right=0.66, top=0.9, bottom=0.09)
     out_base.parent.mkdir(parents=True, exist_ok=True)
-    png, csv = out_base.with_suffix(".png"), out_base.with_suffix(".csv")
+    png, csv = beside(out_base, ".png"), beside(out_base, ".csv")
     save_palette_png(fig, png)
     plt.close(fig)
     frame.to_csv(csv, index=False)
@@ -148,7 +148,7 @@ def plot_sweep(outcome) -> list[Path]:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.subplots_adjust(left=0.08, right=0.72, top=0.88, bottom=0.1)
     base.parent.mkdir(parents=True, exist_ok=True)
-    png, csv = base.with_suffix(".png"), base.with_suffix(".csv")
+    png, csv = beside(base, ".png"), beside(base, ".csv")
     save_palette_png(fig, png)
     plt.close(fig)
     frame.to_csv(csv, index=False)

@@ -46,6 +46,13 @@ def roofline_base(directory: Path, gpu: str, several: bool) -> Path:
     return Path(directory) / (f"roofline-{gpu}" if several else "roofline")
 
 
+def beside(base: Path, suffix: str) -> Path:
+    """``base`` with ``suffix`` appended: a base name holds dots of its own (llama-3.2-1b, a GPU
+    called a100.80g), which ``with_suffix`` would take for a suffix and cut, so every set and phase
+    of a model would write one file."""
+    return base.parent / f"{base.name}{suffix}"
+
+
 def plot_roofline(
     points: pd.DataFrame,
     spec: GpuSpec,
@@ -63,13 +70,12 @@ def plot_roofline(
     fig, ceiling_rows = draw_roofline(points, spec, title, extra_ceilings)
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
-    save_palette_png(fig, out_base.with_suffix(".png"))
-    fig.savefig(out_base.with_suffix(".svg"))
-    written = [out_base.with_suffix(".png"), out_base.with_suffix(".svg")]
+    written = [beside(out_base, ".png"), beside(out_base, ".svg"), beside(out_base, ".csv")]
+    save_palette_png(fig, written[0])
+    fig.savefig(written[1])
     plt.close(fig)
     data = pd.concat([points, pd.DataFrame(ceiling_rows)], ignore_index=True)
-    data.to_csv(out_base.with_suffix(".csv"), index=False)
-    written.append(out_base.with_suffix(".csv"))
+    data.to_csv(written[2], index=False)
     return written
 
 
