@@ -39,9 +39,19 @@ class FakeNvcc:
         if not hold:
             self.release.set()
         self.lock = threading.Lock()
+        self._starts = threading.Condition()
+        self.starts = 0
+
+    def wait_started(self, count: int, timeout: float) -> bool:
+        """Whether ``count`` compiles have begun within ``timeout`` seconds."""
+        with self._starts:
+            return self._starts.wait_for(lambda: self.starts >= count, timeout)
 
     def __call__(self, source: Path, output: Path, arch, **_) -> None:
         self.started.set()
+        with self._starts:
+            self.starts += 1
+            self._starts.notify_all()
         self.release.wait(5)
         with self.lock:
             self.compiled.append((source.name, arch))
@@ -227,7 +237,9 @@ def test_builds_run_side_by_side_and_a_second_caller_waits_for_the_first(nvcc):
     nvcc.release.clear()
     sources = [KERNELS / "softmax" / "softmax.cu", KERNELS / "rmsnorm" / "rmsnorm.cu"]
     ahead = build_ahead.BuildsAhead(sources, ["sm_90a"], workers=4)
-    assert nvcc.started.wait(5)
+    # Both builds under way (each holding its library's lock), so the caller below can only wait:
+    # had it come before the second pool thread took softmax's lock, it would have built softmax itself.
+    assert nvcc.wait_started(2, 5)
     waiting = threading.Thread(target=cuda_build.build, args=(sources[0], "sm_90a"))
     waiting.start()  # a variant's load of a library being built ahead
     time.sleep(0.05)
