@@ -109,3 +109,18 @@ def test_the_e4m3_bit_recipe_is_exact_for_every_finite_code():
     expected = codes.view(torch.float8_e4m3fn).float()
     assert torch.equal(_e4m3_recipe(codes), expected)
     assert "0x5140" in stream.E4M3_TO_BF16X4.value and "0x7b807b80" in stream.E4M3_TO_BF16X4.value
+
+
+@pytest.mark.parametrize(
+    "k,cuda,words",
+    [(8192, 1, ["held", "K = 8192", "CUDA=2"]), (256, 2, ["streamed", "K = 256", "CUDA=1"]), (768, 3, ["1 (the held"])],
+)
+def test_bf16_skinny_refuses_a_forced_cuda_kernel_that_cannot_split_k_before_any_launch(k, cuda, words):
+    # `rooflint ab ... -V bf16_skinny --config CUDA=1,2`: an entry whose kernel takes no such K is
+    # dropped at its build with the reason, not at a launch on the GPU.
+    family = get_family("weight_only_gemm")
+    params = {"m": 8, "k": k, "n": 16, "group": 0}
+    case = family.build_case("custom", params, "w8a16", torch.device("cpu"), seed=1)
+    with pytest.raises(ValueError) as refused:
+        stream.bf16_skinny(case, config={"PDL": None, "CUDA": cuda})
+    assert all(word in str(refused.value) for word in words), str(refused.value)
