@@ -429,11 +429,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 1) skinny_stream_kernel(con
 }
 
 int sm_count() {
-  static int count = 0;  // the SMs of the current device, asked once (a process runs on one GPU)
+  static int counts[64] = {};  // the SMs of each device, asked once per device
+  int device = 0;
+  cudaGetDevice(&device);
+  int count = device >= 0 && device < 64 ? counts[device] : 0;
   if (count == 0) {
-    int device = 0;
-    cudaGetDevice(&device);
     cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    if (device >= 0 && device < 64) counts[device] = count;
   }
   return count > 0 ? count : 1;
 }
