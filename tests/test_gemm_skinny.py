@@ -214,3 +214,14 @@ def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
                                 None, torch.zeros(8, 64, dtype=torch.bfloat16))  # fmt: skip
     long_x, long_w = torch.zeros(8, 8192, dtype=torch.bfloat16), torch.zeros(64, 8192, dtype=torch.bfloat16)
     assert skinny_pdl.fits(long_x, long_w, None, torch.zeros(8, 64, dtype=torch.bfloat16))  # streamed
+
+
+def test_a_forced_kernel_is_its_own_split_or_refused_naming_the_other():
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    assert skinny_pdl.forced(2048, 8, True) == skinny_pdl.Plan(16, True)  # streamed where plan holds
+    assert skinny_pdl.forced(2048, 8, False) == skinny_pdl.Plan(16, False)
+    with pytest.raises(ValueError, match="held CUDA kernel splits no K = 8192 at M = 8; the streamed"):
+        skinny_pdl.forced(8192, 8, False)
+    with pytest.raises(ValueError, match="streamed CUDA kernel splits no K = 256"):
+        skinny_pdl.forced(256, 8, True)

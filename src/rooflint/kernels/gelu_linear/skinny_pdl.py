@@ -73,6 +73,16 @@ def plan(k: int, m: int) -> Plan | None:
     return None
 
 
+def forced(k: int, m: int, streamed: bool) -> Plan:
+    """The one kernel asked for at K and M rows (True: streamed, False: held); ValueError naming the
+    other where this one splits no such K."""
+    steps = stream_steps(k, m) if streamed else steps_for(k, m)
+    if not steps:
+        kernel, other = ("streamed", "held") if streamed else ("held", "streamed")
+        raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}; the {other} one may")
+    return Plan(steps, streamed)
+
+
 def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
     """Whether the CUDA kernel takes this call: fp16/bf16, a K that one of its kernels splits, and
     16-byte aligned X and W rows (its loads are 16-byte vectors)."""
@@ -94,13 +104,9 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
     library = cuda_build.load(SKINNY_PDL_CU)
     kv = append
-    if streamed is None:
-        chosen = plan(k, m)
-    else:
-        steps = stream_steps(k, m) if streamed else steps_for(k, m)
-        chosen = Plan(steps, streamed) if steps else None
+    chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
-        raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} with this kernel (see plan)")
+        raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
     library.launch(
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,

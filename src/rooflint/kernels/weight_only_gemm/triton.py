@@ -293,10 +293,10 @@ def bf16_skinny(case, config=BF16_SKINNY_CONFIG):
         if config["CUDA"] not in CUDA_KERNELS:
             raise ValueError(f"CUDA={config['CUDA']}: 1 (the held kernel) or 2 (the streamed one)")
         streamed = CUDA_KERNELS[config["CUDA"]]
-        m, k = x.shape
-        if not (skinny_pdl.stream_steps if streamed else skinny_pdl.steps_for)(k, m):
-            kernel, other = ("streamed", "CUDA=1 (held)") if streamed else ("held", "CUDA=2 (streamed)")
-            raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}; try {other}")
+        try:
+            skinny_pdl.forced(x.shape[1], x.shape[0], streamed)  # refused here, at build, not at a launch
+        except ValueError as why:
+            raise ValueError(f"{why}: try CUDA={3 - config['CUDA']}") from None
         return lambda: skinny_pdl.launch(x, w, None, False, None, out, None, None, streamed=streamed)
     if config["PDL"]:
 
