@@ -49,6 +49,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
 }
+
 // ---- TMA: one thread copies a whole [rows x cols] box of a 3-D tensor map into shared memory,
 // swizzled as the map says; rows past the tensor's end arrive as zeros. The bytes count toward bar.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int x, int y, int z) {
