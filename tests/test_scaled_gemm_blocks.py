@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rooflint.core.errors import VariantSkipped
@@ -55,6 +55,8 @@ def test_each_k_block_takes_its_own_scales():
 
 
 @settings(max_examples=25, deadline=None)
+# x / scale = 123.49999997 exactly, 123.5 in fp32: an fp32 quotient rounded half to even to 124
+@example(dtype=torch.int8, rows=56, k=77, block_rows=1, seed=77)
 @given(
     dtype=st.sampled_from([torch.float8_e4m3fn, torch.float8_e5m2, torch.int8]),
     rows=st.integers(1, 140),

@@ -41,7 +41,7 @@ def quantize(x: torch.Tensor, dtype: torch.dtype, per: str = "tensor", group: in
         amax = x.abs().amax(dim=1, keepdim=True)
     scale = _scale_of(amax, dtype)
     expanded = scale.repeat_interleave(group, dim=1) if group and per == "row" else scale
-    return _encode(x / expanded, dtype), scale.contiguous()
+    return _encode(x, expanded, dtype), scale.contiguous()
 
 
 def quantize_blocks(x: torch.Tensor, dtype: torch.dtype, block_rows: int, block_cols: int = SCALE_BLOCK):
@@ -55,7 +55,7 @@ def quantize_blocks(x: torch.Tensor, dtype: torch.dtype, block_rows: int, block_
     padded = F.pad(x, (0, -k % block_cols, 0, -rows % block_rows))  # zeros never raise an amax
     blocks = padded.reshape(padded.shape[0] // block_rows, block_rows, padded.shape[1] // block_cols, block_cols)
     scale = _scale_of(blocks.abs().amax(dim=(1, 3)), dtype)
-    return _encode(x / expand_blocks(scale, rows, k, block_rows, block_cols), dtype), scale.contiguous()
+    return _encode(x, expand_blocks(scale, rows, k, block_rows, block_cols), dtype), scale.contiguous()
 
 
 def expand_blocks(scale: torch.Tensor, rows: int, k: int, block_rows: int, block_cols: int = SCALE_BLOCK):
@@ -72,8 +72,12 @@ def _scale_of(amax: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (amax / QMAX[dtype]).clamp(min=torch.finfo(torch.float32).tiny)
 
 
-def _encode(scaled: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Round x / scale into the format: to nearest, saturating at the largest finite code."""
+def _encode(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Round x / scale into the format: to nearest, saturating at the largest finite code. The
+    quotient is taken in float64: in fp32 its own rounding can land a value just short of half a
+    step on the half (123.49999997 -> 123.5), and round-half-to-even then moves it a whole half step
+    plus that ulp away."""
+    scaled = x.double() / scale.double()
     if dtype == torch.int8:
         return scaled.round().clamp(-127, 127).to(torch.int8)
     return scaled.clamp(-QMAX[dtype], QMAX[dtype]).to(dtype)
