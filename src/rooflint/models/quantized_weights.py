@@ -8,8 +8,10 @@ The embedding and lm_head keep the model's bf16 weights: the embedding reads B r
 table, and the head's logits are what the check compares. Prefill (> 16 rows) is compute-bound
 and keeps bf16, so the bf16 weights stay resident beside the codes.
 
-The triton set runs the quantized projections on kernels/weight_only_gemm's Triton kernel (codes
-dequantized in registers); the eager set is the PyTorch form, dequantize-then-F.linear every call.
+The triton set runs the quantized projections on kernels/weight_only_gemm's CUDA kernel where it
+splits K (the codes held in registers across the PDL wait, the residual add in its epilogue), else on
+its Triton kernel (codes dequantized in registers); the eager set is the PyTorch form,
+dequantize-then-F.linear every call.
 compile and cuda keep bf16 weights and say so in their plan line.
 
 The check (docs/quantized.md): one decode step's logits against the model whose projections are
@@ -99,7 +101,9 @@ def attach(kernels, weights, weights_dtype: str | None) -> None:
         return
     kernels.quantized = quantize_model(weights, weights_dtype)
     kernels.weights_dtype = weights_dtype
-    how = "weight_only_gemm's Triton kernel" if kernels.name == "triton" else "dequantize, then F.linear"
+    how = "dequantize, then F.linear"
+    if kernels.name == "triton":
+        how = "weight_only_gemm's CUDA kernel where it splits K, else its Triton kernel"
     kernels.plan["weights"] = (
         f"{weights_dtype} per output channel for decode (<= {MAX_ROWS} rows) qkv, o, gate/up and down ({how}), "
         "embedding, lm_head and prefill bf16"
@@ -110,8 +114,11 @@ def quantized_linear(kind: str, x, q: QuantizedLinear, b=None, residual=None):
     """y = x @ (codes * scale)^T (+ b) (+ residual): the weight-only kernel in the triton set; the
     dequantized bf16 weight through F.linear otherwise."""
     if kind == "triton":
+        from rooflint.kernels.weight_only_gemm import cuda
         from rooflint.kernels.weight_only_gemm.triton import weight_only_linear
 
+        if cuda.why_not(x, q.codes, q.scale, residual) is None:  # bias and residual in its epilogue
+            return cuda.codes_linear(x, q.codes, q.scale, b, residual)
         y = weight_only_linear(x, q.codes, q.scale)
         if b is not None:
             y = y + b

@@ -30,6 +30,7 @@
 // the row statistics from the same X elements the MMA reads, shifted by each row's first
 // element), bias, tanh-GELU, a residual add, and K/V columns scattered into a paged cache.
 #include "rooflint/common.cuh"
+#include "rooflint/pdl.cuh"
 
 namespace {
 
@@ -57,18 +58,6 @@ template <> __device__ __forceinline__ void mma16816<__half>(float (&c)[4], cons
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ void launch_dependents() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_previous() {
-  // The "memory" clobber keeps every load of the previous kernel's output after the wait.
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 

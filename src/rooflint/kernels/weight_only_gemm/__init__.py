@@ -116,4 +116,4 @@ def bf16_linear(case):
 
 
 # The implementations register their variants on FAMILY as they are imported.
-from rooflint.kernels.weight_only_gemm import triton  # noqa: E402, F401
+from rooflint.kernels.weight_only_gemm import cuda, triton  # noqa: E402, F401

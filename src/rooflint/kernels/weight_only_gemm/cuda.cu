@@ -1,0 +1,246 @@
+// y = act(x @ (W_q * scale)^T + b) [+ r] for a decode step: bf16 x [M <= 16, K], int8 or fp8 e4m3
+// codes W_q [N, K], one fp32 scale per output channel. The weight is half the bytes of bf16's, and at
+// M <= 16 the bytes are the time.
+//
+// The block layout is that of the bf16 decode GEMM (kernels/gelu_linear/skinny_pdl.cu, its "held"
+// kernel): a block owns 16 rows of W, its warps split K, and each warp loads its whole share of the
+// codes into registers before it waits for the kernel before it (programmatic dependent launch,
+// sm_90), so the weight stream overlaps the previous kernels of the step. In one byte a code, the
+// same registers hold twice the K: a warp holds 16 x 16*STEPS codes in 2*STEPS registers (64 at
+// STEPS 32), so 16 warps take K = 8192 (a Llama-3.2-1B MLP's down projection), where bf16 stops at
+// 4096.
+//
+// The codes become bf16 in registers after the wait, exactly (every int8 and every finite e4m3 value
+// is a bf16 value), and the MMAs are bf16 ones (mma.m16n8k16, fp32 accumulation). The scale
+// multiplies each output once, in the epilogue. Conversions are integer and bf16x2 ALU work, no
+// conversion-unit instruction (I2F and F2F issue at a quarter of the ALU rate on sm_90):
+// - int8: a code b is l - 128 s (l its low 7 bits, s its sign bit). Two bf16 pairs from one LOP3
+//   and one PRMT each, 0x43 in each half's high byte: 128 + l, and 128 + 128 s; one bf16x2
+//   subtraction of them is b. 2 instructions a code.
+// - e4m3: each code into the high byte of a 16-bit half; its exponent and mantissa shifted right 4
+//   land in bf16's low exponent and top mantissa bits (the value times 2^-120, e4m3's subnormals as
+//   bf16 subnormals); the sign is kept; one bf16x2 multiply by 2^120. 2.5 instructions a code.
+//
+// Thread t's 16-byte load of a row holds codes 16t..16t+15 of a 64-wide K chunk. Its four words feed
+// the chunk's four k16 MMAs: word s (codes 16t+4s..16t+4s+3) becomes the A operand's pairs for
+// logical k (2t, 2t+1) and (2t+8, 2t+9), and x's elements 16t+4s..16t+4s+3 the B operand's: the MMA's
+// K order is a permutation of memory order, the same for W and x, so the dot product is unchanged.
+// Each warp sums its own K positions in one accumulator and the warps are summed in warp order, so
+// the result does not depend on timing.
+#include "rooflint/common.cuh"
+#include "rooflint/pdl.cuh"
+
+namespace {
+
+constexpr int kRows = 16;      // W rows per block: the MMA's M
+constexpr int kMaxWarps = 16;  // K / (16 * STEPS) warps per block, at most
+enum CodeFormat { kInt8 = 0, kE4m3 = 1 };
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __nv_bfloat162 as_bf16x2(uint32_t bits) {
+  return *reinterpret_cast<__nv_bfloat162*>(&bits);
+}
+
+// Four codes of one word as two bf16 pairs: (c0, c1) into `first`, (c2, c3) into `second`.
+template <int FORMAT> __device__ __forceinline__ void dequantize4(uint32_t w, uint32_t& first, uint32_t& second);
+
+template <> __device__ __forceinline__ void dequantize4<kInt8>(uint32_t w, uint32_t& first, uint32_t& second) {
+  const uint32_t low = w & 0x7f7f7f7fu, sign = w & 0x80808080u;
+  // PRMT selectors: bytes (i, 0x43, i + 1, 0x43) of {0x43434343, word}; bf16 0x43XX is 128 + XX for XX
+  // < 128, and 0x4380 is 256.
+  const __nv_bfloat162 l01 = as_bf16x2(__byte_perm(low, 0x43434343u, 0x5140));
+  const __nv_bfloat162 s01 = as_bf16x2(__byte_perm(sign, 0x43434343u, 0x5140));
+  const __nv_bfloat162 l23 = as_bf16x2(__byte_perm(low, 0x43434343u, 0x5342));
+  const __nv_bfloat162 s23 = as_bf16x2(__byte_perm(sign, 0x43434343u, 0x5342));
+  first = bf16x2_bits(__hsub2(l01, s01));  // exact: every operand and result is an integer <= 256
+  second = bf16x2_bits(__hsub2(l23, s23));
+}
+
+template <> __device__ __forceinline__ void dequantize4<kE4m3>(uint32_t w, uint32_t& first, uint32_t& second) {
+  // bf16 2^120 in both halves: e4m3's exponent bias 7 against bf16's 127.
+  const __nv_bfloat162 rescale = as_bf16x2(0x7b807b80u);
+  const uint32_t p01 = __byte_perm(w, 0u, 0x1404), p23 = __byte_perm(w, 0u, 0x3424);  // (0, c0, 0, c1)
+  const uint32_t v01 = ((p01 >> 4) & 0x07f007f0u) | (p01 & 0x80008000u);
+  const uint32_t v23 = ((p23 >> 4) & 0x07f007f0u) | (p23 & 0x80008000u);
+  first = bf16x2_bits(__hmul2(as_bf16x2(v01), rescale));  // exact: a power of two, no overflow
+  second = bf16x2_bits(__hmul2(as_bf16x2(v23), rescale));
+}
+
+// A 16-byte read-only load as volatile asm: the compiler keeps it before the PDL wait (itself volatile
+// asm) in program order. As __ldg it was free to sink the loads past the wait, and did at 32 steps, to
+// save registers, which would put the weight stream back on the step's critical path.
+__device__ __forceinline__ uint4 load_codes(const uint8_t* at) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(at));
+  return v;
+}
+
+struct Params {
+  const __nv_bfloat16* x;
+  const uint8_t* w;          // [N, K] codes
+  const float* scale;        // [N]
+  const __nv_bfloat16* bias;      // [N] or null
+  const __nv_bfloat16* residual;  // [M, N] (row stride r_row) or null
+  __nv_bfloat16* y;               // [M, N] (row stride y_row)
+  long long m, n, k, x_row, r_row, y_row;
+  int gelu, pdl;
+};
+
+// A block a row block of 16 W rows; warp w holds K positions [w * 16 * STEPS, (w + 1) * 16 * STEPS).
+template <int FORMAT, int STEPS, int MT>
+__global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Params p) {
+  constexpr int kChunks = STEPS / 4;  // 64-wide K chunks a warp holds
+  __shared__ float partial[kMaxWarps][kRows][8 * MT];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int warps = blockDim.x / 32;
+  const long long row0 = static_cast<long long>(blockIdx.x) * kRows;
+  const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 16 * t;
+
+  if (p.pdl) launch_dependents();
+  // The codes of rows row0 + g and row0 + g + 8: 16 of each 64-wide chunk.
+  uint4 w_lo[kChunks], w_hi[kChunks];
+  // Rows past N read row N - 1 (no branch around the loads) and multiply nothing: their outputs are
+  // not written.
+  const long long lo_row = min(row0 + g, p.n - 1), hi_row = min(row0 + g + 8, p.n - 1);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = k0 + 64 * c;
+    w_lo[c] = load_codes(p.w + lo_row * p.k + col);
+    w_hi[c] = load_codes(p.w + hi_row * p.k + col);
+  }
+  // The epilogue's constant operands (one output, W row n and x row m, a thread of the first
+  // 16 * 8 * MT), also before the wait.
+  const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
+  const long long n = row0 + out_n;
+  const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
+  float scale = 0.0f, bias = 0.0f;
+  if (writes) {
+    scale = p.scale[n];
+    if (p.bias != nullptr) bias = to_float(p.bias[n]);
+  }
+
+  if (p.pdl) wait_for_previous();
+  // x: rows g (and g + 8 where MT = 2), the same 16 elements of each chunk, loaded together.
+  uint4 xv[MT][kChunks][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long row = g + 8 * mt;
+    const bool ok = row < p.m;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const __nv_bfloat16* at = p.x + row * p.x_row + k0 + 64 * c;
+      xv[mt][c][0] = ok ? *reinterpret_cast<const uint4*>(at) : make_uint4(0, 0, 0, 0);
+      xv[mt][c][1] = ok ? *reinterpret_cast<const uint4*>(at + 8) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  float acc[MT][4] = {};
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const uint32_t lo[4] = {w_lo[c].x, w_lo[c].y, w_lo[c].z, w_lo[c].w};
+    const uint32_t hi[4] = {w_hi[c].x, w_hi[c].y, w_hi[c].z, w_hi[c].w};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      uint32_t a[4];  // rows g, g + 8 at logical k (2t, 2t + 1); the same at (2t + 8, 2t + 9)
+      dequantize4<FORMAT>(lo[s], a[0], a[2]);
+      dequantize4<FORMAT>(hi[s], a[1], a[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const uint4& xs = xv[mt][c][s / 2];
+        const uint32_t b0 = s % 2 == 0 ? xs.x : xs.z, b1 = s % 2 == 0 ? xs.y : xs.w;
+        mma_bf16(acc[mt], a, b0, b1);
+      }
+    }
+  }
+  // Across warps: each warp's partial tile (W rows g, g + 8; x rows 2t, 2t + 1 of each n8 tile)
+  // through shared memory, summed in warp order.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    partial[warp][g][8 * mt + 2 * t] = acc[mt][0];
+    partial[warp][g][8 * mt + 2 * t + 1] = acc[mt][1];
+    partial[warp][g + 8][8 * mt + 2 * t] = acc[mt][2];
+    partial[warp][g + 8][8 * mt + 2 * t + 1] = acc[mt][3];
+  }
+  __syncthreads();
+  if (!writes) return;
+  float z = 0.0f;
+  for (int i = 0; i < warps; ++i) z += partial[i][out_n][out_m];
+  z = z * scale + bias;
+  if (p.gelu) z = gelu_tanh_sigmoid(z);
+  if (p.residual != nullptr) z += to_float(p.residual[out_m * p.r_row + n]);
+  p.y[out_m * p.y_row + n] = from_float<__nv_bfloat16>(z);
+}
+
+cudaError_t launch_kernel(void (*kernel)(Params), const Params& p, int warps, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned int>((p.n + kRows - 1) / kRows));
+  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = p.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+template <int FORMAT, int STEPS>
+cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
+  if (p.m <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 1>, p, warps, stream);
+  // Two x tiles double x's registers: only the shorter shares fit (the host picks STEPS <= 16).
+  if constexpr (STEPS <= 16) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 2>, p, warps, stream);
+  return cudaErrorInvalidValue;
+}
+
+template <int FORMAT>
+cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
+  const int warps = static_cast<int>(p.k / (16 * steps));
+  switch (steps) {
+    case 4: return launch_steps<FORMAT, 4>(p, warps, stream);
+    case 8: return launch_steps<FORMAT, 8>(p, warps, stream);
+    case 12: return launch_steps<FORMAT, 12>(p, warps, stream);
+    case 16: return launch_steps<FORMAT, 16>(p, warps, stream);
+    case 24: return launch_steps<FORMAT, 24>(p, warps, stream);
+    case 32: return launch_steps<FORMAT, 32>(p, warps, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+// steps: k16 steps per warp, 4, 8, 12, 16, 24 or 32 (at most 16 for M > 8), with K = 16 * steps *
+// warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. format: 0 int8, 1 fp8 e4m3. x and W 16-byte
+// aligned, x's row stride a multiple of 8 elements; bf16 x, bias, residual and y.
+extern "C" int rooflint_skinny_codes(const void* x, const void* w, const void* scale, const void* bias,
+                                     const void* residual, void* y, long long m, long long n, long long k,
+                                     long long x_row, long long r_row, long long y_row, long long steps,
+                                     long long format, long long gelu, long long pdl, cudaStream_t stream) {
+  const long long warps = k / (16 * steps);
+  // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
+  const bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 16) && k == 16 * steps * warps &&
+                  warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps && x_row % 8 == 0 && aligned16(x) && aligned16(w);
+  if (!ok) return static_cast<int>(cudaErrorInvalidValue);
+  Params p{static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(w), static_cast<const float*>(scale),
+           static_cast<const __nv_bfloat16*>(bias), static_cast<const __nv_bfloat16*>(residual),
+           static_cast<__nv_bfloat16*>(y), m, n, k, x_row, r_row, y_row, static_cast<int>(gelu),
+           static_cast<int>(pdl)};
+  cudaError_t status;
+  switch (format) {
+    case kInt8: status = launch<kInt8>(p, steps, stream); break;
+    case kE4m3: status = launch<kE4m3>(p, steps, stream); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());
+}

@@ -1,0 +1,115 @@
+"""weight_only_gemm: the CUDA decode GEMM of cuda.cu beside it, the codes held in registers across the
+PDL wait (sm_90), as the bf16 decode GEMM's held kernel (kernels/gelu_linear/skinny_pdl.cu) holds bf16.
+
+A block owns 16 W rows and its warps split K, each warp's share of the codes loaded before the wait
+for the previous kernel; int8 and e4m3 codes become bf16 by integer and bf16x2 instructions (2 and
+2.5 a code), the MMAs are bf16 ones, and the per-channel scale multiplies each output once. Bias, a
+GELU and a residual add are fused, so a Llama decode step's o and down projections add their residual
+in the GEMM. Per-channel scales only: a grouped weight runs on the Triton kernel.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import torch
+
+from rooflint.core.errors import VariantSkipped
+from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC
+from rooflint.engine import cuda_build
+from rooflint.kernels.common.pdl import decode_chain, pdl_enabled
+from rooflint.kernels.weight_only_gemm import FAMILY
+
+CODES_CU = cuda_build.family_source(__file__, "cuda")
+
+# k16 steps a warp holds (2 registers each in one-byte codes), most preferred first: K = 16 * steps *
+# warps, 4 <= warps <= 16 (8 at M > 8, a thread per output of the epilogue). 24 holds what the bf16
+# kernel's 12 holds (48 registers); 32 is the only split of K = 8192 (16 warps).
+STEPS = (24, 16, 12, 32, 8, 4)
+MAX_WARPS = 16
+MAX_ROWS = 16
+FORMATS = {torch.int8: 0, torch.float8_e4m3fn: 1}
+
+
+def steps_for(k: int, m: int) -> int:
+    """k16 steps per warp for K and M rows; 0 where no split fits."""
+    least = 4 if m <= 8 else 8
+    for steps in STEPS:
+        if m > 8 and steps > 16:  # two x tiles: the longer shares would spill
+            continue
+        warps, rest = divmod(k, 16 * steps)
+        if rest == 0 and least <= warps <= MAX_WARPS:
+            return steps
+    return 0
+
+
+def why_not(x: torch.Tensor, w_q: torch.Tensor, w_scale: torch.Tensor, residual=None) -> str | None:
+    """Why the CUDA kernel cannot take this call, or None where it can."""
+    m, k = x.shape
+    if not x.is_cuda or torch.cuda.get_device_capability(x.device) < (8, 0):
+        return "the CUDA weight-only kernel needs a CUDA GPU of sm_80 or newer (bf16 mma.sync)"
+    if x.dtype != torch.bfloat16 or (residual is not None and residual.dtype != x.dtype):
+        return f"the CUDA weight-only kernel takes bf16 activations, not {x.dtype}"
+    if w_q.dtype not in FORMATS:
+        return f"the CUDA weight-only kernel takes int8 or fp8 e4m3 codes, not {w_q.dtype}"
+    if w_scale.numel() != w_q.shape[0]:
+        return "the CUDA weight-only kernel takes per-channel scales only (a grouped weight runs on Triton)"
+    if m > MAX_ROWS:
+        return f"the CUDA weight-only kernel takes at most {MAX_ROWS} rows, not {m}"
+    if not steps_for(k, m):
+        return f"the CUDA weight-only kernel splits no K = {k} at M = {m} (16 x steps x 4-16 warps)"
+    if x.data_ptr() % 16 or w_q.data_ptr() % 16 or x.stride(0) % 8 or x.stride(1) != 1:
+        return "the CUDA weight-only kernel needs 16-byte aligned x and W rows"
+    if cuda_build.nvcc_path() is None:
+        return "the CUDA weight-only kernel is built on first use, and nvcc is not on PATH"
+    return None
+
+
+def codes_linear(x, w_q, w_scale, b=None, residual=None, out=None, gelu=False, pdl=None, steps=None):
+    """act(x @ (w_q * w_scale)^T + b) (+ residual) for bf16 x [M <= 16, K], int8 or e4m3 codes w_q [N, K]
+    (contiguous) and fp32 per-channel scales [N] or [N, 1]. ``pdl`` defaults to pdl_enabled (a decode
+    chain on sm_90); ``steps`` overrides steps_for."""
+    m, k = x.shape
+    n = w_q.shape[0]
+    why = why_not(x, w_q, w_scale, residual)
+    if why:
+        raise ValueError(why)
+    steps = steps or steps_for(k, m)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    pdl = pdl_enabled(x.device) if pdl is None else pdl
+    library = cuda_build.load(CODES_CU)
+    library.launch(
+        "rooflint_skinny_codes", x, w_q.contiguous(), w_scale.contiguous(), b, residual, out,
+        m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
+        steps, FORMATS[w_q.dtype], int(gelu), int(pdl),
+    )  # fmt: skip
+    return out
+
+
+# What `rooflint ab --config` may set (docs/ab.md): STEPS, the k16 steps a warp holds (None: steps_for);
+# PDL=1 launches as a model's decode step does, inside a decode chain.
+CUDA_CONFIG = MappingProxyType({"STEPS": None, "PDL": None})
+
+
+@FAMILY.variant("cuda", needs=(NEEDS_CUDA, NEEDS_NVCC), sources=(CODES_CU,))
+def cuda_variant(case, config=CUDA_CONFIG):
+    """CUDA: each warp's codes in registers across the PDL wait, bf16 MMAs, the scale in the epilogue"""
+    x, w_q, w_scale = case["x"], case["w_q"], case["w_scale"]
+    why = why_not(x, w_q, w_scale)
+    if why:
+        raise VariantSkipped(why)
+    steps = config["STEPS"]
+    if steps is not None:
+        k, m = x.shape[1], x.shape[0]
+        warps, rest = divmod(k, 16 * steps)
+        if steps not in STEPS or rest or not (4 if m <= 8 else 8) <= warps <= MAX_WARPS or (m > 8 and steps > 16):
+            raise ValueError(f"STEPS={steps} splits no K = {k} at M = {m}; steps_for picks {steps_for(k, m)}")
+    out = torch.empty((x.shape[0], w_q.shape[0]), dtype=x.dtype, device=x.device)
+    if config["PDL"]:
+
+        def in_chain():
+            with decode_chain():
+                return codes_linear(x, w_q, w_scale, out=out, steps=steps)
+
+        return in_chain
+    return lambda: codes_linear(x, w_q, w_scale, out=out, steps=steps, pdl=False)

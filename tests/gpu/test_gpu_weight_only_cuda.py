@@ -1,0 +1,105 @@
+"""GPU tier: the weight-only decode GEMM that holds int8 / e4m3 codes in registers across the PDL wait
+(kernels/weight_only_gemm/cuda.cu), against float64 over the model's shapes and odd ones, every K split,
+with and without PDL, and its fused bias, GELU and residual."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rooflint.kernels.common.pdl import decode_chain
+from rooflint.kernels.scaled_gemm.formats import dequantize64, quantize
+from rooflint.kernels.weight_only_gemm import cuda
+
+pytestmark = pytest.mark.gpu
+
+FORMATS = [torch.int8, torch.float8_e4m3fn]
+TOL = 2e-2  # bf16 output: one rounding of a value of up to (1 + |y|)
+
+
+# (m, k, n): Llama-3.2-1B's four projections at B=8 (down: K = 8192, 32 steps on 16 warps), GPT-2's at
+# B=8 and 16, Llama-3.1-8B's K = 4096 at B=1; then M of 1, 3, 9 and 16 (two x tiles), N not a multiple
+# of 16 (the last row block reads past N and must not write), one row block, and many row blocks.
+SHAPES = [(8, 2048, 3072), (8, 2048, 2048), (8, 2048, 16384), (8, 8192, 2048), (8, 768, 2304), (16, 3072, 768),
+          (1, 4096, 6144), (1, 768, 37), (3, 1024, 130), (9, 2048, 72), (16, 768, 16), (5, 3072, 1000)]  # fmt: skip
+
+
+def inputs(m, k, n, fmt, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", generator=gen) * k**-0.5
+    codes, scale = quantize(w, fmt, "row")
+    b = torch.randn(n, device="cuda", generator=gen).to(torch.bfloat16)
+    r = torch.randn(m, n, device="cuda", generator=gen).to(torch.bfloat16)
+    return x, codes, scale, b, r
+
+
+def exact(x, codes, scale, b=None, gelu=False, r=None):
+    y = F.linear(x.double(), dequantize64(codes, scale, 0), None if b is None else b.double())
+    y = F.gelu(y, approximate="tanh") if gelu else y
+    return y + r.double() if r is not None else y
+
+
+def close(got, want):
+    err = (got.double() - want).abs().max().item()
+    return err <= TOL * (1 + want.abs().max().item()), err
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
+def test_every_fusion_matches_float64(m, k, n, fmt):
+    x, codes, scale, b, r = inputs(m, k, n, fmt, m * 7919 + k + n)
+    assert cuda.why_not(x, codes, scale, r) is None
+    for bias, gelu, residual in ((None, False, None), (b, False, None), (b, True, None), (None, False, r)):
+        got = cuda.codes_linear(x, codes, scale, bias, residual, gelu=gelu, pdl=False)
+        ok, err = close(got, exact(x, codes, scale, bias, gelu, residual))
+        assert ok, (bias is not None, gelu, residual is not None, err)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
+@pytest.mark.parametrize("m,k", [(8, 768), (8, 2048), (16, 3072), (8, 8192), (1, 4096)])
+def test_every_k_split_gives_the_same_sums(m, k, fmt):
+    """Every steps value that splits K computes the same product, within one bf16 rounding."""
+    x, codes, scale, _, _ = inputs(m, k, 200, fmt, k + m)
+    want = exact(x, codes, scale)
+    splits = [s for s in cuda.STEPS if k % (16 * s) == 0 and (4 if m <= 8 else 8) <= k // (16 * s) <= 16]
+    splits = [s for s in splits if m <= 8 or s <= 16]
+    assert splits
+    for steps in splits:
+        ok, err = close(cuda.codes_linear(x, codes, scale, steps=steps, pdl=False), want)
+        assert ok, (steps, err)
+
+
+def test_under_pdl_in_a_chain_matches_and_is_repeatable():
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs sm_90")
+    x, codes, scale, b, r = inputs(8, 2048, 3072, torch.int8, 5)
+    first = cuda.codes_linear(x, codes, scale, b, r, pdl=False)
+    with decode_chain():
+        # A chain of dependent launches: each reads the previous one's output after its wait.
+        y = x
+        for _ in range(4):
+            y = cuda.codes_linear(y[:, :2048].contiguous(), codes[:, :2048].contiguous(), scale, pdl=True)
+        again = cuda.codes_linear(x, codes, scale, b, r, pdl=True)
+    torch.cuda.synchronize()
+    want = x
+    for _ in range(4):
+        want = cuda.codes_linear(want[:, :2048].contiguous(), codes[:, :2048].contiguous(), scale, pdl=False)
+    assert torch.equal(again, first)  # the sums are in a fixed order: bit for bit
+    assert torch.equal(y, want)
+
+
+def test_every_code_dequantizes_exactly():
+    """One-hot rows of x pick each code of W: y is the code times its scale, for all 256 int8 codes and
+    every finite e4m3 code (bit patterns run along K, one row of W holds all of them)."""
+    k = 256
+    x = torch.eye(k, device="cuda", dtype=torch.bfloat16)
+    for fmt in FORMATS:
+        bits = torch.arange(256, dtype=torch.uint8, device="cuda")
+        codes = bits.view(torch.int8) if fmt == torch.int8 else bits.view(torch.float8_e4m3fn)
+        finite = torch.isfinite(codes.float())
+        codes = torch.where(finite, codes.float(), 0.0).to(fmt).view(1, k).repeat(16, 1).contiguous()
+        scale = torch.ones(16, 1, device="cuda")
+        got = torch.cat([cuda.codes_linear(x[i : i + 8], codes, scale, pdl=False) for i in range(0, k, 8)])
+        assert torch.equal(got[:, 0].float(), codes[0].float()), fmt
