@@ -71,13 +71,19 @@ def test_a_quantized_decode_step_is_the_dequantized_bf16_model(loaded, weights_d
     runner = Runner(loaded, kernels, 2, 8, 2)
     prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(1))
     got = Q.decode_logits(runner, prompt)
+    head = loaded.weights.head
     originals = [w.clone() for w in Q.decode_linear_weights(loaded.weights)]
     try:
         for w in Q.decode_linear_weights(loaded.weights):
             w.copy_(kernels.quantized[w.data_ptr()].dequantized(torch.bfloat16))
+        # The head (int8) by a tensor of its own: where it is tied, the embedding stays the bf16 table.
+        if head.data_ptr() in kernels.quantized:
+            loaded.weights.head = kernels.quantized[head.data_ptr()].dequantized(torch.bfloat16)
+        assert (head.data_ptr() in kernels.quantized) == (weights_dtype == "int8")
         kernels.quantized = {}
         want = Q.decode_logits(runner, prompt)
     finally:
+        loaded.weights.head = head
         for w, original in zip(Q.decode_linear_weights(loaded.weights), originals):
             w.copy_(original)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
@@ -166,10 +172,26 @@ def test_without_room_for_fp32_the_reference_is_the_dequantized_model_in_the_run
     assert check.tolerance == 0.05 and "no fp32 reference" in check.describe()
 
 
+def test_the_int8_head_runs_quantized_on_decode_rows_and_the_tied_embedding_stays_bf16(loaded):
+    kernels = kernel_set("triton", loaded, "int8")
+    head = loaded.weights.head
+    assert head.data_ptr() == loaded.weights.embed.data_ptr()  # tied: one pointer, looked up by the head only
+    q = kernels.quantized[head.data_ptr()]
+    x = torch.randn((3, TINY["hidden_size"]), generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    want = x.double() @ (q.codes.double() * q.scale.double()).T
+    torch.testing.assert_close(kernels.lm_head(x, head).double(), want, rtol=1e-2, atol=1e-2)
+    ids = torch.tensor([[1, 7]])
+    assert torch.equal(kernels.token_embedding(ids, loaded.weights.embed), loaded.weights.embed[[1, 7]])
+    rows = torch.randn((Q.MAX_ROWS + 1, TINY["hidden_size"])).to(torch.bfloat16)  # a prefill: the bf16 head
+    torch.testing.assert_close(kernels.lm_head(rows, head), rows @ head.T)
+
+
 def test_other_sets_keep_bf16_weights_and_say_so(loaded):
     kernels = kernel_set("compile", loaded, "int8")
     assert not kernels.quantized and kernels.plan["weights"].startswith("bf16")
-    assert "embedding, lm_head and prefill bf16" in kernel_set("eager", loaded, "int8").plan["weights"]
+    plan = kernel_set("eager", loaded, "int8").plan["weights"]
+    assert "down and lm_head" in plan and "embedding and prefill bf16" in plan
+    assert "embedding, lm_head and prefill bf16" in kernel_set("triton", loaded, "fp8").plan["weights"]
 
 
 @pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
@@ -179,9 +201,12 @@ def test_decode_floor_counts_one_byte_a_weight_and_the_scales(loaded, weights_dt
     costs = llama.llama_costs(dims, decode, "bf16")
     shrunk = Q.decode_costs(costs, dims, decode, "bf16", quantized)
     # from the weights themselves: a bf16 weight is 2 bytes, a code 1, plus an fp32 scale per row
-    expected = sum(w.numel() - 4 * w.shape[0] for w in Q.decode_linear_weights(loaded.weights))
+    expected = sum(w.numel() - 4 * w.shape[0] for _, w in Q.quantized_weights(loaded.weights, weights_dtype))
     assert total_cost(costs).bytes - total_cost(shrunk).bytes == expected
-    assert shrunk["lm_head"] == costs["lm_head"] and shrunk["embedding"] == costs["embedding"]
+    head = loaded.weights.head
+    head_saved = head.numel() - 4 * head.shape[0] if weights_dtype == "int8" else 0  # fp8 keeps a bf16 head
+    assert costs["lm_head"].bytes - shrunk["lm_head"].bytes == head_saved
+    assert shrunk["embedding"] == costs["embedding"]
     assert Q.decode_costs(costs, dims, decode, "bf16", types.SimpleNamespace()) == costs  # a bf16 set
     assert Q.decode_costs(costs, dims, prefill, "bf16", quantized) == costs
     assert Q.decode_costs(costs, dims, Phase("decode", 32, 1, 64), "bf16", quantized) == costs  # > 16 rows
@@ -225,3 +250,39 @@ def test_a_run_whose_kernel_misreads_a_scale_fails_the_set(tmp_path, monkeypatch
     assert "do not compute the dequantized model" in result.message
     assert "weights=int8 per output channel" in result.plan
     assert dict(item.split("=", 1) for item in result.plan.split("; "))["weights"].startswith("int8")
+
+
+def test_swiglu_in_the_gate_up_gemm_changes_the_costs_and_the_forward_only_where_it_runs(loaded, monkeypatch):
+    """The gate_up_swiglu fusion (the CUDA kernel's SwiGLU epilogue, a GPU's): the decode step's costs
+    lose the swiglu op and half of gate/up's write, and the forward calls the fused slot instead of
+    gate_up and silu_mul. Here the fused slot is computed from the same quantized GEMM on the CPU, so the
+    logits must match the unfused step's."""
+    kernels = kernel_set("triton", loaded, "int8")
+    decode = Phase("decode", 2, 1, 16)
+    assert kernels.fusions(2, True) == frozenset()  # a CPU: the CUDA kernel cannot run
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(5))
+    unfused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+
+    calls = []
+
+    def swiglu_on_cpu(x, q, b=None):
+        calls.append(x.shape)
+        both = Q.quantized_linear("triton", x, q, b).float()
+        ffn = both.shape[1] // 2
+        return (torch.nn.functional.silu(both[:, :ffn]) * both[:, ffn:]).to(x.dtype)
+
+    monkeypatch.setattr(Q, "quantized_swiglu", swiglu_on_cpu)
+    monkeypatch.setattr("rooflint.kernels.weight_only_gemm.cuda.why_not_weight", lambda *args, **kwargs: None)
+    assert kernels.fusions(2, True) == {"gate_up_swiglu"} and kernels.fusions(2, False) == frozenset()
+    assert kernels.fusions(Q.MAX_ROWS + 1, True) == frozenset()  # above the kernel's rows
+    fused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+    assert len(calls) == TINY["num_hidden_layers"]  # the decode step's layers (the prefill of 16 rows is not fused)
+    torch.testing.assert_close(fused, unfused, rtol=2e-2, atol=2e-2)
+
+    dims = loaded.dims
+    plain = llama.SPEC.op_costs(dims, decode, "bf16")
+    with_fusion = llama.SPEC.op_costs(dims, decode, "bf16", frozenset({"gate_up_swiglu"}))
+    assert "swiglu" in plain and "swiglu" not in with_fusion
+    written = dims.layers * decode.rows * dims.ffn * 2  # [rows, 2 ffn] bf16 written as [rows, ffn]
+    assert plain["gate_up_proj"].bytes - with_fusion["gate_up_proj"].bytes == written
+    assert total_cost(plain).bytes - total_cost(with_fusion).bytes == written + plain["swiglu"].bytes

@@ -103,3 +103,21 @@ def test_every_code_dequantizes_exactly():
         scale = torch.ones(16, 1, device="cuda")
         got = torch.cat([cuda.codes_linear(x[i : i + 8], codes, scale, pdl=False) for i in range(0, k, 8)])
         assert torch.equal(got[:, 0].float(), codes[0].float()), fmt
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
+@pytest.mark.parametrize("m,k,ffn", [(8, 2048, 8192), (1, 4096, 14336), (3, 768, 40), (12, 1024, 72), (16, 512, 1000)])
+def test_swiglu_in_the_epilogue_matches_float64_and_the_unfused_path(m, k, ffn, fmt):
+    """silu(gate) * up from [gate; up] rows: against float64, and within one bf16 rounding of the unfused
+    GEMM (gate and up rounded to bf16) followed by silu(gate) * up."""
+    x, codes, scale, b, _ = inputs(m, k, 2 * ffn, fmt, m + k + ffn)
+    assert cuda.why_not(x, codes, scale, swiglu=True) is None
+    for bias in (None, b):
+        got = cuda.codes_swiglu(x, codes, scale, bias, pdl=False)
+        both = exact(x, codes, scale, bias)
+        want = F.silu(both[:, :ffn]) * both[:, ffn:]
+        ok, err = close(got, want)
+        assert ok, (bias is not None, err)
+        unfused = cuda.codes_linear(x, codes, scale, bias, pdl=False).float()
+        again = (F.silu(unfused[:, :ffn]) * unfused[:, ffn:]).to(torch.bfloat16)
+        assert (got.float() - again.float()).abs().max().item() <= 1e-2 * (1 + again.float().abs().max().item())

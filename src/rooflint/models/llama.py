@@ -227,6 +227,7 @@ class Llama(ModelSpec):
         heads, d_head = weights.heads, weights.head_dim
         q_width = heads * d_head
         decoding = tokens == 1 and cache is not None
+        swiglu_in_gemm = "gate_up_swiglu" in kernels.fusions(batch * tokens, decoding)
         with rec("embedding"):
             x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
         with rec("rms_norm"):
@@ -250,10 +251,14 @@ class Llama(ModelSpec):
                 x = kernels.linear(a, layer.o_w, layer.o_b)
             with rec("add_rms_norm"):
                 h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
-            with rec("gate_up_proj"):
-                gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn)
-            with rec("swiglu"):
-                h = kernels.silu_mul(gate, up)
+            if swiglu_in_gemm:  # silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel
+                with rec("gate_up_proj"):
+                    h = kernels.gate_up_swiglu(h, layer.gate_up_w, layer.gate_up_b)
+            else:
+                with rec("gate_up_proj"):
+                    gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn)
+                with rec("swiglu"):
+                    h = kernels.silu_mul(gate, up)
             with rec("down_proj"):
                 x = kernels.linear(h, layer.down_w, layer.down_b)
         if last_only:  # the last position's rows only: the norm and the head run on B rows
@@ -267,11 +272,18 @@ class Llama(ModelSpec):
 
     # ---- costs --------------------------------------------------------------------------
     def op_costs(self, dims: Dims, phase: Phase, dtype: str, fusions: frozenset[str] = frozenset()) -> dict[str, Cost]:
-        """Ideal work of each op over all layers (the Llama sets fuse no GEMM prologue or epilogue,
-        so ``fusions`` changes nothing). Prefill computes every position's logits, as HF's forward
-        does; a decode step appends one token's K and V per layer (in the rope op, which writes the
-        rotated K) and reads the cache."""
-        return llama_costs(dims, phase, dtype)
+        """Ideal work of each op over all layers. Prefill computes every position's logits, as HF's
+        forward does; a decode step appends one token's K and V per layer (in the rope op, which writes
+        the rotated K) and reads the cache. With the gate_up_swiglu fusion the gate/up GEMM writes
+        silu(gate) * up, [rows, ffn], and no swiglu op reads or writes anything."""
+        costs = llama_costs(dims, phase, dtype)
+        if "gate_up_swiglu" in fusions:
+            unfused = costs.pop("swiglu")
+            write = dims.layers * phase.rows * dims.ffn * element_size(dtype)  # [rows, 2 ffn] -> [rows, ffn]
+            gate_up = costs["gate_up_proj"]
+            costs["gate_up_proj"] = Cost(gate_up.tensor_flops, gate_up.cuda_flops + unfused.cuda_flops,
+                                         gate_up.bytes - write)  # fmt: skip
+        return costs
 
 
 def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) -> dict[str, Cost]:

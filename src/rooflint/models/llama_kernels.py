@@ -28,13 +28,36 @@ class LlamaSlots:
     eps: float
     # {bf16 weight's data pointer: its int8/fp8 form} with --weights-dtype (models/quantized_weights.py)
     quantized: dict = {}
+    gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
+
+    def _quantized(self, rows: int, w):
+        """w's quantized form where the set holds one and ``rows`` are a decode step's; else None."""
+        return self.quantized.get(w.data_ptr()) if self.quantized and rows <= quantized_weights.MAX_ROWS else None
 
     def linear(self, x, w, b, residual=None):
         """A decode step's projection on its quantized weight where the set holds one; else the set's own."""
-        q = self.quantized.get(w.data_ptr()) if self.quantized and x.shape[0] <= quantized_weights.MAX_ROWS else None
+        q = self._quantized(x.shape[0], w)
         if q is None:
             return super().linear(x, w, b, residual)
         return quantized_weights.quantized_linear(self.name, x, q, b, residual)
+
+    def lm_head(self, x, w):
+        """The head on its quantized weight for a decode step's rows where the set holds one."""
+        q = self._quantized(x.shape[0], w)
+        if q is None:
+            return super().lm_head(x, w)
+        return quantized_weights.quantized_linear(self.name, x, q)
+
+    def fusions(self, rows, decoding):
+        """gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself: the triton set's
+        quantized decode step, where the CUDA weight-only kernel takes the shape."""
+        if self.quantized and decoding and quantized_weights.swiglu_in_gemm(self.name, rows, self.gate_up_quantized):
+            return frozenset({"gate_up_swiglu"})
+        return frozenset()
+
+    def gate_up_swiglu(self, h, w, b):
+        """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion)."""
+        return quantized_weights.quantized_swiglu(h, self._quantized(h.shape[0], w), b)
 
     def token_embedding(self, ids, table):
         return F.embedding(ids, table).view(ids.numel(), -1)
@@ -88,9 +111,6 @@ class LlamaSlots:
         # compiled step into per-layer frames, each recompiled for its layer index.
         grouped = q.reshape(batch, cache.kv_heads, -1, d)
         return F.scaled_dot_product_attention(grouped, k, v).reshape(batch, heads, 1, d)
-
-    def fusions(self, rows, decoding):
-        return frozenset()  # no GPT-2 fused slot (norm_linear, ...) applies to the Llama block
 
     def _llama_plan(self) -> None:
         self.plan = {slot: "eager" for slot in PLAN_SLOTS}

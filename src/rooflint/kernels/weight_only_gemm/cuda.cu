@@ -27,6 +27,12 @@
 // K order is a permutation of memory order, the same for W and x, so the dot product is unchanged.
 // Each warp sums its own K positions in one accumulator and the warps are summed in warp order, so
 // the result does not depend on timing.
+//
+// SwiGLU (a Llama MLP's gate/up projection, W = [gate rows; up rows]): a block holds 16 gate rows and
+// the 16 up rows of the same outputs (rows n and n + ffn) as two tiles, and writes silu(gate) * up,
+// so the [M, 2 ffn] product never leaves the SM and the step has one kernel less. gate and up are
+// rounded to bf16 before the product, as the unfused GEMM's output is, and silu(g) * u is computed
+// in fp32 and rounded once, as kernels/swiglu does.
 #include "rooflint/common.cuh"
 #include "rooflint/pdl.cuh"
 
@@ -95,14 +101,18 @@ struct Params {
   const __nv_bfloat16* residual;  // [M, N] (row stride r_row) or null
   __nv_bfloat16* y;               // [M, N] (row stride y_row)
   long long m, n, k, x_row, r_row, y_row;
+  long long ffn;  // SwiGLU: the up rows' offset in W (the outputs are n < ffn); 0 without
   int gelu, pdl;
 };
 
-// A block a row block of 16 W rows; warp w holds K positions [w * 16 * STEPS, (w + 1) * 16 * STEPS).
-template <int FORMAT, int STEPS, int MT>
+__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// A block a row block of 16 outputs (TILES = 2: their gate and up rows); warp w holds K positions
+// [w * 16 * STEPS, (w + 1) * 16 * STEPS).
+template <int FORMAT, int STEPS, int MT, int TILES>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Params p) {
   constexpr int kChunks = STEPS / 4;  // 64-wide K chunks a warp holds
-  __shared__ float partial[kMaxWarps][kRows][8 * MT];
+  __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int warps = blockDim.x / 32;
@@ -110,26 +120,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
   const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 16 * t;
 
   if (p.pdl) launch_dependents();
-  // The codes of rows row0 + g and row0 + g + 8: 16 of each 64-wide chunk.
-  uint4 w_lo[kChunks], w_hi[kChunks];
-  // Rows past N read row N - 1 (no branch around the loads) and multiply nothing: their outputs are
-  // not written.
+  // The codes of rows row0 + g and row0 + g + 8 (and the same up rows, ffn further): 16 of each
+  // 64-wide chunk. Rows past N read row N - 1 (no branch around the loads) and multiply nothing:
+  // their outputs are not written.
+  uint4 w_lo[TILES][kChunks], w_hi[TILES][kChunks];
   const long long lo_row = min(row0 + g, p.n - 1), hi_row = min(row0 + g + 8, p.n - 1);
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const long long col = k0 + 64 * c;
-    w_lo[c] = load_codes(p.w + lo_row * p.k + col);
-    w_hi[c] = load_codes(p.w + hi_row * p.k + col);
+  for (int tile = 0; tile < TILES; ++tile) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const long long col = k0 + 64 * c;
+      w_lo[tile][c] = load_codes(p.w + (lo_row + tile * p.ffn) * p.k + col);
+      w_hi[tile][c] = load_codes(p.w + (hi_row + tile * p.ffn) * p.k + col);
+    }
   }
   // The epilogue's constant operands (one output, W row n and x row m, a thread of the first
   // 16 * 8 * MT), also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
   const long long n = row0 + out_n;
   const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
-  float scale = 0.0f, bias = 0.0f;
+  float scale[TILES] = {}, bias[TILES] = {};
   if (writes) {
-    scale = p.scale[n];
-    if (p.bias != nullptr) bias = to_float(p.bias[n]);
+#pragma unroll
+    for (int tile = 0; tile < TILES; ++tile) {
+      scale[tile] = p.scale[n + tile * p.ffn];
+      if (p.bias != nullptr) bias[tile] = to_float(p.bias[n + tile * p.ffn]);
+    }
   }
 
   if (p.pdl) wait_for_previous();
@@ -146,38 +162,54 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
       xv[mt][c][1] = ok ? *reinterpret_cast<const uint4*>(at + 8) : make_uint4(0, 0, 0, 0);
     }
   }
-  float acc[MT][4] = {};
+  float acc[TILES][MT][4] = {};
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const uint32_t lo[4] = {w_lo[c].x, w_lo[c].y, w_lo[c].z, w_lo[c].w};
-    const uint32_t hi[4] = {w_hi[c].x, w_hi[c].y, w_hi[c].z, w_hi[c].w};
+  for (int tile = 0; tile < TILES; ++tile) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      uint32_t a[4];  // rows g, g + 8 at logical k (2t, 2t + 1); the same at (2t + 8, 2t + 9)
-      dequantize4<FORMAT>(lo[s], a[0], a[2]);
-      dequantize4<FORMAT>(hi[s], a[1], a[3]);
+    for (int c = 0; c < kChunks; ++c) {
+      const uint4 wl = w_lo[tile][c], wh = w_hi[tile][c];
+      const uint32_t lo[4] = {wl.x, wl.y, wl.z, wl.w};
+      const uint32_t hi[4] = {wh.x, wh.y, wh.z, wh.w};
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const uint4& xs = xv[mt][c][s / 2];
-        const uint32_t b0 = s % 2 == 0 ? xs.x : xs.z, b1 = s % 2 == 0 ? xs.y : xs.w;
-        mma_bf16(acc[mt], a, b0, b1);
+      for (int s = 0; s < 4; ++s) {
+        uint32_t a[4];  // rows g, g + 8 at logical k (2t, 2t + 1); the same at (2t + 8, 2t + 9)
+        dequantize4<FORMAT>(lo[s], a[0], a[2]);
+        dequantize4<FORMAT>(hi[s], a[1], a[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const uint4& xs = xv[mt][c][s / 2];
+          const uint32_t b0 = s % 2 == 0 ? xs.x : xs.z, b1 = s % 2 == 0 ? xs.y : xs.w;
+          mma_bf16(acc[tile][mt], a, b0, b1);
+        }
       }
     }
   }
   // Across warps: each warp's partial tile (W rows g, g + 8; x rows 2t, 2t + 1 of each n8 tile)
   // through shared memory, summed in warp order.
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    partial[warp][g][8 * mt + 2 * t] = acc[mt][0];
-    partial[warp][g][8 * mt + 2 * t + 1] = acc[mt][1];
-    partial[warp][g + 8][8 * mt + 2 * t] = acc[mt][2];
-    partial[warp][g + 8][8 * mt + 2 * t + 1] = acc[mt][3];
+  for (int tile = 0; tile < TILES; ++tile) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      partial[warp][tile][g][8 * mt + 2 * t] = acc[tile][mt][0];
+      partial[warp][tile][g][8 * mt + 2 * t + 1] = acc[tile][mt][1];
+      partial[warp][tile][g + 8][8 * mt + 2 * t] = acc[tile][mt][2];
+      partial[warp][tile][g + 8][8 * mt + 2 * t + 1] = acc[tile][mt][3];
+    }
   }
   __syncthreads();
   if (!writes) return;
-  float z = 0.0f;
-  for (int i = 0; i < warps; ++i) z += partial[i][out_n][out_m];
-  z = z * scale + bias;
+  float zs[TILES];
+#pragma unroll
+  for (int tile = 0; tile < TILES; ++tile) {
+    float sum = 0.0f;
+    for (int i = 0; i < warps; ++i) sum += partial[i][tile][out_n][out_m];
+    zs[tile] = sum * scale[tile] + bias[tile];
+  }
+  float z = zs[0];
+  if constexpr (TILES == 2) {
+    const float gate = bf16_round(zs[0]), up = bf16_round(zs[1]);
+    z = gate / (1.0f + __expf(-gate)) * up;
+  }
   if (p.gelu) z = gelu_tanh_sigmoid(z);
   if (p.residual != nullptr) z += to_float(p.residual[out_m * p.r_row + n]);
   p.y[out_m * p.y_row + n] = from_float<__nv_bfloat16>(z);
@@ -198,9 +230,17 @@ cudaError_t launch_kernel(void (*kernel)(Params), const Params& p, int warps, cu
 
 template <int FORMAT, int STEPS>
 cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
-  if (p.m <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 1>, p, warps, stream);
-  // Two x tiles double x's registers: only the shorter shares fit (the host picks STEPS <= 16).
-  if constexpr (STEPS <= 16) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 2>, p, warps, stream);
+  if (p.ffn == 0) {
+    if (p.m <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 1, 1>, p, warps, stream);
+    // Two x tiles double x's registers: only the shorter shares fit (the host picks STEPS <= 16).
+    if constexpr (STEPS <= 16) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 2, 1>, p, warps, stream);
+    return cudaErrorInvalidValue;
+  }
+  // SwiGLU's two W tiles double W's registers: 16 steps at most (8 with two x tiles).
+  if constexpr (STEPS <= 16) {
+    if (p.m <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 1, 2>, p, warps, stream);
+  }
+  if constexpr (STEPS <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 2, 2>, p, warps, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -222,19 +262,22 @@ cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
 
 // steps: k16 steps per warp, 4, 8, 12, 16, 24 or 32 (at most 16 for M > 8), with K = 16 * steps *
 // warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. format: 0 int8, 1 fp8 e4m3. x and W 16-byte
-// aligned, x's row stride a multiple of 8 elements; bf16 x, bias, residual and y.
+// aligned, x's row stride a multiple of 8 elements; bf16 x, bias, residual and y. ffn > 0: SwiGLU,
+// W [2 ffn, K] (gate rows, then up rows), n = ffn outputs, steps at most 16 (8 for M > 8).
 extern "C" int rooflint_skinny_codes(const void* x, const void* w, const void* scale, const void* bias,
                                      const void* residual, void* y, long long m, long long n, long long k,
                                      long long x_row, long long r_row, long long y_row, long long steps,
-                                     long long format, long long gelu, long long pdl, cudaStream_t stream) {
+                                     long long ffn, long long format, long long gelu, long long pdl,
+                                     cudaStream_t stream) {
   const long long warps = k / (16 * steps);
   // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
   const bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 16) && k == 16 * steps * warps &&
-                  warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps && x_row % 8 == 0 && aligned16(x) && aligned16(w);
+                  warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps && x_row % 8 == 0 && aligned16(x) && aligned16(w) &&
+                  (ffn == 0 || (ffn == n && steps <= (m <= 8 ? 16 : 8)));
   if (!ok) return static_cast<int>(cudaErrorInvalidValue);
   Params p{static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(w), static_cast<const float*>(scale),
            static_cast<const __nv_bfloat16*>(bias), static_cast<const __nv_bfloat16*>(residual),
-           static_cast<__nv_bfloat16*>(y), m, n, k, x_row, r_row, y_row, static_cast<int>(gelu),
+           static_cast<__nv_bfloat16*>(y), m, n, k, x_row, r_row, y_row, ffn, static_cast<int>(gelu),
            static_cast<int>(pdl)};
   cudaError_t status;
   switch (format) {

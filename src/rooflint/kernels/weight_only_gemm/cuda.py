@@ -5,7 +5,9 @@ A block owns 16 W rows and its warps split K, each warp's share of the codes loa
 for the previous kernel; int8 and e4m3 codes become bf16 by integer and bf16x2 instructions (2 and
 2.5 a code), the MMAs are bf16 ones, and the per-channel scale multiplies each output once. Bias, a
 GELU and a residual add are fused, so a Llama decode step's o and down projections add their residual
-in the GEMM. Per-channel scales only: a grouped weight runs on the Triton kernel.
+in the GEMM; ``codes_swiglu`` runs a Llama MLP's gate/up projection with silu(gate) * up in the
+epilogue, each block holding the gate and the up rows of its 16 outputs. Per-channel scales only: a
+grouped weight runs on the Triton kernel.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ MAX_ROWS = 16
 FORMATS = {torch.int8: 0, torch.float8_e4m3fn: 1}
 
 
-def steps_for(k: int, m: int) -> int:
-    """k16 steps per warp for K and M rows; 0 where no split fits."""
+def steps_for(k: int, m: int, swiglu: bool = False) -> int:
+    """k16 steps per warp for K and M rows (``swiglu``: two W tiles a block); 0 where no split fits."""
     least = 4 if m <= 8 else 8
+    # Two x tiles (M > 8) or two W tiles (SwiGLU) double those registers: the longer shares would spill.
+    most = (16 if m <= 8 else 8) if swiglu else (32 if m <= 8 else 16)
     for steps in STEPS:
-        if m > 8 and steps > 16:  # two x tiles: the longer shares would spill
+        if steps > most:
             continue
         warps, rest = divmod(k, 16 * steps)
         if rest == 0 and least <= warps <= MAX_WARPS:
@@ -43,23 +47,37 @@ def steps_for(k: int, m: int) -> int:
     return 0
 
 
-def why_not(x: torch.Tensor, w_q: torch.Tensor, w_scale: torch.Tensor, residual=None) -> str | None:
-    """Why the CUDA kernel cannot take this call, or None where it can."""
-    m, k = x.shape
-    if not x.is_cuda or torch.cuda.get_device_capability(x.device) < (8, 0):
+def why_not(x: torch.Tensor, w_q: torch.Tensor, w_scale: torch.Tensor, residual=None, swiglu=False) -> str | None:
+    """Why the CUDA kernel cannot take this call (``swiglu``: as codes_swiglu), or None where it can."""
+    if not x.is_cuda:
         return "the CUDA weight-only kernel needs a CUDA GPU of sm_80 or newer (bf16 mma.sync)"
     if x.dtype != torch.bfloat16 or (residual is not None and residual.dtype != x.dtype):
         return f"the CUDA weight-only kernel takes bf16 activations, not {x.dtype}"
+    why = why_not_weight(x.shape[0], w_q, w_scale, swiglu)
+    if why:
+        return why
+    if x.shape[1] != w_q.shape[1]:
+        return f"x has {x.shape[1]} columns where W has {w_q.shape[1]}"
+    if x.data_ptr() % 16 or w_q.data_ptr() % 16 or x.stride(0) % 8 or x.stride(1) != 1:
+        return "the CUDA weight-only kernel needs 16-byte aligned x and W rows"
+    return None
+
+
+def why_not_weight(m: int, w_q: torch.Tensor, w_scale: torch.Tensor, swiglu: bool = False) -> str | None:
+    """Why the CUDA kernel cannot take this weight at M rows (of bf16 activations), or None."""
+    k = w_q.shape[1]
+    if not w_q.is_cuda or torch.cuda.get_device_capability(w_q.device) < (8, 0):
+        return "the CUDA weight-only kernel needs a CUDA GPU of sm_80 or newer (bf16 mma.sync)"
     if w_q.dtype not in FORMATS:
         return f"the CUDA weight-only kernel takes int8 or fp8 e4m3 codes, not {w_q.dtype}"
     if w_scale.numel() != w_q.shape[0]:
         return "the CUDA weight-only kernel takes per-channel scales only (a grouped weight runs on Triton)"
     if m > MAX_ROWS:
         return f"the CUDA weight-only kernel takes at most {MAX_ROWS} rows, not {m}"
-    if not steps_for(k, m):
+    if not steps_for(k, m, swiglu):
         return f"the CUDA weight-only kernel splits no K = {k} at M = {m} (16 x steps x 4-16 warps)"
-    if x.data_ptr() % 16 or w_q.data_ptr() % 16 or x.stride(0) % 8 or x.stride(1) != 1:
-        return "the CUDA weight-only kernel needs 16-byte aligned x and W rows"
+    if swiglu and w_q.shape[0] % 2:
+        return f"a SwiGLU weight holds gate and up rows, an even count, not {w_q.shape[0]}"
     if cuda_build.nvcc_path() is None:
         return "the CUDA weight-only kernel is built on first use, and nvcc is not on PATH"
     return None
@@ -77,13 +95,33 @@ def codes_linear(x, w_q, w_scale, b=None, residual=None, out=None, gelu=False, p
     steps = steps or steps_for(k, m)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     pdl = pdl_enabled(x.device) if pdl is None else pdl
+    _launch(x, w_q, w_scale, b, residual, out, n, steps, 0, gelu, pdl)
+    return out
+
+
+def codes_swiglu(x, w_q, w_scale, b=None, out=None, pdl=None, steps=None):
+    """silu(g) * u for [g | u] = x @ (w_q * w_scale)^T + b: a Llama MLP's gate/up projection, W = [gate
+    rows; up rows] [2 ffn, K], out [M, ffn]. g and u are rounded to bf16 before the product, as the
+    unfused GEMM's output is."""
+    m, k = x.shape
+    ffn = w_q.shape[0] // 2
+    why = why_not(x, w_q, w_scale, swiglu=True)
+    if why:
+        raise ValueError(why)
+    steps = steps or steps_for(k, m, swiglu=True)
+    out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
+    _launch(x, w_q, w_scale, b, None, out, ffn, steps, ffn, False, pdl_enabled(x.device) if pdl is None else pdl)
+    return out
+
+
+def _launch(x, w_q, w_scale, b, residual, out, n, steps, ffn, gelu, pdl):
+    m, k = x.shape
     library = cuda_build.load(CODES_CU)
     library.launch(
         "rooflint_skinny_codes", x, w_q.contiguous(), w_scale.contiguous(), b, residual, out,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
-        steps, FORMATS[w_q.dtype], int(gelu), int(pdl),
+        steps, ffn, FORMATS[w_q.dtype], int(gelu), int(pdl),
     )  # fmt: skip
-    return out
 
 
 # What `rooflint ab --config` may set (docs/ab.md): STEPS, the k16 steps a warp holds (None: steps_for);
