@@ -431,16 +431,7 @@ int sm_count() {
 
 template <typename Kernel>
 cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>(blocks));
-  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, p);
+  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
 }
 
 template <typename T, int STEPS, bool STREAM>

@@ -216,16 +216,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
 }
 
 cudaError_t launch_kernel(void (*kernel)(Params), const Params& p, int warps, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>((p.n + kRows - 1) / kRows));
-  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, p);
+  return launch_with_pdl(kernel, p, (p.n + kRows - 1) / kRows, warps, p.pdl != 0, stream);
 }
 
 template <int FORMAT, int STEPS>

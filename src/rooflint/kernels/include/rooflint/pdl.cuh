@@ -2,6 +2,7 @@
 // early and waits for the previous kernel's writes only where it first reads them. Below sm_90 both
 // are no-ops and the launch carries no PDL attribute.
 #pragma once
+#include <cuda_runtime.h>
 
 __device__ __forceinline__ void launch_dependents() {
 #if __CUDA_ARCH__ >= 900
@@ -13,4 +14,22 @@ __device__ __forceinline__ void wait_for_previous() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+// Launch `kernel(params)` on `blocks` blocks of `warps` warps, allowed to start while the previous
+// kernel on the stream still runs (it must then wait_for_previous before reading that kernel's
+// output) where `pdl` is set; a plain launch otherwise.
+template <typename Kernel, typename Params>
+cudaError_t launch_with_pdl(Kernel kernel, const Params& params, long long blocks, int warps, bool pdl,
+                            cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned int>(blocks));
+  config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, params);
 }
