@@ -96,6 +96,8 @@ def test_specs_table_and_one_gpu_with_sources():
         (["bench", "vector_add", "--device", "cpu", "--size", "n=-3"], ["positive int"]),
         (["bench", "vector_add", "--device", "cpu", "--size", "n=0"], ["must be a positive int"]),
         (["bench", "weight_only_gemm", "--device", "cpu", "--size", "m=1,k=64,n=16,group=-1"], ["0 or a positive int"]),
+        (["bench", "weight_only_gemm", "--device", "cpu", "--size", "m=8,k=768,n=16,group=7"], ["dividing k=768"]),
+        (["bench", "weight_only_gemm", "--device", "cpu", "--size", "m=17,k=768,n=16,group=0"], ["m=17", "at most 16"]),
         (["bench", "vector_add", "--device", "tpu"], ["unknown device", "cuda, cpu"]),
         (["bench", "vector_add", "--device", "cuda"], ["no CUDA GPU"]),
         (["roofline", "--gpu", "voodoo2"], ["unknown GPU"]),

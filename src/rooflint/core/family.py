@@ -312,6 +312,10 @@ class Family:
             # 0 is a valid value where the family's own sizes use it (weight_only_gemm's group=0: per channel).
             least = 0 if any(shape.get(key) == 0 for shapes in self.sizes.values() for shape in shapes) else 1
             params[key] = _parse_param(self.name, key, text.strip(), template[key], least)
+        # A family's rule over several keys (weight_only_gemm's group must divide k) raises UserError
+        # from its cost model: checked here, so the command refuses the size in one line, where a
+        # worker building the inputs would report each row as a crash.
+        self.cost(params, self.dtypes[0])
         return [("custom", params)]
 
     def build_case(self, size: str, params: dict[str, Any], dtype: str, device: torch.device, seed: int = 0) -> Case:
