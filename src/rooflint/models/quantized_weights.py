@@ -2,17 +2,17 @@
 
 A decode step (<= 16 rows) streams every weight once, so its time is its bytes: storing the
 weights in one byte instead of two halves most of them. Each decode linear weight of the Llama
-family (qkv, o, gate/up, down) and the lm_head are quantized once at build time, symmetric per output
-channel (int8: scale = amax / 127; fp8 e4m3: amax / 448; fp32 scales, kernels/scaled_gemm/formats.py).
-The head is a sixth of Llama-3.2-1B's weight bytes (a 128k vocabulary), so a step that kept it in
-bf16 would keep a quarter of its time. The embedding keeps the model's bf16 table, tied to the head
-or not: a step reads B rows of it, not the table. Prefill (> 16 rows) is compute-bound and keeps
-bf16, so the bf16 weights stay resident beside the codes.
+family (qkv, o, gate/up, down) is quantized once at build time, symmetric per output channel (int8:
+scale = amax / 127; fp8 e4m3: amax / 448; fp32 scales, kernels/scaled_gemm/formats.py), and with
+int8 the lm_head too: at a 128k vocabulary it is a fifth of the weight bytes a Llama-3.2-1B decode
+step reads. The embedding keeps the model's bf16 table, tied to the head or not: a step reads B rows
+of it, not the table. Prefill (> 16 rows) is compute-bound and keeps bf16, so the bf16 weights stay
+resident beside the codes.
 
-The triton set runs the quantized projections on kernels/weight_only_gemm's CUDA kernel where it
-splits K (the codes held in registers across the PDL wait, the residual add in its epilogue), else on
-its Triton kernel (codes dequantized in registers); the eager set is the PyTorch form,
-dequantize-then-F.linear every call.
+With int8 the triton set runs the quantized projections and the head on kernels/weight_only_gemm's
+CUDA kernel where it splits K (the codes held in registers across the PDL wait; the residual add, and
+gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel; with fp8 on the Triton kernel
+(CUDA_FORMATS says why). The eager set is the PyTorch form, dequantize-then-F.linear every call.
 compile and cuda keep bf16 weights and say so in their plan line.
 
 The check (docs/quantized.md): one decode step's logits against the model whose projections are
