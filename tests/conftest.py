@@ -3,3 +3,9 @@ import os
 # Triton kernels run on CPU tensors through the interpreter. triton.jit reads this flag when a
 # kernel is decorated, so it must be set before any family module is imported.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# One OpenMP thread per process (torch reads this when it is imported; subprocesses inherit it).
+# The suite runs two xdist workers on a 2-core runner, each with the bench or model processes it
+# starts, so torch's default of one thread per core oversubscribes the cores, and a parallel op
+# then waits for whichever of its threads is descheduled: a [2, 8, 64] layer norm took 8 ms
+# instead of 8 us. The tests check results, never a speed-up from threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -20,7 +20,8 @@ needs_gluon = pytest.mark.skipif(not gg.HAS_GLUON, reason="this Triton has no Gl
 @needs_gluon
 def test_gluon_gemm_compiles_to_its_schedule_for_sm90a(tmp_path):
     rows = compile_gluon_for_sm90("gemm", tmp_path)
-    assert len(rows) == 4, rows  # bf16 and fp16: untraced (the bench) and traced
+    # bf16 untraced (the bench's launch) and fp16 traced (the device scripts'): every dtype and launch
+    assert [(row["dtype"], row["trace"]) for row in rows] == [("torch.bfloat16", False), ("torch.float16", True)]
     for row in rows:
         # Stamps only where asked for: the bench's launch carries none.
         assert (row["clock_reads"] > 0) == row["trace"], row

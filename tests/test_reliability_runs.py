@@ -7,7 +7,7 @@ its files (compare, lint, merge, report, roofline) run the script's entry point 
 The `fragile` family (tests/fixtures/fragile_family.py) has a variant the test has killed with
 SIGKILL (ROOFLINT_TEST_KILL=1) and one it holds back (ROOFLINT_TEST_SLEEP_S, ROOFLINT_TEST_HOLD),
 so the crash, the interruption and the overlap are real processes, not mocks. Checks that need the
-same kind of run share one: four benches in all, each slow on a 2-core runner.
+same kind of run share one: three benches in all, each slow on a 2-core runner.
 """
 
 from __future__ import annotations
@@ -105,49 +105,6 @@ def base(held) -> Path:
     return held.folder
 
 
-def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(tmp_path, base):
-    shutil.copytree(base, tmp_path / "base")
-    new = bench(tmp_path, "new", ROOFLINT_TEST_KILL="1")
-    assert new.returncode == 1, new.stdout + new.stderr  # a crash fails the run
-    crashed = rows(tmp_path / "new" / "results.csv")["killed"]
-    assert crashed["status"] == "crashed" and "exit -9" in crashed["message"]
-    # The row says where it crashed, as every measured row does: else it matches nothing in BASE.
-    measured = rows(tmp_path / "new" / "results.csv")["eager"]
-    for column in ("gpu", "host", "device_name", "device_index", "torch_version", "timestamp"):
-        assert crashed[column] not in ("", None), column
-    assert (crashed["gpu"], crashed["host"], crashed["device_name"]) == (
-        measured["gpu"],
-        measured["host"],
-        measured["device_name"],
-    )
-    assert "Traceback" not in (tmp_path / "new" / "worker.log").read_text()
-    # --no-plots: the rows and the run record, no roofline files.
-    assert {p.name for p in (tmp_path / "new").iterdir()} >= {"results.csv", "results.json"}
-    assert not list((tmp_path / "new").glob("roofline*"))
-
-    compared = read_only(tmp_path, "compare", "base/results.csv", "new/results.csv")
-    no_traceback(compared)
-    assert compared.returncode == 1, compared.stdout + compared.stderr
-    assert "## rooflint compare: FAIL" in compared.stdout  # (a CPU's jitter may add a slower row)
-    killed = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | killed |")]
-    assert len(killed) == 1 and "**now crashed**: process died (exit -9)" in killed[0], compared.stdout
-
-    linted = read_only(tmp_path, "lint", "new/results.csv")
-    no_traceback(linted)
-    assert linted.returncode == 1, linted.stdout + linted.stderr  # read, and the crash is an error finding
-    assert "not_measured" in linted.stdout and "crashed" in linted.stdout
-
-    merged = read_only(tmp_path, "merge", "base/results.csv", "new/results.csv", "new/results.json", "--out", "m.csv")
-    no_traceback(merged)
-    assert merged.returncode == 0, merged.stderr
-    statuses = {row["variant"]: row["status"] for row in csv.DictReader((tmp_path / "m.csv").open())}
-    assert statuses["killed"] == "crashed"  # the newer row of the key wins
-
-    reported = read_only(tmp_path, "report", "new/results.csv")
-    no_traceback(reported)
-    assert reported.returncode == 0 and "killed (crashed" in reported.stdout
-
-
 def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(held):
     # The second is refused by its flag checks, before torch is imported, while the first holds the folder.
     second = held.second
@@ -160,12 +117,17 @@ def test_two_benches_into_one_folder_the_second_is_refused_naming_the_first(held
     assert set(rows(held.folder / "results.csv")) == {"eager", "killed", "slow"}
     assert read_only(held.folder.parent, "lint", "base/results.csv").returncode == 0
     assert not held.lock.exists()
+    # --no-plots: the rows and the run record, no roofline files.
+    assert {p.name for p in held.folder.iterdir()} >= {"results.csv", "results.json"}
+    assert not list(held.folder.glob("roofline*"))
 
 
 @pytest.fixture(scope="module")
 def rerun(tmp_path_factory, base) -> SimpleNamespace:
-    """A bench of one variant into a folder that holds BASE's results and a lock left by a dead process,
-    with --cuda-graphs and its plots (the CPU's note and the roofline files' names)."""
+    """A second bench into a folder that holds BASE's results and a lock left by a dead process: two of
+    the three variants, `killed` killed by SIGKILL, with --cuda-graphs and its plots (the CPU's note and
+    the roofline files' names). The checks of a crash, of a lock taken over, of a new run keeping the
+    last results and of a variant missing all read this one run."""
     root = tmp_path_factory.mktemp("rerun")
     shutil.copytree(base, root / "base")
     shutil.copytree(base, root / "out")
@@ -173,40 +135,84 @@ def rerun(tmp_path_factory, base) -> SimpleNamespace:
     dead.wait()
     record = {"pid": dead.pid, "host": os.uname().nodename, "started": "2026-01-01T00:00:00+00:00"}
     (root / "out" / ".rooflint.lock").write_text(json.dumps(record))
-    return SimpleNamespace(root=root, done=bench(root, "out", "--variants", "slow", "--cuda-graphs", plots=True))
+    done = bench(root, "out", "--variants", "eager,killed", "--cuda-graphs", plots=True, ROOFLINT_TEST_KILL="1")
+    return SimpleNamespace(root=root, out=root / "out", done=done)
+
+
+def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(rerun, tmp_path):
+    new = rerun.done
+    assert new.returncode == 1, new.stdout + new.stderr  # a crash fails the run
+    crashed = rows(rerun.out / "results.csv")["killed"]
+    assert crashed["status"] == "crashed" and "exit -9" in crashed["message"]
+    # The row says where it crashed, as every measured row does: else it matches nothing in BASE.
+    measured = rows(rerun.out / "results.csv")["eager"]
+    for column in ("gpu", "host", "device_name", "device_index", "torch_version", "timestamp"):
+        assert crashed[column] not in ("", None), column
+    assert (crashed["gpu"], crashed["host"], crashed["device_name"]) == (
+        measured["gpu"],
+        measured["host"],
+        measured["device_name"],
+    )
+    assert "Traceback" not in (rerun.out / "worker.log").read_text()
+
+    compared = read_only(rerun.root, "compare", "base/results.csv", "out/results.csv")
+    no_traceback(compared)
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    assert "## rooflint compare: FAIL" in compared.stdout  # (a CPU's jitter may add a slower row)
+    killed = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | killed |")]
+    assert len(killed) == 1 and "**now crashed**: process died (exit -9)" in killed[0], compared.stdout
+
+    linted = read_only(rerun.root, "lint", "out/results.csv")
+    no_traceback(linted)
+    assert linted.returncode == 1, linted.stdout + linted.stderr  # read, and the crash is an error finding
+    assert "not_measured" in linted.stdout and "crashed" in linted.stdout
+
+    merged_csv = tmp_path / "m.csv"
+    merged = read_only(rerun.root, "merge", "base/results.csv", "out/results.csv", "out/results.json", "--out",
+                       str(merged_csv))  # fmt: skip
+    no_traceback(merged)
+    assert merged.returncode == 0, merged.stderr
+    statuses = {row["variant"]: row["status"] for row in csv.DictReader(merged_csv.open())}
+    assert statuses["killed"] == "crashed"  # the newer row of the key wins
+
+    reported = read_only(rerun.root, "report", "out/results.csv")
+    no_traceback(reported)
+    assert reported.returncode == 0 and "killed (crashed" in reported.stdout
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(rerun):
-    done, out = rerun.done, rerun.root / "out"
-    assert done.returncode == 0, done.stdout + done.stderr
+    # Exit 1 is the crash of `killed`; a bench refused the folder exits 2 and measures nothing.
+    done, out = rerun.done, rerun.out
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "in use by another bench" not in done.stderr
     assert not (out / ".rooflint.lock").exists()
     assert {p.name for p in out.iterdir()} >= {"results.csv", "results.json"}
 
 
 def test_a_new_run_keeps_the_previous_results(rerun, base):
-    assert rerun.done.returncode == 0, rerun.done.stderr
-    out = rerun.root / "out"
+    assert rerun.done.returncode == 1, rerun.done.stderr
+    out = rerun.out
     assert (out / "results.prev.csv").read_text() == (base / "results.csv").read_text()
-    assert set(rows(out / "results.csv")) == {"slow"}
+    assert set(rows(out / "results.csv")) == {"eager", "killed"}
     assert set(rows(out / "results.prev.csv")) == {"eager", "killed", "slow"}
 
 
 def test_a_variant_missing_from_a_family_new_ran_fails_compare(rerun):
-    assert rerun.done.returncode == 0, rerun.done.stderr
+    assert rerun.done.returncode == 1, rerun.done.stderr
     compared = read_only(rerun.root, "compare", "base/results.csv", "out/results.csv")
     assert compared.returncode == 1, compared.stdout
-    killed = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | killed |")]
-    assert len(killed) == 1 and "**now missing**" in killed[0], compared.stdout
+    slow = [line for line in compared.stdout.splitlines() if line.startswith("| fragile | slow |")]
+    assert len(slow) == 1 and "**now missing**" in slow[0], compared.stdout
 
 
 def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(rerun, tmp_path):
     done = rerun.done
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     assert "note: --cuda-graphs does nothing on the CPU" in done.stderr
-    assert (rerun.root / "out" / "roofline.png").exists()
+    assert (rerun.out / "roofline.png").exists()
     # roofline and report name one GPU's files as bench does (read from a copy: the other tests read
     # this folder too).
-    shutil.copytree(rerun.root / "out", tmp_path / "out")
+    shutil.copytree(rerun.out, tmp_path / "out")
     drawn = read_only(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
     assert drawn.returncode == 0, drawn.stderr
     assert sorted(p.name for p in (tmp_path / "drawn").glob("roofline*")) == [

@@ -92,10 +92,18 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     # GFLOP/s on the same box), so each precision's peak is at least the fp32 GEMM's. A 256^3 GEMM
     # tells the two apart in milliseconds: only a precision that keeps up with fp32 there has a
     # GEMM of its own worth measuring at full size.
-    probe = 256
-    fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
+    # The probes run on one thread: on a shared CPU a GEMM on every thread waits for whichever thread
+    # is descheduled (fp32 at 256^3 fell to 2-3 GFLOP/s on a 2-core runner with one other busy
+    # process, below the bf16 fallback's 1.3), which sent the fallback to its 20 s of full-size calls.
+    probe, threads = 256, torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
+        probes = {dtype: _cpu_gemm_tflops(dtype, probe) for dtype in (torch.bfloat16, torch.float16)}
+    finally:
+        torch.set_num_threads(threads)
     for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-        rate = _cpu_gemm_tflops(dtype, probe)
+        rate = probes[dtype]
         if rate >= fp32_probe / 2:
             rate = _cpu_gemm_tflops(dtype, matmul_n)
         peaks[f"tensor_{precision}_tflops"] = max(rate, peaks["tensor_fp32_tflops"])
