@@ -9,3 +9,12 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # then waits for whichever of its threads is descheduled: a [2, 8, 64] layer norm took 8 ms
 # instead of 8 us. The tests check results, never a speed-up from threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_configure(config):
+    # Where tests run (an xdist worker, or a run without workers): Triton's interpreter lists the
+    # language's builtins once instead of on every @triton.jit call (tests/triton_interpreter.py).
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        import triton_interpreter
+
+        triton_interpreter.list_builtins_once()

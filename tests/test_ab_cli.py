@@ -138,24 +138,23 @@ def repo(tmp_path) -> Path:
     return root
 
 
-def test_one_variant_at_two_git_refs_imports_each_refs_own_helpers(repo, tmp_path):
-    out = tmp_path / "ab.csv"
-    common = ("abref", "-V", "added,eager", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", str(out))
-    done = ab(*common, "--ref", "HEAD~1", "--ref", "HEAD", modules="abpkg.fam", path=repo)
-    assert done.returncode == 1, done.stderr
-    # HEAD~1's copy imported HEAD~1's helper (FACTOR 2) and passed; HEAD's (FACTOR 3) failed.
-    assert "added@HEAD " in done.stdout and "failed its float64 check" in done.stdout
-    assert [r["entry"] for r in read_csv(out)] == ["added@HEAD~1", "eager@HEAD~1", "eager@HEAD"]
-
-
-def test_worktree_names_the_installed_family(repo, tmp_path):
+def test_one_variant_at_git_refs_and_the_worktree_imports_each_ones_own_helpers(repo, tmp_path):
+    # One run for three sources: HEAD~1, HEAD and the installed tree with an uncommitted fix.
     (repo / "abpkg" / "helper.py").write_text("FACTOR = 2\n")  # an uncommitted fix
     out = tmp_path / "ab.csv"
-    done = ab("abref", "-V", "added,eager", "--ref", "HEAD", "--ref", "worktree", "--device", "cpu", "--rounds", "2",
-              "--regime", "burst", "--csv", str(out), modules="abpkg.fam", path=repo)  # fmt: skip
+    done = ab("abref", "-V", "added,eager", "--ref", "HEAD~1", "--ref", "HEAD", "--ref", "worktree", "--device", "cpu",
+              "--rounds", "2", "--regime", "burst", "--csv", str(out), modules="abpkg.fam", path=repo)  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert "added@HEAD " in done.stdout  # the commit is still wrong; the installed tree is fixed
-    assert [r["entry"] for r in read_csv(out)] == ["eager@HEAD", "added@worktree", "eager@worktree"]
+    # HEAD~1's copy imported HEAD~1's helper (FACTOR 2) and passed; HEAD's (FACTOR 3) failed, its
+    # commit still wrong; the worktree names the installed family, fixed.
+    assert "added@HEAD " in done.stdout and "failed its float64 check" in done.stdout
+    assert [r["entry"] for r in read_csv(out)] == [
+        "added@HEAD~1",
+        "eager@HEAD~1",
+        "eager@HEAD",
+        "added@worktree",
+        "eager@worktree",
+    ]
 
 
 def test_an_unknown_ref_is_one_line_and_exit_2(repo):
