@@ -76,10 +76,10 @@ def test_a_quantized_decode_step_is_the_dequantized_bf16_model(loaded, weights_d
     try:
         for w in Q.decode_linear_weights(loaded.weights):
             w.copy_(kernels.quantized[w.data_ptr()].dequantized(torch.bfloat16))
-        # The head (int8) by a tensor of its own: where it is tied, the embedding stays the bf16 table.
+        # The head by a tensor of its own: where it is tied, the embedding stays the bf16 table.
         if head.data_ptr() in kernels.quantized:
             loaded.weights.head = kernels.quantized[head.data_ptr()].dequantized(torch.bfloat16)
-        assert (head.data_ptr() in kernels.quantized) == (weights_dtype == "int8")
+        assert head.data_ptr() in kernels.quantized
         kernels.quantized = {}
         want = Q.decode_logits(runner, prompt)
     finally:
@@ -132,6 +132,23 @@ def test_the_gate_passes_the_quantized_kernels_and_reports_the_formats_drift(loa
     assert f"{weights_dtype} weights move the logits {check.drift:.1%} from bf16" in check.describe()
     assert runner.kernels.quantized  # restored after the bf16-weights step
     assert Q.check_decode(Runner(loaded, kernel_set("eager", loaded, None), 1, 8, 2), prompt_of(3, 1)) is None
+
+
+def test_every_side_of_the_check_decodes_the_token_the_sets_prefill_picked(loaded, monkeypatch):
+    """The set's prefill picks the step's input through its quantized head, the references' through
+    bf16 weights: at a near tie their argmaxes differ. A row fed another token would be another
+    token's logits, an error no kernel made; every side decodes the set's pick instead."""
+    kernels = kernel_set("eager", loaded, "fp8")
+    sample = kernels.sample
+
+    def flipped(logits, tokens, token):  # row 0 takes the runner-up, as a flipped near tie would
+        sample(logits, tokens, token)
+        token[0, 0] = int(logits[0].float().topk(2).indices[1])
+
+    monkeypatch.setattr(kernels, "sample", flipped)
+    check = Q.check_decode(Runner(loaded, kernels, 2, 8, 2), prompt_of(3))
+    assert check.passed and check.rel_error == check.reference_error, check.describe()
+    assert check.drift < 0.5, check.describe()  # the bf16-weights run decoded the same token
 
 
 @pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
@@ -189,9 +206,10 @@ def test_the_int8_head_runs_quantized_on_decode_rows_and_the_tied_embedding_stay
 def test_other_sets_keep_bf16_weights_and_say_so(loaded):
     kernels = kernel_set("compile", loaded, "int8")
     assert not kernels.quantized and kernels.plan["weights"].startswith("bf16")
-    plan = kernel_set("eager", loaded, "int8").plan["weights"]
-    assert "down and lm_head" in plan and "embedding and prefill bf16" in plan
-    assert "embedding, lm_head and prefill bf16" in kernel_set("triton", loaded, "fp8").plan["weights"]
+    for kind, weights_dtype in (("eager", "int8"), ("triton", "fp8")):
+        plan = kernel_set(kind, loaded, weights_dtype).plan["weights"]
+        assert "down and lm_head" in plan and "embedding and prefill bf16" in plan, plan
+        assert ("CUDA kernel" in plan) == (kind == "triton"), plan
 
 
 @pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
@@ -201,11 +219,10 @@ def test_decode_floor_counts_one_byte_a_weight_and_the_scales(loaded, weights_dt
     costs = llama.llama_costs(dims, decode, "bf16")
     shrunk = Q.decode_costs(costs, dims, decode, "bf16", quantized)
     # from the weights themselves: a bf16 weight is 2 bytes, a code 1, plus an fp32 scale per row
-    expected = sum(w.numel() - 4 * w.shape[0] for _, w in Q.quantized_weights(loaded.weights, weights_dtype))
+    expected = sum(w.numel() - 4 * w.shape[0] for _, w in Q.quantized_weights(loaded.weights))
     assert total_cost(costs).bytes - total_cost(shrunk).bytes == expected
     head = loaded.weights.head
-    head_saved = head.numel() - 4 * head.shape[0] if weights_dtype == "int8" else 0  # fp8 keeps a bf16 head
-    assert costs["lm_head"].bytes - shrunk["lm_head"].bytes == head_saved
+    assert costs["lm_head"].bytes - shrunk["lm_head"].bytes == head.numel() - 4 * head.shape[0]
     assert shrunk["embedding"] == costs["embedding"]
     assert Q.decode_costs(costs, dims, decode, "bf16", types.SimpleNamespace()) == costs  # a bf16 set
     assert Q.decode_costs(costs, dims, prefill, "bf16", quantized) == costs

@@ -3,16 +3,15 @@
 A decode step (<= 16 rows) streams every weight once, so its time is its bytes: storing the
 weights in one byte instead of two halves most of them. Each decode linear weight of the Llama
 family (qkv, o, gate/up, down) is quantized once at build time, symmetric per output channel (int8:
-scale = amax / 127; fp8 e4m3: amax / 448; fp32 scales, kernels/scaled_gemm/formats.py), and with
-int8 the lm_head too: at a 128k vocabulary it is a fifth of the weight bytes a Llama-3.2-1B decode
+scale = amax / 127; fp8 e4m3: amax / 448; fp32 scales, kernels/scaled_gemm/formats.py), and
+the lm_head too: at a 128k vocabulary it is a fifth of the weight bytes a Llama-3.2-1B decode
 step reads. The embedding keeps the model's bf16 table, tied to the head or not: a step reads B rows
 of it, not the table. Prefill (> 16 rows) is compute-bound and keeps bf16, so the bf16 weights stay
 resident beside the codes.
 
-With int8 the triton set runs the quantized projections and the head on kernels/weight_only_gemm's
-CUDA kernel where it splits K (the codes held in registers across the PDL wait; the residual add, and
-gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel; with fp8 on the Triton kernel
-(CUDA_FORMATS says why). The eager set is the PyTorch form, dequantize-then-F.linear every call.
+The triton set runs the quantized projections and the head on kernels/weight_only_gemm's CUDA
+kernel where it splits K (the codes held in registers across the PDL wait; the residual add, and
+gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel. The eager set is the PyTorch form, dequantize-then-F.linear every call.
 compile and cuda keep bf16 weights and say so in their plan line.
 
 The check (docs/quantized.md): one decode step's logits against the model whose projections are
@@ -44,12 +43,6 @@ QUANTIZED_SETS = ("triton", "eager")  # the weight-only kernel, and its PyTorch 
 MAX_ROWS = 16  # the weight-only kernel's rows (kernels/weight_only_gemm.MAX_ROWS): a decode step's
 DECODE_LINEARS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 HEAD = "lm_head"
-# Where the triton set runs weight_only_gemm's CUDA kernel (fused residual and SwiGLU epilogues) and
-# quantizes the head: int8. With fp8 codes that path passed every kernel test against float64 and the
-# 2-layer model check, but failed the kernels' gate at 16 layers on an H200 (0.43 against 0.05, prompt
-# 64); fp8 keeps the Triton kernel and a bf16 head, the path that passes at full depth, until the
-# cause is found (docs/perf-notes/quantized.md).
-CUDA_FORMATS = ("int8",)
 
 
 def resolve(weights_dtype: str | None, model_dtype: str, model_name: str = "llama") -> str | None:
@@ -98,18 +91,18 @@ def decode_linear_weights(weights) -> list[torch.Tensor]:
     return [w for layer in weights.layers for w in (layer.qkv_w, layer.o_w, layer.gate_up_w, layer.down_w)]
 
 
-def quantized_weights(weights, weights_dtype: str) -> list[tuple[str, torch.Tensor]]:
+def quantized_weights(weights) -> list[tuple[str, torch.Tensor]]:
     """(name, weight) of every weight a decode step reads quantized: each layer's projections, then
-    the head (int8: CUDA_FORMATS)."""
+    the head."""
     names = [f"layer {i} {name}" for i in range(len(weights.layers)) for name in DECODE_LINEARS]
     named = list(zip(names, decode_linear_weights(weights), strict=True))
-    return [*named, (HEAD, weights.head)] if weights_dtype in CUDA_FORMATS else named
+    return [*named, (HEAD, weights.head)]
 
 
 def quantize_model(weights, weights_dtype: str) -> dict[int, QuantizedLinear]:
     """{bf16 weight's data pointer: its quantized form}: the slot's lookup from the weight it is given.
     A head tied to the embedding shares its pointer; only the linear and lm_head slots look it up."""
-    return {w.data_ptr(): quantize_linear(w, weights_dtype) for _, w in quantized_weights(weights, weights_dtype)}
+    return {w.data_ptr(): quantize_linear(w, weights_dtype) for _, w in quantized_weights(weights)}
 
 
 def attach(kernels, weights, weights_dtype: str | None) -> None:
@@ -125,15 +118,12 @@ def attach(kernels, weights, weights_dtype: str | None) -> None:
     kernels.weights_dtype = weights_dtype
     kernels.gate_up_quantized = kernels.quantized[weights.layers[0].gate_up_w.data_ptr()]  # for fusions()
     how = "dequantize, then F.linear"
-    if kernels.name == "triton" and weights_dtype in CUDA_FORMATS:
+    if kernels.name == "triton":
         how = ("weight_only_gemm's CUDA kernel where it splits K, gate/up with silu(gate) * up in its epilogue; "
                "else its Triton kernel")  # fmt: skip
-    elif kernels.name == "triton":
-        how = "weight_only_gemm's Triton kernel"
-    ops, kept = ("qkv, o, gate/up, down and lm_head", "embedding") if weights_dtype in CUDA_FORMATS else (
-        "qkv, o, gate/up and down", "embedding, lm_head")  # fmt: skip
     kernels.plan["weights"] = (
-        f"{weights_dtype} per output channel for decode (<= {MAX_ROWS} rows) {ops} ({how}), {kept} and prefill bf16"
+        f"{weights_dtype} per output channel for decode (<= {MAX_ROWS} rows) qkv, o, gate/up, down and lm_head "
+        f"({how}), embedding and prefill bf16"
     )
 
 
@@ -144,7 +134,7 @@ def quantized_linear(kind: str, x, q: QuantizedLinear, b=None, residual=None):
         from rooflint.kernels.weight_only_gemm import cuda
         from rooflint.kernels.weight_only_gemm.triton import weight_only_linear
 
-        if q.format in CUDA_FORMATS and cuda.why_not(x, q.codes, q.scale, residual) is None:  # bias, residual fused
+        if cuda.why_not(x, q.codes, q.scale, residual) is None:  # bias, residual fused
             return cuda.codes_linear(x, q.codes, q.scale, b, residual)
         y = weight_only_linear(x, q.codes, q.scale)
         if b is not None:
@@ -157,7 +147,7 @@ def quantized_linear(kind: str, x, q: QuantizedLinear, b=None, residual=None):
 def swiglu_in_gemm(kind: str, rows: int, gate_up: QuantizedLinear | None) -> bool:
     """Whether the set's gate/up projection writes silu(gate) * up itself at ``rows``: the triton set's
     CUDA weight-only kernel where it takes the quantized gate/up weight (the gate_up_swiglu fusion)."""
-    if kind != "triton" or gate_up is None or rows > MAX_ROWS or gate_up.format not in CUDA_FORMATS:
+    if kind != "triton" or gate_up is None or rows > MAX_ROWS:
         return False
     from rooflint.kernels.weight_only_gemm import cuda
 
@@ -182,7 +172,7 @@ def _linear_shapes(dims: Dims) -> dict[str, tuple[int, int]]:
     }
 
 
-def weight_bytes_saved(dims: Dims, model_dtype: str, weights_dtype: str) -> dict[str, int]:
+def weight_bytes_saved(dims: Dims, model_dtype: str) -> dict[str, int]:
     """Bytes a decode step reads less per op: each weight 1 byte instead of the model dtype's,
     plus one fp32 scale per output channel, over all layers, and the head's once."""
     size = element_size(model_dtype)
@@ -190,8 +180,7 @@ def weight_bytes_saved(dims: Dims, model_dtype: str, weights_dtype: str) -> dict
         op: dims.layers * (n * k * (size - 1) - n * SCALE_BYTES)
         for op, (k, n) in _linear_shapes(dims).items()
     }  # fmt: skip
-    if weights_dtype in CUDA_FORMATS:
-        saved[HEAD] = dims.vocab * dims.hidden * (size - 1) - dims.vocab * SCALE_BYTES
+    saved[HEAD] = dims.vocab * dims.hidden * (size - 1) - dims.vocab * SCALE_BYTES
     return saved
 
 
@@ -201,7 +190,7 @@ def decode_costs(costs: dict[str, Cost], dims: Dims, phase: Phase, model_dtype: 
     weights_dtype = getattr(kernels, "weights_dtype", None)
     if weights_dtype is None or phase.name != "decode" or phase.batch > MAX_ROWS:
         return costs
-    saved = weight_bytes_saved(dims, model_dtype, weights_dtype)
+    saved = weight_bytes_saved(dims, model_dtype)
     return {
         op: dataclasses.replace(cost, bytes=cost.bytes - saved[op]) if op in saved else cost
         for op, cost in costs.items()
@@ -238,9 +227,12 @@ class QuantizedCheck:
         return text if self.passed else text + ": the quantized kernels do not compute the dequantized model"
 
 
-def decode_logits(runner, prompt: torch.Tensor) -> torch.Tensor:
-    """The first decode step's logits [B, V] after a prefill of ``prompt`` (eager, uncaptured)."""
+def decode_logits(runner, prompt: torch.Tensor, token: torch.Tensor | None = None) -> torch.Tensor:
+    """The first decode step's logits [B, V] after a prefill of ``prompt`` (eager, uncaptured), on the
+    prefill's own pick for the step's input, or on ``token`` [B, 1] where given."""
     runner.start(prompt)
+    if token is not None:
+        runner.token.copy_(token)
     with torch.no_grad():
         return runner.spec.forward(runner.weights, runner.kernels, runner.token, prompt.shape[1], runner.cache,
                                    runner.rec, True).float()  # fmt: skip
@@ -263,34 +255,39 @@ def check_decode(runner, prompt: torch.Tensor, fp32_fits: bool = True) -> Quanti
     weights_dtype, loaded = kernels.weights_dtype, runner.loaded
     dtype, round_trip = dtype_name(loaded.dtype), round_trip_error(loaded.weights, quantized)
     got = decode_logits(runner, prompt)
-    drift = _finite(relative_error(got, _with_bf16_weights(runner, prompt)))
-    same_dtype = _dequantized_model_decode(runner, prompt, loaded.dtype)
+    # Every side decodes the token the set's prefill picked. The set's prefill runs its last position's
+    # B rows through the quantized head, where the bf16 side runs the bf16 head: at a near tie the two
+    # argmaxes differ, and that row's logits would then be another token's (an fp8 head flipped 1 of 8
+    # rows of a 16-layer random Llama-3.2-1B: 0.43 of error that no kernel made).
+    token = runner.token.clone()
+    drift = _finite(relative_error(got, _with_bf16_weights(runner, prompt, token)))
+    same_dtype = _dequantized_model_decode(runner, prompt, loaded.dtype, token)
     if not fp32_fits:
         note = "no fp32 reference: an fp32 copy does not fit"
         return QuantizedCheck(weights_dtype, _finite(relative_error(got, same_dtype)), checks.gate(dtype, None), None,
                               drift, note, round_trip)  # fmt: skip
-    exact = _dequantized_model_decode(runner, prompt, torch.float32)
+    exact = _dequantized_model_decode(runner, prompt, torch.float32, token)
     reference_error = _finite(relative_error(same_dtype, exact))
     return QuantizedCheck(weights_dtype, _finite(relative_error(got, exact)), checks.gate(dtype, reference_error),
                           reference_error, drift, round_trip=round_trip)  # fmt: skip
 
 
-def _with_bf16_weights(runner, prompt) -> torch.Tensor:
-    """The same step, same set, same cache, on the bf16 weights the codes came from."""
+def _with_bf16_weights(runner, prompt, token: torch.Tensor) -> torch.Tensor:
+    """The same step, same set, same input token, on the bf16 weights the codes came from."""
     kernels = runner.kernels
     quantized, kernels.quantized = kernels.quantized, {}
     try:
-        return decode_logits(runner, prompt)
+        return decode_logits(runner, prompt, token)
     finally:
         kernels.quantized = quantized
 
 
-def _dequantized_model_decode(runner, prompt, dtype: torch.dtype) -> torch.Tensor:
-    """The first decode step of a ``dtype`` copy of the model, run by PyTorch eager on plain weights:
+def _dequantized_model_decode(runner, prompt, dtype: torch.dtype, token: torch.Tensor) -> torch.Tensor:
+    """The first decode step, on ``token``, of a ``dtype`` copy of the model, run by PyTorch eager on plain weights:
     each forward whose rows the set runs quantized (<= MAX_ROWS: the decode step, and a prefill that
     small) sees the projections as the dequantized weights (codes * scale in fp32, rounded once to
     ``dtype``), any other forward (a larger prefill) the bf16 weights, as the set's slots choose."""
-    loaded, quantized, weights_dtype = runner.loaded, runner.kernels.quantized, runner.kernels.weights_dtype
+    loaded, quantized = runner.loaded, runner.kernels.quantized
     model = copy_model(loaded, dtype)
     spec = model.spec
     eager = spec.kernel_set("eager", dtype, model.device, model.dims.head_dim, spec.norm_eps(model.hf.config))
@@ -299,8 +296,7 @@ def _dequantized_model_decode(runner, prompt, dtype: torch.dtype) -> torch.Tenso
         # Tied: the head's dequantized copy must not become the embedding too, which the set keeps bf16.
         model.weights.head = model.weights.head.clone()
     pairs = [(original, copy) for (_, original), (_, copy) in
-             zip(quantized_weights(loaded.weights, weights_dtype), quantized_weights(model.weights, weights_dtype),
-                 strict=True)]  # fmt: skip
+             zip(quantized_weights(loaded.weights), quantized_weights(model.weights), strict=True)]  # fmt: skip
 
     def projections(dequantized: bool) -> None:
         with torch.no_grad():
@@ -311,6 +307,7 @@ def _dequantized_model_decode(runner, prompt, dtype: torch.dtype) -> torch.Tenso
     try:
         projections(prompt.numel() <= MAX_ROWS)
         twin.start(prompt)
+        twin.token.copy_(token)
         projections(runner.batch <= MAX_ROWS)
         with torch.no_grad():
             return spec.forward(model.weights, eager, twin.token, prompt.shape[1], twin.cache, twin.rec, True).float()
@@ -329,7 +326,7 @@ def round_trip_error(weights, quantized: dict) -> str | None:
     scale below the smallest normal); else which projection is off and by how much. Codes or scales
     that do not stand for the model (a wrong scale, a transposed weight) fail here, whatever the
     kernels compute from them."""
-    for name, w in quantized_weights(weights, next(iter(quantized.values())).format):
+    for name, w in quantized_weights(weights):
         q = quantized[w.data_ptr()]
         excess = max(_excess(w[rows], q.codes[rows], q.scale[rows]) for rows in _row_chunks(w.shape[0]))
         if excess > 0:
