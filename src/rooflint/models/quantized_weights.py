@@ -11,8 +11,9 @@ resident beside the codes.
 
 The triton set runs the quantized projections and the head on kernels/weight_only_gemm's CUDA
 kernel where it splits K (the codes held in registers across the PDL wait; the residual add, and
-gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel. The eager set is the PyTorch form, dequantize-then-F.linear every call.
-compile and cuda keep bf16 weights and say so in their plan line.
+gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel. The eager set is the
+PyTorch form, dequantize-then-F.linear every call. compile and cuda keep bf16 weights and say so in
+their plan line.
 
 The check (docs/quantized.md): one decode step's logits against the model whose projections are
 the dequantized weights, in fp32 (check_decode: the gate, for the kernels), the codes and scales
