@@ -178,6 +178,32 @@ def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
 
 @pytest.mark.parametrize(
     "k,m,steps",
+    [(2048, 8, 8), (2048, 1, 8), (1024, 8, 8), (768, 8, 8), (512, 8, 8), (896, 8, 8), (1616, 8, 0), (4096, 8, 0), (3072, 8, 0),
+     (2048, 16, 0), (1024, 16, 4), (512, 9, 4), (256, 8, 4)],
+)  # fmt: skip
+def test_swiglus_two_w_tiles_take_half_the_k_a_warp(k, m, steps):
+    """Llama-3.2-1B's gate/up (K = 2048) fits 16 warps of 8 steps at <= 8 rows; the 8B's K = 4096 does not."""
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    assert skinny_pdl.steps_for(k, m, swiglu=True) == steps
+    if steps:
+        warps = k // (16 * steps)
+        assert k == 16 * steps * warps and (4 if m <= 8 else 8) <= warps <= skinny_pdl.MAX_WARPS
+        assert steps <= (8 if m <= 8 else 4)  # twice the W registers of the plain kernel's shares
+
+
+def test_swiglu_names_what_it_cannot_take_in_one_line():
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    w = torch.zeros(64, 2048, dtype=torch.bfloat16)
+    assert "needs a CUDA GPU" in skinny_pdl.why_not_swiglu(8, w)  # this machine has none
+    assert "fp16 or bf16" in skinny_pdl.why_not_swiglu(8, w.float())
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        skinny_pdl.swiglu(torch.zeros(8, 2048, dtype=torch.bfloat16), w)
+
+
+@pytest.mark.parametrize(
+    "k,m,steps",
     [(768, 8, 6), (2048, 8, 16), (3072, 8, 12), (8192, 8, 16), (8192, 16, 8), (14336, 1, 16), (5120, 12, 8),
      (18944, 5, 4), (1616, 8, 0), (4864, 8, 0), (256, 8, 0)],
 )  # fmt: skip

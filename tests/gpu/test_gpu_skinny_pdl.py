@@ -125,3 +125,46 @@ def test_shapes_it_cannot_split_run_the_triton_kernel(monkeypatch):
     got = skinny.skinny_linear(x, w)
     assert not calls
     assert torch.allclose(got.double(), x.double() @ w.double().T, atol=0.5, rtol=2e-2)
+
+
+# (m, k, ffn): Llama-3.2-1B's gate/up at B=8 and 1 (16 warps of 8 steps), K of 4 and 6 warps, ffn not a
+# multiple of 16, and two X tiles at M > 8 (4 steps).
+SWIGLU_SHAPES = [(8, 2048, 8192), (1, 2048, 8192), (5, 512, 1000), (8, 768, 40), (3, 1024, 4104), (12, 1024, 72),
+                 (16, 512, 136)]  # fmt: skip
+
+
+@pytest.mark.parametrize("m,k,ffn", SWIGLU_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype):
+    """silu(gate) * up from the held kernel's two W tiles against float64, with and without bias and PDL;
+    gate and up rounded to the dtype first, as the unfused GEMM's output is."""
+    gen = torch.Generator(device="cuda").manual_seed(m * 31 + k + ffn)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(2 * ffn, device="cuda", generator=gen).to(dtype)
+    for bias, pdl in ((None, False), (b, False), (b, True)):
+        got = skinny_pdl.swiglu(x, w, bias, pdl=pdl)
+        y = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+        gate, up = y[:, :ffn].to(dtype).double(), y[:, ffn:].to(dtype).double()
+        want = F.silu(gate) * up
+        err = (got.double() - want).abs().max().item()
+        assert got.shape == (m, ffn) and err <= TOL[dtype] * (1 + want.abs().max().item()), (bias is not None, err)
+
+
+def test_swiglu_in_a_pdl_chain_reads_the_new_x_and_matches_the_unfused_projection():
+    """Under PDL, after a kernel that writes x: the fused result reads the new x (the wait holds), and
+    equals silu applied to the plain held kernel's gate/up output within one rounding of the product."""
+    from rooflint.kernels.common.pdl import decode_chain
+
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(8, 2048, device="cuda", generator=gen).to(torch.bfloat16)
+    w = (torch.randn(2 * 8192, 2048, device="cuda", generator=gen) * 2048**-0.5).to(torch.bfloat16)
+    source = torch.randn(8, 2048, device="cuda", generator=gen).to(torch.bfloat16)
+    with decode_chain():
+        for _ in range(3):
+            x.copy_(source * 2)  # the write the next kernel must wait for
+            got = skinny_pdl.swiglu(x, w, pdl=True)
+            y = skinny.skinny_linear(x, w)
+    torch.cuda.synchronize()
+    want = (F.silu(y[:, :8192].float()) * y[:, 8192:].float()).to(torch.bfloat16)
+    assert (got.float() - want.float()).abs().max().item() <= 2**-7 * (1 + want.float().abs().max().item())

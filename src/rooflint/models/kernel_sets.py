@@ -87,6 +87,10 @@ class EagerKernels:
     def add(self, a, b):
         return a + b
 
+    def bind(self, weights) -> None:
+        """Given the model's weights before the first forward, for a set whose fusions depend on a
+        weight's shape (the Llama triton set's gate_up_swiglu); nothing here."""
+
     def fusions(self, rows: int, decoding: bool) -> frozenset[str]:
         """Which of FUSIONS this set applies to a forward of ``rows`` token rows (a decode step when
         ``decoding``); the forward runs the fused slots below only for these."""

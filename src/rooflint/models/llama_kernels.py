@@ -29,6 +29,10 @@ class LlamaSlots:
     # {bf16 weight's data pointer: its int8/fp8 form} with --weights-dtype (models/quantized_weights.py)
     quantized: dict = {}
     gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
+    gate_up_w = None  # the first layer's gate/up weight (bind): what decides fusions() without quantization
+
+    def bind(self, weights) -> None:
+        self.gate_up_w = weights.layers[0].gate_up_w
 
     def _quantized(self, rows: int, w):
         """w's quantized form where the set holds one and ``rows`` are a decode step's; else None."""
@@ -49,11 +53,19 @@ class LlamaSlots:
         return quantized_weights.quantized_linear(self.name, x, q)
 
     def fusions(self, rows, decoding):
-        """gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself: the triton set's
-        quantized decode step, where the CUDA weight-only kernel takes the shape."""
-        if self.quantized and decoding and quantized_weights.swiglu_in_gemm(self.name, rows, self.gate_up_quantized):
-            return frozenset({"gate_up_swiglu"})
-        return frozenset()
+        """gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself (a decode step's)."""
+        return frozenset({"gate_up_swiglu"}) if decoding and self._swiglu_in_gemm(rows) else frozenset()
+
+    def describe(self) -> str:
+        rows = [m for m in range(1, quantized_weights.MAX_ROWS + 1) if self.fusions(m, True)]
+        if rows:
+            self.plan["fusions"] = (f"gate_up_swiglu at <= {rows[-1]} decode rows (silu(gate) * up in the gate/up "
+                                    "GEMM's epilogue: no swiglu kernel)")  # fmt: skip
+        return super().describe()
+
+    def _swiglu_in_gemm(self, rows) -> bool:
+        """The quantized decode step of the triton set, where the CUDA weight-only kernel takes the shape."""
+        return bool(self.quantized) and quantized_weights.swiglu_in_gemm(self.name, rows, self.gate_up_quantized)
 
     def gate_up_swiglu(self, h, w, b):
         """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion)."""
@@ -187,6 +199,26 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         return (qkv[:, :q_width].view(batch, tokens, heads, d),
                 qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
                 qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
+
+    def _swiglu_in_gemm(self, rows) -> bool:
+        """Quantized: the weight-only kernel's SwiGLU epilogue. Else skinny_pdl.cu's held kernel with the
+        same epilogue, where the decode GEMM streams these rows and it splits the gate/up weight's K
+        (a 16-warp block holds 2 x 16 rows of K = 2048: Llama-3.2-1B, not the 8B's 4096)."""
+        if self.quantized:
+            return super()._swiglu_in_gemm(rows)
+        if self.gate_up_w is None or not self._streams(rows):
+            return False
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        return skinny_pdl.why_not_swiglu(rows, self.gate_up_w) is None
+
+    def gate_up_swiglu(self, h, w, b):
+        if self._quantized(h.shape[0], w) is not None:
+            return super().gate_up_swiglu(h, w, b)
+        from rooflint.kernels.common.pdl import pdl_enabled
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device))
 
     def gate_up(self, h, w, b, ffn):
         """A decode step's gate/up projection on the weight-streaming GEMM (with PDL on sm_90),

@@ -29,6 +29,14 @@
 // Fusions as the Triton kernel (kernels/gelu_linear/skinny.py): a layer norm folded into W (c1, c2;
 // the row statistics from the same X elements the MMA reads, shifted by each row's first
 // element), bias, tanh-GELU, a residual add, and K/V columns scattered into a paged cache.
+//
+// SwiGLU (the held kernel only; a Llama MLP's gate/up projection, W = [gate rows; up rows]): a block
+// holds 16 gate rows and the 16 up rows of the same outputs (rows n and n + ffn) as two tiles, and
+// writes silu(gate) * up, so the [M, 2 ffn] product never leaves the SM and the decode step has one
+// kernel less on its chain. Two tiles hold twice the W registers, so a warp holds half the K: 8 steps
+// (4 with two X tiles), 16 warps for K = 2048. gate and up are rounded to T before the product, as the
+// unfused GEMM's output is, and silu(g) * u is computed in fp32 and rounded once, as kernels/swiglu
+// does.
 #include "rooflint/common.cuh"
 #include "rooflint/pdl.cuh"
 
@@ -85,6 +93,7 @@ struct Params {
   long long kv_start, kv_width, kv_heads, head_dim;
   float eps;
   int gelu, pdl;
+  long long ffn;  // SwiGLU: the up rows' offset in W (the outputs are n < ffn); 0 without
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -227,16 +236,16 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
   if (o.dst >= 0) static_cast<T*>(o.to_v ? p.v_rows : p.k_rows)[o.dst] = out;
 }
 
-// A block a row block of 16, its whole share of W held at once. Its code is its own, not the streamed
+// A block a row block of 16 (TILES = 2: their gate and up rows), its whole share of W held at once. Its code is its own, not the streamed
 // kernel's helpers: under PDL the next kernel's blocks become resident beside it only while
 // registers are left, so its register count is part of its speed. Built from the shared helpers it
 // took 97 registers at 12 steps instead of 96, a 16-warp block was then allocated 104 a thread, the
 // next layer's first GEMM no longer fitted beside GPT-2's down projection, and the step went from
 // 0.277 to 0.295 ms (H200).
-template <typename T, int STEPS, int MT>
+template <typename T, int STEPS, int MT, int TILES>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
-  __shared__ float partial[kMaxWarps][kRows][8 * MT];
+  __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
   __shared__ float stats[kMaxWarps][8 * MT][2];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -248,25 +257,35 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   const bool norm = p.c1 != nullptr;
 
   if (p.pdl) launch_dependents();
-  // W: rows row0 + g and row0 + g + 8, this thread's 8 elements of each 32-wide chunk.
-  uint4 w_lo[kChunks], w_hi[kChunks];
+  // W: rows row0 + g and row0 + g + 8 (and the same up rows, ffn further), this thread's 8 elements
+  // of each 32-wide chunk.
+  uint4 w_lo[TILES][kChunks], w_hi[TILES][kChunks];
   const bool lo_ok = row0 + g < p.n, hi_ok = row0 + g + 8 < p.n;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const long long col = k0 + 32 * c;
-    w_lo[c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
-    w_hi[c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
+  for (int tile = 0; tile < TILES; ++tile) {
+    const T* rows = w + tile * p.ffn * p.k;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const long long col = k0 + 32 * c;
+      w_lo[tile][c] =
+          lo_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
+      w_hi[tile][c] =
+          hi_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
+    }
   }
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
   // 16 * 8 * MT, also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
   const long long n = row0 + out_n;
   const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
-  float bias = 0.0f, c1 = 0.0f, c2 = 0.0f;
+  float bias[TILES] = {}, c1 = 0.0f, c2 = 0.0f;
   long long dst = -1;
   bool to_v = false;
   if (writes) {
-    if (p.bias != nullptr) bias = to_float(static_cast<const T*>(p.bias)[n]);
+#pragma unroll
+    for (int tile = 0; tile < TILES; ++tile) {
+      if (p.bias != nullptr) bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
+    }
     if (norm) c1 = p.c1[n], c2 = p.c2[n];
     if (p.slots != nullptr) {
       const long long rel = n - p.kv_start;
@@ -292,7 +311,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
     }
   }
-  float acc[MT][4] = {};
+  float acc[TILES][MT][4] = {};
   float s1[MT] = {}, s2[MT] = {};
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -309,20 +328,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
           b[i] = pack<T>(lo, hi);
         }
       }
-      const uint32_t a0[4] = {w_lo[c].x, w_hi[c].x, w_lo[c].y, w_hi[c].y};
-      const uint32_t a1[4] = {w_lo[c].z, w_hi[c].z, w_lo[c].w, w_hi[c].w};
-      mma16816<T>(acc[mt], a0, b[0], b[1]);
-      mma16816<T>(acc[mt], a1, b[2], b[3]);
+#pragma unroll
+      for (int tile = 0; tile < TILES; ++tile) {
+        const uint32_t a0[4] = {w_lo[tile][c].x, w_hi[tile][c].x, w_lo[tile][c].y, w_hi[tile][c].y};
+        const uint32_t a1[4] = {w_lo[tile][c].z, w_hi[tile][c].z, w_lo[tile][c].w, w_hi[tile][c].w};
+        mma16816<T>(acc[tile][mt], a0, b[0], b[1]);
+        mma16816<T>(acc[tile][mt], a1, b[2], b[3]);
+      }
     }
   }
   // Across warps: each warp's partial tile (W rows g, g + 8; X rows 2t, 2t + 1 of each n8 tile)
   // and its X rows' statistics through shared memory, summed in warp order (deterministic).
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    partial[warp][g][8 * mt + 2 * t] = acc[mt][0];
-    partial[warp][g][8 * mt + 2 * t + 1] = acc[mt][1];
-    partial[warp][g + 8][8 * mt + 2 * t] = acc[mt][2];
-    partial[warp][g + 8][8 * mt + 2 * t + 1] = acc[mt][3];
+#pragma unroll
+    for (int tile = 0; tile < TILES; ++tile) {
+      partial[warp][tile][g][8 * mt + 2 * t] = acc[tile][mt][0];
+      partial[warp][tile][g][8 * mt + 2 * t + 1] = acc[tile][mt][1];
+      partial[warp][tile][g + 8][8 * mt + 2 * t] = acc[tile][mt][2];
+      partial[warp][tile][g + 8][8 * mt + 2 * t + 1] = acc[tile][mt][3];
+    }
     if (norm) {
       float a = s1[mt], b2 = s2[mt];
       a += __shfl_xor_sync(0xffffffffu, a, 1);
@@ -334,16 +359,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   }
   __syncthreads();
   if (!writes) return;
-  float z = 0.0f;
-  for (int i = 0; i < warps; ++i) z += partial[i][out_n][out_m];
-  if (norm) {
+  float zs[TILES];
+#pragma unroll
+  for (int tile = 0; tile < TILES; ++tile) {
+    zs[tile] = 0.0f;
+    for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
+  }
+  float z = zs[0];
+  if constexpr (TILES == 2) {
+    const float gate = to_float(from_float<T>(zs[0] + bias[0])), up = to_float(from_float<T>(zs[1] + bias[1]));
+    z = gate / (1.0f + __expf(-gate)) * up;
+  }
+  if (TILES == 1 && norm) {
     float sum = 0.0f, squares = 0.0f;
     for (int i = 0; i < warps; ++i) sum += stats[i][out_m][0], squares += stats[i][out_m][1];
     const float mean = sum / static_cast<float>(p.k);
     const float rstd = 1.0f / sqrtf(fmaxf(squares / static_cast<float>(p.k) - mean * mean, 0.0f) + p.eps);
     z = rstd * (z - mean * c1) + c2;
   }
-  z += bias;
+  if constexpr (TILES == 1) z += bias[0];
   if (p.gelu) z = gelu_tanh_sigmoid(z);
   if (p.residual != nullptr) z += to_float(static_cast<const T*>(p.residual)[out_m * p.r_row + n]);
   const T out = from_float<T>(z);
@@ -439,14 +473,21 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
   // Streamed: one block an SM (its registers allow no second), each walking its row blocks.
   const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
+  if (p.ffn > 0) {  // SwiGLU's two W tiles double W's registers: 8 steps at most (4 with two X tiles)
+    if constexpr (!STREAM && STEPS <= 8) {
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
+      if constexpr (STEPS <= 4) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 2>, p, blocks, warps, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
   if (p.m <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
-    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1>, p, blocks, warps, stream);
   }
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
   if constexpr (STEPS <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
-    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1>, p, blocks, warps, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -481,15 +522,21 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
 // K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. Streamed (streamed = 1): 4, 6,
 // 8, 12 or 16, at most 8 for M > 8, with K a multiple of 16 * steps * 8.
 // Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
-// vector loads; fp16 or bf16 (the MMA's types).
+// vector loads; fp16 or bf16 (the MMA's types). ffn > 0: SwiGLU, held only, W [2 ffn, K] (gate rows,
+// then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
+// GELU, layer norm or K/V append.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
                                    long long y_row, long long kv_start, long long kv_width, long long kv_heads,
                                    long long head_dim, long long steps, long long streamed, long long gelu,
-                                   long long pdl, float eps, long long dtype, cudaStream_t stream) {
+                                   long long pdl, float eps, long long dtype, long long ffn, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
+  if (ffn > 0) {
+    ok = ok && !streamed && n == ffn && steps <= (m <= 8 ? 8 : 4) && residual == nullptr && c1 == nullptr &&
+         slots == nullptr && gelu == 0;
+  }
   if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
@@ -501,7 +548,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
   Params p{x, w, bias, residual, y, static_cast<const float*>(c1), static_cast<const float*>(c2),
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
-           static_cast<int>(pdl)};
+           static_cast<int>(pdl), ffn > 0 ? ffn : 0};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;

@@ -3,6 +3,10 @@
 kernels/gelu_linear/skinny.py calls it under programmatic dependent launch where the shape fits; its
 arguments and its result are those of skinny_linear / skinny_norm_linear.
 
+``swiglu`` runs a Llama MLP's gate/up projection on the held kernel with silu(gate) * up in its
+epilogue: a block holds the gate and the up rows of its 16 outputs, so the [M, 2 ffn] product never
+leaves the SM and a decode step has one kernel less.
+
 Two kernels, and ``plan`` picks one:
 - **held**: a block a row block of 16 W rows, its whole share of W loaded into registers before the
   PDL wait, so the stream overlaps the kernels before it. It takes K up to 16 warps x 16 k16 steps;
@@ -28,6 +32,7 @@ SKINNY_PDL_CU = cuda_build.family_source(__file__, "skinny_pdl")
 # gives GPT-2's K = 768 four warps of 48 W registers and K = 3072 sixteen; 16 takes K = 1024 and 4096.
 STEPS = (12, 16, 10, 8, 6, 4)
 MAX_WARPS = 16
+MAX_ROWS = 16  # X rows: two n8 tiles of the MMA
 # Streamed: chunks of 16 * steps * STREAM_WARPS, two buffers of W registers a thread, so 8 warps (a
 # 256-thread block may use 255 registers a thread). The longest chunk first: 64 KB a block in
 # flight at 16 steps, where HBM wants ~30 KB an SM.
@@ -40,11 +45,14 @@ class Plan(NamedTuple):
     streamed: bool
 
 
-def steps_for(k: int, m: int) -> int:
-    """The held kernel's k16 steps per warp for K and M rows; 0 where no choice fits."""
+def steps_for(k: int, m: int, swiglu: bool = False) -> int:
+    """The held kernel's k16 steps per warp for K and M rows (``swiglu``: two W tiles a block); 0 where
+    no choice fits."""
     least = 4 if m <= 8 else 8  # a thread per output in the epilogue: 16 x 8 or 16 x 16
+    # Two X tiles (M > 8) or two W tiles (SwiGLU) double those registers: the longer shares would spill.
+    most = (8 if m <= 8 else 4) if swiglu else (16 if m <= 8 else 8)
     for steps in STEPS:
-        if m > 8 and steps > 8:  # two X tiles: the longer shares would spill
+        if steps > most:
             continue
         warps, rest = divmod(k, 16 * steps)
         if rest == 0 and least <= warps <= MAX_WARPS:
@@ -97,6 +105,48 @@ def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
     return aligned and plan(k, m) is not None
 
 
+def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
+    """Why ``swiglu`` cannot take the [gate; up] weight ``w`` [2 ffn, K] at M rows, or None where it can."""
+    k = w.shape[1]
+    if w.dtype not in (torch.float16, torch.bfloat16):
+        return f"skinny_pdl.cu's SwiGLU kernel takes fp16 or bf16 weights, not {w.dtype}"
+    if not w.is_cuda or torch.cuda.get_device_capability(w.device) < (8, 0):
+        return "skinny_pdl.cu's SwiGLU kernel needs a CUDA GPU of sm_80 or newer (mma.sync)"
+    if w.shape[0] % 2:
+        return f"a SwiGLU weight holds gate and up rows, an even count, not {w.shape[0]}"
+    if not 1 <= m <= MAX_ROWS:
+        return f"skinny_pdl.cu's SwiGLU kernel takes 1 to {MAX_ROWS} rows, not {m}"
+    if not steps_for(k, m, swiglu=True):
+        return f"skinny_pdl.cu's SwiGLU kernel splits no K = {k} at M = {m} (two W tiles: 16 x <= 8 steps x 4-16 warps)"
+    if not w.is_contiguous() or w.data_ptr() % 16:
+        return "skinny_pdl.cu's SwiGLU kernel needs a contiguous, 16-byte aligned weight"
+    if cuda_build.nvcc_path() is None:
+        return "skinny_pdl.cu is built on first use, and nvcc is not on PATH"
+    return None
+
+
+def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False):
+    """silu(g) * u for [g | u] = x @ w^T + b: a Llama MLP's gate/up projection, w = [gate rows; up rows]
+    [2 ffn, K], x [M <= 16, K], out [M, ffn]. g and u are rounded to x's dtype before the product, as
+    the unfused GEMM's output is; ``pdl`` launches it with programmatic dependent launch."""
+    m, k = x.shape
+    ffn = w.shape[0] // 2
+    why = why_not_swiglu(m, w)
+    if why is None and (x.dtype != w.dtype or x.shape[1] != k):
+        why = f"x [{m}, {x.shape[1]}] {x.dtype} does not match the weight [{w.shape[0]}, {k}] {w.dtype}"
+    if why is None and (x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16):
+        why = "skinny_pdl.cu's SwiGLU kernel needs 16-byte aligned x rows"
+    if why:
+        raise ValueError(why)
+    out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
+    cuda_build.load(SKINNY_PDL_CU).launch(
+        "rooflint_skinny_pdl", x, w, b, None, out, None, None, None, None, None,
+        m, ffn, k, x.stride(0), 0, out.stride(0), 0, 0, 0, 0,
+        steps_for(k, m, swiglu=True), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), ffn,
+    )  # fmt: skip
+    return out
+
+
 def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
     """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
@@ -112,6 +162,6 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype),
+        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0,
     )  # fmt: skip
     return out
