@@ -13,8 +13,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 def pytest_configure(config):
     # Where tests run (an xdist worker, or a run without workers): Triton's interpreter lists the
-    # language's builtins once instead of on every @triton.jit call (tests/triton_interpreter.py).
+    # language's builtins once instead of on every @triton.jit call, and a kernel launch patches the
+    # language once instead of again on each of its helpers' calls, and each Triton type's numpy dtype
+    # is looked up once (tests/triton_interpreter.py).
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         import triton_interpreter
 
         triton_interpreter.list_builtins_once()
+        triton_interpreter.patch_once_per_launch()
+        triton_interpreter.np_dtypes_looked_up_once()

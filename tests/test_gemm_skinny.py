@@ -178,8 +178,8 @@ def test_the_cuda_decode_gemm_splits_k_over_whole_warps(k, m, steps):
 
 @pytest.mark.parametrize(
     "k,m,steps",
-    [(2048, 8, 8), (2048, 1, 8), (1024, 8, 8), (768, 8, 8), (512, 8, 8), (896, 8, 8), (1616, 8, 0), (4096, 8, 0), (3072, 8, 0),
-     (2048, 16, 0), (1024, 16, 4), (512, 9, 4), (256, 8, 4)],
+    [(2048, 8, 8), (2048, 1, 8), (1024, 8, 8), (768, 8, 8), (512, 8, 8), (896, 8, 8), (1616, 8, 0), (4096, 8, 0),
+     (3072, 8, 0), (2048, 16, 0), (1024, 16, 4), (512, 9, 4), (256, 8, 4)],
 )  # fmt: skip
 def test_swiglus_two_w_tiles_take_half_the_k_a_warp(k, m, steps):
     """Llama-3.2-1B's gate/up (K = 2048) fits 16 warps of 8 steps at <= 8 rows; the 8B's K = 4096 does not."""

@@ -116,7 +116,7 @@ def run_set(
         kernels = spec_model.kernel_set(name, loaded.dtype, device, dims.head_dim, eps)
     except VariantSkipped as why:
         return SetResult(name, SKIPPED, str(why))
-    kernels.bind(loaded.weights)
+    kernels.prepare(loaded.weights)
     quantized_weights.attach(kernels, loaded.weights, request.weights_dtype)
     runner = Runner(loaded, kernels, request.batch, request.prompt, request.new_tokens)
     result = SetResult(name, OK, "", plan=kernels.describe())

@@ -87,7 +87,7 @@ class EagerKernels:
     def add(self, a, b):
         return a + b
 
-    def bind(self, weights) -> None:
+    def prepare(self, weights) -> None:
         """Given the model's weights before the first forward, for a set whose fusions depend on a
         weight's shape (the Llama triton set's gate_up_swiglu); nothing here."""
 

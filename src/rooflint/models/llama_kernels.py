@@ -31,7 +31,7 @@ class LlamaSlots:
     gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
     gate_up_w = None  # the first layer's gate/up weight (bind): what decides fusions() without quantization
 
-    def bind(self, weights) -> None:
+    def prepare(self, weights) -> None:
         self.gate_up_w = weights.layers[0].gate_up_w
 
     def _quantized(self, rows: int, w):

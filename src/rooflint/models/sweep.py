@@ -113,7 +113,7 @@ def _measure_point(loaded, request, name, device, gpu_spec, batch, context) -> S
     runner = None
     try:
         kernels = spec.kernel_set(name, loaded.dtype, device, dims.head_dim, spec.norm_eps(loaded.hf.config))
-        kernels.bind(loaded.weights)
+        kernels.prepare(loaded.weights)
         runner = Runner(loaded, kernels, batch, context, SWEEP_STEPS + 1)
         cache = runner._allocate_cache()
         torch.manual_seed(request.seed)
