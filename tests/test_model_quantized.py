@@ -303,3 +303,37 @@ def test_swiglu_in_the_gate_up_gemm_changes_the_costs_and_the_forward_only_where
     written = dims.layers * decode.rows * dims.ffn * 2  # [rows, 2 ffn] bf16 written as [rows, ffn]
     assert plain["gate_up_proj"].bytes - with_fusion["gate_up_proj"].bytes == written
     assert total_cost(plain).bytes - total_cost(with_fusion).bytes == written + plain["swiglu"].bytes
+
+
+def test_the_bf16_triton_step_fuses_swiglu_into_gate_up_where_the_held_kernel_takes_it(loaded, monkeypatch):
+    """Without quantization the triton set's gate_up_swiglu runs skinny_pdl.cu's SwiGLU epilogue (a
+    GPU's): prepare() gives the set the gate/up weight that decides it, the plan names the fusion, and
+    the forward calls the fused slot on decode rows only. Here the fused slot is the same product
+    computed on the CPU, so the logits must match the unfused step's."""
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    kernels = kernel_set("triton", loaded, None)
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(6))
+    assert kernels.fusions(2, True) == frozenset()  # prepare() not called: no weight to decide by
+    kernels.prepare(loaded.weights)
+    assert kernels.gate_up_w is loaded.weights.layers[0].gate_up_w
+    assert kernels.fusions(2, True) == frozenset()  # a CPU: the CUDA kernel cannot run
+    assert "fusions" not in kernels.describe()
+    unfused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+
+    calls = []
+
+    def swiglu_on_cpu(x, w, b=None, pdl=False):
+        calls.append(x.shape)
+        both = torch.nn.functional.linear(x, w, b).float()  # rounded to bf16 first, as the kernel's gate and up
+        ffn = both.shape[1] // 2
+        return (torch.nn.functional.silu(both[:, :ffn]) * both[:, ffn:]).to(x.dtype)
+
+    monkeypatch.setattr(skinny_pdl, "swiglu", swiglu_on_cpu)
+    monkeypatch.setattr(skinny_pdl, "why_not_swiglu", lambda m, w: None if m <= 8 else "two X tiles")
+    assert kernels.fusions(2, True) == {"gate_up_swiglu"} and kernels.fusions(2, False) == frozenset()
+    assert kernels.fusions(9, True) == frozenset()  # where the held kernel does not take the rows
+    assert "fusions=gate_up_swiglu at <= 8 decode rows" in kernels.describe()
+    fused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+    assert len(calls) == TINY["num_hidden_layers"]  # the decode step's layers, not the prefill's 16 rows
+    torch.testing.assert_close(fused, unfused, rtol=2e-2, atol=2e-2)
