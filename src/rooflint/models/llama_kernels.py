@@ -29,7 +29,7 @@ class LlamaSlots:
     # {bf16 weight's data pointer: its int8/fp8 form} with --weights-dtype (models/quantized_weights.py)
     quantized: dict = {}
     gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
-    gate_up_w = None  # the first layer's gate/up weight (bind): what decides fusions() without quantization
+    gate_up_w = None  # the first layer's gate/up weight (prepare): what decides fusions() without quantization
 
     def prepare(self, weights) -> None:
         self.gate_up_w = weights.layers[0].gate_up_w

@@ -236,12 +236,12 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
   if (o.dst >= 0) static_cast<T*>(o.to_v ? p.v_rows : p.k_rows)[o.dst] = out;
 }
 
-// A block a row block of 16 (TILES = 2: their gate and up rows), its whole share of W held at once. Its code is its own, not the streamed
-// kernel's helpers: under PDL the next kernel's blocks become resident beside it only while
-// registers are left, so its register count is part of its speed. Built from the shared helpers it
-// took 97 registers at 12 steps instead of 96, a 16-warp block was then allocated 104 a thread, the
-// next layer's first GEMM no longer fitted beside GPT-2's down projection, and the step went from
-// 0.277 to 0.295 ms (H200).
+// A block a row block of 16 (TILES = 2: their gate and up rows), its whole share of W held at once.
+// Its code is its own, not the streamed kernel's helpers: under PDL the next kernel's blocks become
+// resident beside it only while registers are left, so its register count is part of its speed.
+// Built from the shared helpers it took 97 registers at 12 steps instead of 96, a 16-warp block was
+// then allocated 104 a thread, the next layer's first GEMM no longer fitted beside GPT-2's down
+// projection, and the step went from 0.277 to 0.295 ms (H200).
 template <typename T, int STEPS, int MT, int TILES>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
