@@ -218,8 +218,8 @@ def test_the_streamed_kernel_takes_the_longest_chunk_that_divides_k(k, m, steps)
 
 @pytest.mark.parametrize(
     "k,m,planned",
-    [(768, 8, (12, "held")), (2048, 8, (16, "held")), (4096, 8, (16, "held")), (4096, 16, (8, "streamed")),
-     (8192, 8, (16, "streamed")), (8192, 16, (8, "streamed")), (14336, 1, (16, "streamed")), (1280, 8, (16, "held")),
+    [(768, 8, (12, False)), (2048, 8, (16, False)), (4096, 8, (16, False)), (4096, 16, (8, True)),
+     (8192, 8, (16, True)), (8192, 16, (8, True)), (14336, 1, (16, True)), (1280, 8, (16, False)),
      (1616, 8, None), (4864, 8, None)],
 )  # fmt: skip
 def test_plan_holds_what_the_held_kernel_takes_and_streams_longer_rows(k, m, planned):
@@ -245,27 +245,9 @@ def test_the_cuda_decode_gemm_takes_only_what_it_can_load():
 def test_a_forced_kernel_is_its_own_split_or_refused_naming_the_other():
     from rooflint.kernels.gelu_linear import skinny_pdl
 
-    assert skinny_pdl.forced(2048, 8, "streamed") == skinny_pdl.Plan(16, "streamed")  # where plan holds
-    assert skinny_pdl.forced(2048, 8, "held") == skinny_pdl.Plan(16, "held")
-    assert skinny_pdl.forced(2048, 8, "ring") == skinny_pdl.Plan(8, "ring")
-    with pytest.raises(ValueError, match="held CUDA kernel splits no K = 8192 at M = 8; the streamed or ring one may"):
-        skinny_pdl.forced(8192, 8, "held")
-    with pytest.raises(ValueError, match="streamed CUDA kernel splits no K = 256 at M = 8; the held or ring one may"):
-        skinny_pdl.forced(256, 8, "streamed")
-    with pytest.raises(ValueError, match="ring CUDA kernel splits no K = 1616 at M = 8; no other one does either"):
-        skinny_pdl.forced(1616, 8, "ring")
-    with pytest.raises(ValueError, match="no CUDA decode kernel 'stream': one of held, streamed, ring"):
-        skinny_pdl.forced(2048, 8, "stream")
-
-
-@pytest.mark.parametrize(
-    "k,m,steps",
-    [(1024, 1, 8), (14336, 1, 8), (2048, 16, 8), (3584, 8, 4), (18944, 12, 4), (768, 8, 2), (4864, 8, 2),
-     (896, 8, 0), (1616, 8, 0)],
-)  # fmt: skip
-def test_the_ring_kernel_takes_the_longest_stage_that_divides_k(k, m, steps):
-    from rooflint.kernels.gelu_linear import skinny_pdl
-
-    assert skinny_pdl.ring_steps(k, m) == steps
-    if steps:
-        assert k % (16 * steps * skinny_pdl.STREAM_WARPS) == 0
+    assert skinny_pdl.forced(2048, 8, True) == skinny_pdl.Plan(16, True)  # streamed where plan holds
+    assert skinny_pdl.forced(2048, 8, False) == skinny_pdl.Plan(16, False)
+    with pytest.raises(ValueError, match="held CUDA kernel splits no K = 8192 at M = 8; the streamed"):
+        skinny_pdl.forced(8192, 8, False)
+    with pytest.raises(ValueError, match="streamed CUDA kernel splits no K = 256"):
+        skinny_pdl.forced(256, 8, True)

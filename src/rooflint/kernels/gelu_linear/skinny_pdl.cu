@@ -38,7 +38,6 @@
 // unfused GEMM's output is, and silu(g) * u is computed in fp32 and rounded once, as kernels/swiglu
 // does.
 #include "rooflint/common.cuh"
-#include "rooflint/hopper.cuh"
 #include "rooflint/pdl.cuh"
 
 namespace {
@@ -119,9 +118,13 @@ __device__ __forceinline__ void load_shift(float (&shift)[MT], const T* x, const
   }
 }
 
-// X rows g (and g + 8 where MT = 2) at W's columns from k0, loaded together: one L2 round trip.
+// X rows g (and g + 8 where MT = 2) at W's columns from k0, loaded together (one L2 round trip), then
+// the MMAs over them; with a folded layer norm also each row's shifted sum and sum of squares.
 template <typename T, int kChunks, int MT>
-__device__ __forceinline__ void load_x(uint4 (&xv)[MT][kChunks], const T* x, const Params& p, int g, long long k0) {
+__device__ __forceinline__ void mma_x(float (&acc)[MT][4], float (&s1)[MT], float (&s2)[MT],
+                                      const uint4 (&w_lo)[kChunks], const uint4 (&w_hi)[kChunks], const T* x,
+                                      const Params& p, int g, long long k0, const float (&shift)[MT], bool norm) {
+  uint4 xv[MT][kChunks];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     const long long row = g + 8 * mt;
@@ -131,14 +134,6 @@ __device__ __forceinline__ void load_x(uint4 (&xv)[MT][kChunks], const T* x, con
       xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
     }
   }
-}
-
-// The MMAs of W's fragments with X's; with a folded layer norm also each row's shifted sum and sum
-// of squares.
-template <typename T, int kChunks, int MT>
-__device__ __forceinline__ void mma_wx(float (&acc)[MT][4], float (&s1)[MT], float (&s2)[MT],
-                                       const uint4 (&w_lo)[kChunks], const uint4 (&w_hi)[kChunks],
-                                       const uint4 (&xv)[MT][kChunks], const float (&shift)[MT], bool norm) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -160,15 +155,6 @@ __device__ __forceinline__ void mma_wx(float (&acc)[MT][4], float (&s1)[MT], flo
       mma16816<T>(acc[mt], a1, b[2], b[3]);
     }
   }
-}
-
-template <typename T, int kChunks, int MT>
-__device__ __forceinline__ void mma_x(float (&acc)[MT][4], float (&s1)[MT], float (&s2)[MT],
-                                      const uint4 (&w_lo)[kChunks], const uint4 (&w_hi)[kChunks], const T* x,
-                                      const Params& p, int g, long long k0, const float (&shift)[MT], bool norm) {
-  uint4 xv[MT][kChunks];
-  load_x<T, kChunks, MT>(xv, x, p, g, k0);
-  mma_wx<T, kChunks, MT>(acc, s1, s2, w_lo, w_hi, xv, shift, norm);
 }
 
 // One output of the block's 16 x 8 * MT tile (W row n, the block's row r; X row m), a thread each,
@@ -465,113 +451,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 1) skinny_stream_kernel(con
   }
 }
 
-// Ring (sm_90a): the streamed kernel's walk (one block of kStreamWarps warps an SM, items = (row
-// block, K chunk)), with W passing through a ring of kRingStages shared-memory stages filled by bulk
-// copies (TMA, one a W row segment, issued by 16 lanes of warp 0 and counted on the stage's mbarrier)
-// instead of two register chunks. kRingStages - 1 stages are in flight while the warps multiply one:
-// 5 x 32 KB an SM at 8 steps, against the ~64 KB of the register chunks, and the bulk copies hold no
-// thread's load slots. The first stages go out before the PDL wait. X of the next item is loaded into
-// registers before this item's MMAs. A stage row is padded by 64 bytes, so the 16-byte reads of rows
-// g and g + 1 by one quarter-warp fall on the two halves of the banks. Rows past N are not copied:
-// their stale bytes reach only outputs that are not written.
-#ifndef ROOFLINT_RING_STAGES
-#define ROOFLINT_RING_STAGES 6
-#endif
-constexpr int kRingStages = ROOFLINT_RING_STAGES;
-template <int STEPS> __host__ __device__ constexpr int ring_cols() { return 16 * STEPS * kStreamWarps; }
-template <int STEPS> __host__ __device__ constexpr int ring_pitch() { return ring_cols<STEPS>() + 32; }
-template <typename T, int STEPS> constexpr size_t ring_bytes() {
-  return static_cast<size_t>(kRingStages) * kRows * ring_pitch<STEPS>() * sizeof(T);
-}
-
-template <typename T, int STEPS, int MT>
-__global__ void __launch_bounds__(kStreamWarps * 32, 1) skinny_ring_kernel(const Params p) {
-#ifdef ROOFLINT_SM90A
-  using namespace rooflint_hopper;
-  constexpr int kChunks = STEPS / 2;
-  constexpr int kCols = ring_cols<STEPS>(), kPitch = ring_pitch<STEPS>();
-  extern __shared__ uint4 ring_words[];
-  T* ring = reinterpret_cast<T*>(ring_words);
-  __shared__ float partial[2][kStreamWarps][kRows][8 * MT];
-  __shared__ float stats[2][kStreamWarps][8 * MT][2];
-  __shared__ __align__(8) uint64_t full[kRingStages];  // a stage's bytes have landed
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const T* w = static_cast<const T*>(p.w);
-  const T* x = static_cast<const T*>(p.x);
-  const bool norm = p.c1 != nullptr;
-  const int chunks = static_cast<int>(p.k / kCols);
-  const int row_blocks = static_cast<int>((p.n + kRows - 1) / kRows);
-  const int items = (row_blocks - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
-                    static_cast<int>(gridDim.x) * chunks;
-  const int kw = warp * 16 * STEPS + 8 * t;  // this thread's column in a stage
-  auto row0_of = [&](int i) { return (static_cast<long long>(blockIdx.x) + (i / chunks) * gridDim.x) * kRows; };
-  auto k0_of = [&](int i) { return static_cast<long long>(i % chunks) * kCols; };
-  auto fill = [&](int i) {  // warp 0: item i's W rows into stage i % kRingStages
-    if (warp != 0 || i >= items) return;
-    const int s = i % kRingStages;
-    const long long row0 = row0_of(i);
-    const int rows = static_cast<int>(p.n - row0 < kRows ? p.n - row0 : kRows);
-    if (lane == 0) mbar_arrive_expect_tx(smem_addr(&full[s]), rows * kCols * sizeof(T));
-    __syncwarp();
-    if (lane < rows) {
-      fence_proxy_async();  // the stage's last reads (after the block barrier) before the copy's writes
-      bulk_load(smem_addr(ring + (s * kRows + lane) * kPitch), w + (row0 + lane) * p.k + k0_of(i), kCols * sizeof(T),
-                smem_addr(&full[s]));
-    }
-  };
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kRingStages; ++s) mbar_init(smem_addr(&full[s]), 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  if (p.pdl) launch_dependents();
-  for (int s = 0; s < kRingStages - 1; ++s) fill(s);
-  Output o = output_of<T, MT>(p, row0_of(0), norm), next = o;  // the first row block's, before the wait
-  if (p.pdl) wait_for_previous();
-  float shift[MT];
-  load_shift<T, MT>(shift, x, p, g, norm);
-  float acc[MT][4] = {};
-  float s1[MT] = {}, s2[MT] = {};
-  uint4 xa[MT][kChunks], xb[MT][kChunks];
-  load_x<T, kChunks, MT>(xa, x, p, g, kw + k0_of(0));
-  auto step = [&](int i, const uint4(&xv)[MT][kChunks], uint4(&xn)[MT][kChunks]) {
-    __syncthreads();  // every warp has read stage (i - 1) % kRingStages: it may be refilled
-    fill(i + kRingStages - 1);
-    if (i + 1 < items) {
-      load_x<T, kChunks, MT>(xn, x, p, g, kw + k0_of(i + 1));
-      if ((i + 1) % chunks == 0) next = output_of<T, MT>(p, row0_of(i + 1), norm);
-    }
-    const int s = i % kRingStages;
-    mbar_wait(smem_addr(&full[s]), (i / kRingStages) & 1);
-    const T* stage = ring + s * kRows * kPitch;
-    uint4 w_lo[kChunks], w_hi[kChunks];
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      w_lo[c] = *reinterpret_cast<const uint4*>(stage + g * kPitch + kw + 32 * c);
-      w_hi[c] = *reinterpret_cast<const uint4*>(stage + (g + 8) * kPitch + kw + 32 * c);
-    }
-    mma_wx<T, kChunks, MT>(acc, s1, s2, w_lo, w_hi, xv, shift, norm);
-    if ((i + 1) % chunks != 0) return;  // the row block's last chunk: the sums and the epilogue
-    const int buffer = (i / chunks) & 1;
-    share<MT>(partial[buffer], stats[buffer], acc, s1, s2, warp, g, t, norm);
-    __syncthreads();
-    if (o.writes) store<T, MT>(o, partial[buffer], stats[buffer], kStreamWarps, p, norm);
-    o = next;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
-      s1[mt] = s2[mt] = 0.0f;
-    }
-  };
-  for (int i = 0; i < items; i += 2) {
-    step(i, xa, xb);
-    if (i + 1 < items) step(i + 1, xb, xa);
-  }
-#endif
-}
-
 int sm_count() {
   static int counts[64] = {};  // the SMs of each device, asked once per device
   int device = 0;
@@ -584,102 +463,64 @@ int sm_count() {
   return count > 0 ? count : 1;
 }
 
-enum Kind { kHeld = 0, kStreamed = 1, kRing = 2 };
-
 template <typename Kernel>
-cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream,
-                          size_t smem = 0) {
-  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream, smem);
+cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream) {
+  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
 }
 
-// The ring's stages are dynamic shared memory beyond the default 48 KB: allowed once a kernel and device.
-template <typename T, int STEPS, int MT>
-cudaError_t launch_ring_tiles(const Params& p, long long blocks, cudaStream_t stream) {
-  static bool allowed[64] = {};
-  int device = 0;
-  cudaGetDevice(&device);
-  constexpr size_t bytes = ring_bytes<T, STEPS>();
-  if (device < 0 || device >= 64 || !allowed[device]) {
-    const cudaError_t status = cudaFuncSetAttribute(skinny_ring_kernel<T, STEPS, MT>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    if (status != cudaSuccess) return status;
-    if (device >= 0 && device < 64) allowed[device] = true;
-  }
-  return launch_kernel(skinny_ring_kernel<T, STEPS, MT>, p, blocks, kStreamWarps, stream, bytes);
-}
-
-// One block an SM (its shared memory allows no second), each walking its row blocks. X's two register
-// buffers fit two X tiles at every ring step count.
-template <typename T, int STEPS>
-cudaError_t launch_ring(const Params& p, cudaStream_t stream) {
-  const long long row_blocks = (p.n + kRows - 1) / kRows, sms = sm_count();
-  const long long blocks = row_blocks < sms ? row_blocks : sms;
-  return p.m <= 8 ? launch_ring_tiles<T, STEPS, 1>(p, blocks, stream) : launch_ring_tiles<T, STEPS, 2>(p, blocks, stream);
-}
-
-template <typename T, int STEPS, int KIND>
+template <typename T, int STEPS, bool STREAM>
 cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
   // Streamed: one block an SM (its registers allow no second), each walking its row blocks.
-  const long long sms = sm_count();
-  const long long blocks = KIND == kStreamed ? (row_blocks < sms ? row_blocks : sms) : row_blocks;
+  const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
   if (p.ffn > 0) {  // SwiGLU's two W tiles double W's registers: 8 steps at most (4 with two X tiles)
-    if constexpr (KIND == kHeld && STEPS <= 8) {
+    if constexpr (!STREAM && STEPS <= 8) {
       if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
       if constexpr (STEPS <= 4) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 2>, p, blocks, warps, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.m <= 8) {
-    if constexpr (KIND == kStreamed) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
+    if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
     else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1>, p, blocks, warps, stream);
   }
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
   if constexpr (STEPS <= 8) {
-    if constexpr (KIND == kStreamed) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
+    if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
     else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1>, p, blocks, warps, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
-cudaError_t launch(const Params& p, long long steps, long long kind, cudaStream_t stream) {
-  if (kind == kRing) {
+cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t stream) {
+  if (streamed) {
     switch (steps) {
-      case 2: return launch_ring<T, 2>(p, stream);
-      case 4: return launch_ring<T, 4>(p, stream);
-      case 8: return launch_ring<T, 8>(p, stream);
-      default: return cudaErrorInvalidValue;
-    }
-  }
-  if (kind == kStreamed) {
-    switch (steps) {
-      case 4: return launch_steps<T, 4, kStreamed>(p, kStreamWarps, stream);
-      case 6: return launch_steps<T, 6, kStreamed>(p, kStreamWarps, stream);
-      case 8: return launch_steps<T, 8, kStreamed>(p, kStreamWarps, stream);
-      case 12: return launch_steps<T, 12, kStreamed>(p, kStreamWarps, stream);
-      case 16: return launch_steps<T, 16, kStreamed>(p, kStreamWarps, stream);
+      case 4: return launch_steps<T, 4, true>(p, kStreamWarps, stream);
+      case 6: return launch_steps<T, 6, true>(p, kStreamWarps, stream);
+      case 8: return launch_steps<T, 8, true>(p, kStreamWarps, stream);
+      case 12: return launch_steps<T, 12, true>(p, kStreamWarps, stream);
+      case 16: return launch_steps<T, 16, true>(p, kStreamWarps, stream);
       default: return cudaErrorInvalidValue;
     }
   }
   const int warps = static_cast<int>(p.k / (16 * steps));
   switch (steps) {
-    case 4: return launch_steps<T, 4, kHeld>(p, warps, stream);
-    case 6: return launch_steps<T, 6, kHeld>(p, warps, stream);
-    case 8: return launch_steps<T, 8, kHeld>(p, warps, stream);
-    case 10: return launch_steps<T, 10, kHeld>(p, warps, stream);
-    case 12: return launch_steps<T, 12, kHeld>(p, warps, stream);
-    case 16: return launch_steps<T, 16, kHeld>(p, warps, stream);
+    case 4: return launch_steps<T, 4, false>(p, warps, stream);
+    case 6: return launch_steps<T, 6, false>(p, warps, stream);
+    case 8: return launch_steps<T, 8, false>(p, warps, stream);
+    case 10: return launch_steps<T, 10, false>(p, warps, stream);
+    case 12: return launch_steps<T, 12, false>(p, warps, stream);
+    case 16: return launch_steps<T, 16, false>(p, warps, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
 }  // namespace
 
-// kind: 0 held, 1 streamed, 2 ring. steps: k16 steps per warp. Held: 4, 6, 8, 10, 12 or 16, at most 8
-// for M > 8, with K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. Streamed: 4, 6,
-// 8, 12 or 16, at most 8 for M > 8, with K a multiple of 16 * steps * 8. Ring: 2, 4 or 8, K a multiple
-// of 16 * steps * 8, on sm_90a (bulk copies, 222 KB of shared memory a block).
+// steps: k16 steps per warp. Held (streamed = 0): 4, 6, 8, 10, 12 or 16, at most 8 for M > 8, with
+// K = 16 * steps * warps and 4 (M <= 8) or 8 (M <= 16) <= warps <= 16. Streamed (streamed = 1): 4, 6,
+// 8, 12 or 16, at most 8 for M > 8, with K a multiple of 16 * steps * 8.
 // Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
 // vector loads; fp16 or bf16 (the MMA's types). ffn > 0: SwiGLU, held only, W [2 ffn, K] (gate rows,
 // then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
@@ -688,18 +529,16 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
                                    long long y_row, long long kv_start, long long kv_width, long long kv_heads,
-                                   long long head_dim, long long steps, long long kind, long long gelu,
+                                   long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, long long ffn, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
-    ok = ok && kind == kHeld && n == ffn && steps <= (m <= 8 ? 8 : 4) && residual == nullptr && c1 == nullptr &&
+    ok = ok && !streamed && n == ffn && steps <= (m <= 8 ? 8 : 4) && residual == nullptr && c1 == nullptr &&
          slots == nullptr && gelu == 0;
   }
-  if (kind == kStreamed || kind == kRing) {
-    ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0 && (kind == kStreamed || steps <= 8);
-  } else if (kind != kHeld) {
-    ok = false;
+  if (streamed) {
+    ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
     const long long warps = k / (16 * steps);
     // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
@@ -712,8 +551,8 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<int>(pdl), ffn > 0 ? ffn : 0};
   cudaError_t status;
   switch (dtype) {
-    case kFloat16: status = launch<__half>(p, steps, kind, stream); break;
-    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, kind, stream); break;
+    case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;
+    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, streamed != 0, stream); break;
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());

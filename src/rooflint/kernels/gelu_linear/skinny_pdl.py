@@ -7,16 +7,14 @@ arguments and its result are those of skinny_linear / skinny_norm_linear.
 epilogue: a block holds the gate and the up rows of its 16 outputs, so the [M, 2 ffn] product never
 leaves the SM and a decode step has one kernel less.
 
-Three kernels, and ``plan`` picks one:
+Two kernels, and ``plan`` picks one:
 - **held**: a block a row block of 16 W rows, its whole share of W loaded into registers before the
   PDL wait, so the stream overlaps the kernels before it. It takes K up to 16 warps x 16 k16 steps;
 - **streamed**: one block an SM walks its row blocks and their K in chunks, the next chunk's W in
   flight while the warps multiply the last: rows longer than the held kernel takes (a Llama MLP's
   down projection, K = 8192 or 14336). Where both take K, the held kernel was faster on an H200 at
   every decode projection of GPT-2, Llama-3.2-1B and Llama-3.1-8B, by 1-12%, several waves of blocks
-  included (docs/perf-notes/models.md), so plan takes it;
-- **ring**: the streamed kernel's walk with W passing through six shared-memory stages (cp.async), five
-  in flight while the warps multiply one, instead of two register chunks.
+  included (docs/perf-notes/models.md), so plan takes it.
 """
 
 from __future__ import annotations
@@ -40,15 +38,11 @@ MAX_ROWS = 16  # X rows: two n8 tiles of the MMA
 # flight at 16 steps, where HBM wants ~30 KB an SM.
 STREAM_STEPS = (16, 12, 8, 6, 4)
 STREAM_WARPS = 8
-# Ring: a stage is 16 rows x 16 * steps * STREAM_WARPS columns; 8 steps make it 32 KB (bf16), and six
-# stages fill the 227 KB of shared memory an sm_90 block may have.
-RING_STEPS = (8, 4, 2)
-KERNELS = ("held", "streamed", "ring")  # skinny_pdl.cu's `kind` codes, in order
 
 
 class Plan(NamedTuple):
     steps: int  # k16 steps a warp holds
-    kernel: str  # one of KERNELS
+    streamed: bool
 
 
 def steps_for(k: int, m: int, swiglu: bool = False) -> int:
@@ -76,38 +70,25 @@ def stream_steps(k: int, m: int) -> int:
     return 0
 
 
-def ring_steps(k: int, m: int) -> int:
-    """The ring kernel's k16 steps per warp: the longest stage that divides K; 0 where none does."""
-    for steps in RING_STEPS:
-        if k % (16 * steps * STREAM_WARPS) == 0:
-            return steps
-    return 0
-
-
-STEPS_OF = {"held": steps_for, "streamed": stream_steps, "ring": ring_steps}
-
-
 def plan(k: int, m: int) -> Plan | None:
     """The held kernel where it takes K at M rows, else the streamed one where a chunk divides K;
     None where neither does (the Triton kernel runs)."""
-    for kernel in ("held", "streamed"):
-        steps = STEPS_OF[kernel](k, m)
-        if steps:
-            return Plan(steps, kernel)
+    held, streamed = steps_for(k, m), stream_steps(k, m)
+    if held:
+        return Plan(held, False)
+    if streamed:
+        return Plan(streamed, True)
     return None
 
 
-def forced(k: int, m: int, kernel: str) -> Plan:
-    """The one kernel asked for at K and M rows (one of KERNELS); ValueError naming the others that
-    split this K where it does not."""
-    if kernel not in KERNELS:
-        raise ValueError(f"no CUDA decode kernel {kernel!r}: one of {', '.join(KERNELS)}")
-    steps = STEPS_OF[kernel](k, m)
+def forced(k: int, m: int, streamed: bool) -> Plan:
+    """The one kernel asked for at K and M rows (True: streamed, False: held); ValueError naming the
+    other where this one splits no such K."""
+    steps = stream_steps(k, m) if streamed else steps_for(k, m)
     if not steps:
-        others = [other for other in KERNELS if other != kernel and STEPS_OF[other](k, m)]
-        may = f"the {' or '.join(others)} one may" if others else "no other one does either"
-        raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}; {may}")
-    return Plan(steps, kernel)
+        kernel, other = ("streamed", "held") if streamed else ("held", "streamed")
+        raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}; the {other} one may")
+    return Plan(steps, streamed)
 
 
 def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
@@ -166,14 +147,14 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     return out
 
 
-def launch(x, w, b, gelu, residual, out, norm, append, kernel: str | None = None) -> torch.Tensor:
-    """``kernel`` forces one of KERNELS; by default ``plan`` picks."""
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
+    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
     n = w.shape[0]
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
     library = cuda_build.load(SKINNY_PDL_CU)
     kv = append
-    chosen = plan(k, m) if kernel is None else forced(k, m, kernel)
+    chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
     library.launch(
@@ -181,6 +162,6 @@ def launch(x, w, b, gelu, residual, out, norm, append, kernel: str | None = None
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        chosen.steps, KERNELS.index(chosen.kernel), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0,
+        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0,
     )  # fmt: skip
     return out

@@ -18,14 +18,13 @@ __device__ __forceinline__ void wait_for_previous() {
 
 // Launch `kernel(params)` on `blocks` blocks of `warps` warps, allowed to start while the previous
 // kernel on the stream still runs (it must then wait_for_previous before reading that kernel's
-// output) where `pdl` is set; a plain launch otherwise. `smem`: the block's dynamic shared memory.
+// output) where `pdl` is set; a plain launch otherwise.
 template <typename Kernel, typename Params>
 cudaError_t launch_with_pdl(Kernel kernel, const Params& params, long long blocks, int warps, bool pdl,
-                            cudaStream_t stream, size_t smem = 0) {
+                            cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned int>(blocks));
   config.blockDim = dim3(static_cast<unsigned int>(warps * 32));
-  config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
