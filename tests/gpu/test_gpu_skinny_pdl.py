@@ -168,3 +168,90 @@ def test_swiglu_in_a_pdl_chain_reads_the_new_x_and_matches_the_unfused_projectio
     torch.cuda.synchronize()
     want = (F.silu(y[:, :8192].float()) * y[:, 8192:].float()).to(torch.bfloat16)
     assert (got.float() - want.float()).abs().max().item() <= 2**-7 * (1 + want.float().abs().max().item())
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_in_a_pdl_chain_each_kernel_reads_the_x_written_just_before_it(kernel, monkeypatch):
+    """W is loaded before the PDL wait and X after it: three launches, each after a copy that writes a
+    new x, each match that x's product (a stale x would match the previous one's)."""
+    from rooflint.kernels.common.pdl import decode_chain
+
+    m, k, n = 8, 4096, 6144  # Llama-3.1-8B's QKV projection: both kernels split K = 4096
+    calls = ran_cuda(monkeypatch, kernel)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
+    sources = [torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(3)]
+    x = torch.empty_like(sources[0])
+    with decode_chain():
+        outs = []
+        for source in sources:
+            x.copy_(source)
+            outs.append(skinny.skinny_linear(x, w))
+    torch.cuda.synchronize()
+    for source, got in zip(sources, outs):
+        want = source.double() @ w.double().T
+        assert (got.double() - want).abs().max().item() <= TOL[torch.bfloat16] * (1 + want.abs().max().item())
+    assert len(calls) == 3
+
+
+# (m, tokens, start, heads, kv_heads, head_dim, k, bias): Llama-3.2-1B's QKV at B=8, 1 and 12 (two X
+# tiles, 8 steps), Llama-3.1-8B's (head_dim 128) at B=1, Qwen2.5-0.5B's (bias, K = 896 at 8 steps),
+# and a short prefill's rows (3 tokens a sequence) with an odd head count and head_dim 16.
+ROPE_SHAPES = [(8, 1, 511, 32, 8, 64, 2048, False), (1, 1, 0, 32, 8, 64, 2048, False),
+               (12, 1, 100, 32, 8, 64, 2048, False), (1, 1, 700, 32, 8, 128, 4096, False),
+               (8, 1, 33, 14, 2, 64, 896, True), (6, 3, 5, 3, 1, 16, 512, True)]  # fmt: skip
+
+
+def rope_tables(positions: int, head_dim: int, dtype):
+    inv = 1.0 / 500000.0 ** (torch.arange(0, head_dim, 2, device="cuda").float() / head_dim)
+    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None, :]
+    both = torch.cat((angles, angles), dim=-1)
+    return both.cos().to(dtype), both.sin().to(dtype)
+
+
+@pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, dtype):
+    """The held kernel's RoPE epilogue against the float64 reference (the product rounded once, then
+    rotated), with and without the append and PDL; the cache gets exactly the rotated K and the V."""
+    gen = torch.Generator(device="cuda").manual_seed(m + start + d)
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype) if bias else None
+    cos, sin = rope_tables(start + tokens + 8, d, dtype)
+    pool = 4 * m * kv_heads
+    slots = torch.randperm(pool, device="cuda", generator=gen)[: m * kv_heads]
+    want = skinny_pdl.qkv_rope_reference(x, w, b, cos, sin, start, tokens, width, d)
+    for appends, pdl in ((False, False), (True, False), (True, True)):
+        k_pool = torch.full((pool, d), float("nan"), dtype=dtype, device="cuda")
+        v_pool = torch.full((pool, d), float("nan"), dtype=dtype, device="cuda")
+        append = skinny.KVAppend(k_pool, v_pool, slots, heads * d, kv_heads, d) if appends else None
+        got = skinny_pdl.qkv_rope(x, w, b, cos, sin, start, tokens, width, d, append, pdl=pdl)
+        err = (got.double() - want.double()).abs().max().item()
+        assert err <= TOL[dtype] * (1 + want.double().abs().max().item()), (appends, pdl, err)
+        if appends:
+            assert torch.equal(k_pool[slots], got[:, heads * d : width].reshape(-1, d))
+            assert torch.equal(v_pool[slots], got[:, width:].reshape(-1, d))
+            untouched = torch.ones(pool, dtype=torch.bool, device="cuda")
+            untouched[slots] = False
+            assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+
+
+def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_rounding():
+    """Llama-3.2-1B's decode step: the fused output against the held kernel's plain QKV product then
+    models/ops/rope_append.py's kernel. The product is the same sum; only the fp32 rotation's
+    contraction into FMAs may differ, by at most one rounding of the result."""
+    from rooflint.models.ops.rope_append import rope_append
+
+    m, heads, kv_heads, d, k, start = 8, 32, 8, 64, 2048, 300
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
+    cos, sin = rope_tables(start + 8, d, torch.bfloat16)
+    got = skinny_pdl.qkv_rope(x, w, None, cos, sin, start, 1, width, d)
+    unfused = skinny_pdl.launch(x, w, None, False, None, torch.empty_like(got), None, None, streamed=False)
+    rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
+    ulp = 2.0**-7 * unfused.double().abs()
+    assert ((got.double() - unfused.double()).abs() <= ulp + 1e-6).all()

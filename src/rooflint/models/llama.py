@@ -227,7 +227,8 @@ class Llama(ModelSpec):
         heads, d_head = weights.heads, weights.head_dim
         q_width = heads * d_head
         decoding = tokens == 1 and cache is not None
-        swiglu_in_gemm = "gate_up_swiglu" in kernels.fusions(batch * tokens, decoding)
+        fused = kernels.fusions(batch * tokens, decoding)
+        swiglu_in_gemm, rope_in_gemm = "gate_up_swiglu" in fused, "qkv_rope" in fused
         with rec("embedding"):
             x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
         with rec("rms_norm"):
@@ -236,11 +237,16 @@ class Llama(ModelSpec):
             if index:
                 with rec("add_rms_norm"):
                     h, residual = kernels.rms_norm(x, layer.attn_norm, residual)
-            with rec("qkv_proj"):
-                qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
-            with rec("rope"):
-                # q, k rotated, and with a cache the new K and V written to it: [B, T, heads, D] each
-                q, k, v = kernels.rope_append(qkv, batch, tokens, weights, start, cache, index)
+            if rope_in_gemm:  # q and K rotated and K and V appended in the QKV GEMM's epilogue: no rope kernel
+                with rec("qkv_proj"):
+                    q, k, v = kernels.qkv_rope(h, layer.qkv_w, layer.qkv_b, batch, tokens, weights, start, cache,
+                                               index)  # fmt: skip
+            else:
+                with rec("qkv_proj"):
+                    qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
+                with rec("rope"):
+                    # q, k rotated, and with a cache the new K and V written to it: [B, T, heads, D] each
+                    q, k, v = kernels.rope_append(qkv, batch, tokens, weights, start, cache, index)
             with rec("attention"):
                 if decoding:
                     a = kernels.attend_decode_gqa(q.transpose(1, 2), cache, index, start + 1)
@@ -275,8 +281,17 @@ class Llama(ModelSpec):
         """Ideal work of each op over all layers. Prefill computes every position's logits, as HF's
         forward does; a decode step appends one token's K and V per layer (in the rope op, which writes
         the rotated K) and reads the cache. With the gate_up_swiglu fusion the gate/up GEMM writes
-        silu(gate) * up, [rows, ffn], and no swiglu op reads or writes anything."""
+        silu(gate) * up, [rows, ffn], and no swiglu op reads or writes anything. With the qkv_rope fusion
+        the QKV GEMM does the rope op's work: q and K are rotated before they are written, so the rope
+        op's read and write of them and its read of V (for the append) are gone."""
         costs = llama_costs(dims, phase, dtype)
+        if "qkv_rope" in fusions:
+            rope, qkv = costs.pop("rope"), costs["qkv_proj"]
+            size = element_size(dtype)
+            rotated = dims.layers * phase.rows * (dims.heads + dims.kv_heads) * dims.head_dim * size
+            v_read = dims.layers * phase.rows * dims.kv_heads * dims.head_dim * size if phase.name == "decode" else 0
+            costs["qkv_proj"] = Cost(qkv.tensor_flops, qkv.cuda_flops + rope.cuda_flops,
+                                     qkv.bytes + rope.bytes - 2 * rotated - v_read)  # fmt: skip
         if "gate_up_swiglu" in fusions:
             unfused = costs.pop("swiglu")
             write = dims.layers * phase.rows * dims.ffn * element_size(dtype)  # [rows, 2 ffn] -> [rows, ffn]

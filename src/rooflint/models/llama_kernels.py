@@ -30,9 +30,13 @@ class LlamaSlots:
     quantized: dict = {}
     gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
     gate_up_w = None  # the first layer's gate/up weight (prepare): what decides fusions() without quantization
+    qkv_w = None  # the first layer's QKV weight and (heads, kv_heads, head_dim) (prepare): what decides qkv_rope
+    rope_dims = None
 
     def prepare(self, weights) -> None:
         self.gate_up_w = weights.layers[0].gate_up_w
+        self.qkv_w = weights.layers[0].qkv_w
+        self.rope_dims = (weights.heads, weights.kv_heads, weights.head_dim)
 
     def _quantized(self, rows: int, w):
         """w's quantized form where the set holds one and ``rows`` are a decode step's; else None."""
@@ -53,15 +57,34 @@ class LlamaSlots:
         return quantized_weights.quantized_linear(self.name, x, q)
 
     def fusions(self, rows, decoding):
-        """gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself (a decode step's)."""
-        return frozenset({"gate_up_swiglu"}) if decoding and self._swiglu_in_gemm(rows) else frozenset()
+        """In a decode step: gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself,
+        qkv_rope where the QKV GEMM's kernel rotates q and K and appends K and V itself."""
+        if not decoding:
+            return frozenset()
+        fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm}
+        return frozenset(name for name, fuses in fused.items() if fuses(rows))
+
+    FUSED = {"qkv_rope": "RoPE and the K/V append in the QKV GEMM's epilogue: no rope kernel",
+             "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel"}  # fmt: skip
 
     def describe(self) -> str:
-        rows = [m for m in range(1, quantized_weights.MAX_ROWS + 1) if self.fusions(m, True)]
-        if rows:
-            self.plan["fusions"] = (f"gate_up_swiglu at <= {rows[-1]} decode rows (silu(gate) * up in the gate/up "
-                                    "GEMM's epilogue: no swiglu kernel)")  # fmt: skip
+        lines = []
+        for name, what in self.FUSED.items():
+            rows = [m for m in range(1, quantized_weights.MAX_ROWS + 1) if name in self.fusions(m, True)]
+            if rows:
+                lines.append(f"{name} at <= {rows[-1]} decode rows ({what})")
+        if lines:
+            self.plan["fusions"] = "; ".join(lines)
         return super().describe()
+
+    def _rope_in_gemm(self, rows) -> bool:
+        """Whether the set's QKV GEMM rotates q and K itself at ``rows``: only the triton set's can."""
+        return False
+
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
+        """rope_append's q, k and v of the QKV projection of h (the qkv_rope fusion's slot): the
+        projection, then rope_append, where the set fuses nothing."""
+        return self.rope_append(self.linear(h, w, b), batch, tokens, weights, start, cache, layer)
 
     def _swiglu_in_gemm(self, rows) -> bool:
         """The quantized decode step of the triton set, where the CUDA weight-only kernel takes the shape."""
@@ -196,6 +219,39 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             append = (cache.slots(start, tokens), *cache.rows(layer))
         rope_append(qkv, *weights.rope_tables_for(start, tokens), tokens, start, heads, kv_heads, d, append)
         q_width, kv_width = heads * d, kv_heads * d
+        return (qkv[:, :q_width].view(batch, tokens, heads, d),
+                qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
+                qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
+
+    def _rope_in_gemm(self, rows) -> bool:
+        """skinny_pdl.cu's held kernel with RoPE and the K/V append in its epilogue, where the decode GEMM
+        streams these rows in bf16 or fp16 (not the quantized weights), the set's rope is its own and the
+        kernel splits the QKV weight's K (Llama-3.2-1B at <= 16 rows, Llama-3.1-8B at <= 8)."""
+        if (
+            self.quantized
+            or self.qkv_w is None
+            or not self._streams(rows)
+            or not self.plan["rope"].startswith("triton")
+        ):
+            return False
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        heads, kv_heads, d = self.rope_dims
+        return skinny_pdl.why_not_rope(rows, self.qkv_w, (heads + kv_heads) * d, d) is None
+
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
+        from rooflint.kernels.common.pdl import pdl_enabled
+        from rooflint.kernels.gelu_linear import skinny, skinny_pdl
+
+        heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
+        q_width, kv_width = heads * d, kv_heads * d
+        append = None
+        if cache is not None:
+            k_rows, v_rows = cache.rows(layer)
+            append = skinny.KVAppend(k_rows, v_rows, cache.slots(start, tokens), q_width, kv_heads, d)
+        cos, sin = weights.rope_tables_for(start, tokens)
+        qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
+                                  pdl=pdl_enabled(h.device))  # fmt: skip
         return (qkv[:, :q_width].view(batch, tokens, heads, d),
                 qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
                 qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip

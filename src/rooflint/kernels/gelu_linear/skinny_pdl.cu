@@ -94,6 +94,11 @@ struct Params {
   float eps;
   int gelu, pdl;
   long long ffn;  // SwiGLU: the up rows' offset in W (the outputs are n < ffn); 0 without
+  // RoPE (rotate-half) of the first rope_width outputs, heads of rope_dim: X row m is token position
+  // rope_start + m % rope_tokens, cos and sin [positions, rope_dim]; rope_width 0 without
+  const void* cos;
+  const void* sin;
+  long long rope_width, rope_dim, rope_start, rope_tokens;
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -242,7 +247,13 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
 // Built from the shared helpers it took 97 registers at 12 steps instead of 96, a 16-warp block was
 // then allocated 104 a thread, the next layer's first GEMM no longer fitted beside GPT-2's down
 // projection, and the step went from 0.277 to 0.295 ms (H200).
-template <typename T, int STEPS, int MT, int TILES>
+//
+// ROPE (a Llama QKV projection): a block of the rotated outputs holds 8 rows of one head's first half
+// and, as its tile rows 8-15, their rotate-half partners rope_dim / 2 further, so each output's partner
+// is summed in the same block. Both are rounded to T first, as the unfused GEMM's output is, then
+// rotated in fp32 with the position's cos and sin and rounded once, as models/ops/rope_append.py does;
+// the rotated K (and V) also go to the paged cache.
+template <typename T, int STEPS, int MT, int TILES, bool ROPE = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
@@ -260,7 +271,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   // W: rows row0 + g and row0 + g + 8 (and the same up rows, ffn further), this thread's 8 elements
   // of each 32-wide chunk.
   uint4 w_lo[TILES][kChunks], w_hi[TILES][kChunks];
-  const bool lo_ok = row0 + g < p.n, hi_ok = row0 + g + 8 < p.n;
+  // The block's first W row and how much further its tile rows 8-15 start: 8, or with RoPE half a head.
+  long long first = row0, half = 8;
+  if constexpr (ROPE) {
+    if (row0 < p.rope_width) first = row0 / p.rope_dim * p.rope_dim + row0 % p.rope_dim / 2, half = p.rope_dim / 2;
+  }
+  const bool lo_ok = first + g < p.n, hi_ok = first + g + half < p.n;
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
     const T* rows = w + tile * p.ffn * p.k;
@@ -268,15 +284,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     for (int c = 0; c < kChunks; ++c) {
       const long long col = k0 + 32 * c;
       w_lo[tile][c] =
-          lo_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (row0 + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
+          lo_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (first + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
       w_hi[tile][c] =
-          hi_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (row0 + g + 8) * p.k + col)) : make_uint4(0, 0, 0, 0);
+          hi_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (first + g + half) * p.k + col)) : make_uint4(0, 0, 0, 0);
     }
   }
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
   // 16 * 8 * MT, also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
-  const long long n = row0 + out_n;
+  const long long n = first + (out_n < 8 ? out_n : half + out_n - 8);
+  const bool rotates = ROPE && n < p.rope_width;
+  float pair_bias = 0.0f, cos_n = 0.0f, sin_n = 0.0f;  // RoPE: the partner's bias, this output's angle
   const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
   float bias[TILES] = {}, c1 = 0.0f, c2 = 0.0f;
   long long dst = -1;
@@ -287,6 +305,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       if (p.bias != nullptr) bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
     }
     if (norm) c1 = p.c1[n], c2 = p.c2[n];
+    if (rotates) {
+      const long long pair = out_n < 8 ? n + half : n - half;
+      if (p.bias != nullptr) pair_bias = to_float(static_cast<const T*>(p.bias)[pair]);
+      // the tables hold cat(freqs, freqs): the first half's entry serves both
+      const long long angle = (p.rope_start + out_m % p.rope_tokens) * p.rope_dim + (out_n < 8 ? n : pair) % p.rope_dim;
+      cos_n = to_float(static_cast<const T*>(p.cos)[angle]), sin_n = to_float(static_cast<const T*>(p.sin)[angle]);
+    }
     if (p.slots != nullptr) {
       const long long rel = n - p.kv_start;
       if (rel >= 0 && rel < 2 * p.kv_width) {
@@ -378,6 +403,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     z = rstd * (z - mean * c1) + c2;
   }
   if constexpr (TILES == 1) z += bias[0];
+  if constexpr (ROPE) {
+    if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
+      float other = pair_bias;
+      for (int i = 0; i < warps; ++i) other += partial[i][0][out_n ^ 8][out_m];
+      const float mine = to_float(from_float<T>(z)), partner = to_float(from_float<T>(other));
+      z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
+    }
+  }
   if (p.gelu) z = gelu_tanh_sigmoid(z);
   if (p.residual != nullptr) z += to_float(static_cast<const T*>(p.residual)[out_m * p.r_row + n]);
   const T out = from_float<T>(z);
@@ -473,6 +506,13 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
   // Streamed: one block an SM (its registers allow no second), each walking its row blocks.
   const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
+  if (p.rope_width > 0) {  // RoPE: the held kernel at 16 steps (M <= 8) or 8, the shares a QKV projection's K takes
+    if constexpr (!STREAM && (STEPS == 16 || STEPS == 8)) {
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, true>, p, blocks, warps, stream);
+      if constexpr (STEPS == 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1, true>, p, blocks, warps, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
   if (p.ffn > 0) {  // SwiGLU's two W tiles double W's registers: 8 steps at most (4 with two X tiles)
     if constexpr (!STREAM && STEPS <= 8) {
       if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
@@ -524,18 +564,27 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
 // Pointers to X, W, Y and the residual 16-byte aligned and row strides multiples of 8 for the
 // vector loads; fp16 or bf16 (the MMA's types). ffn > 0: SwiGLU, held only, W [2 ffn, K] (gate rows,
 // then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
-// GELU, layer norm or K/V append.
+// GELU, layer norm or K/V append. rope_width > 0: RoPE of outputs [0, rope_width) (q and K heads of
+// rope_dim, a multiple of 16), held only at 16 or 8 steps (8 for M > 8), cos and sin [positions,
+// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
                                    long long y_row, long long kv_start, long long kv_width, long long kv_heads,
                                    long long head_dim, long long steps, long long streamed, long long gelu,
-                                   long long pdl, float eps, long long dtype, long long ffn, cudaStream_t stream) {
+                                   long long pdl, float eps, long long dtype, long long ffn, const void* cos,
+                                   const void* sin, long long rope_width, long long rope_dim, long long rope_start,
+                                   long long rope_tokens, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
     ok = ok && !streamed && n == ffn && steps <= (m <= 8 ? 8 : 4) && residual == nullptr && c1 == nullptr &&
          slots == nullptr && gelu == 0;
+  }
+  if (rope_width > 0) {
+    ok = ok && !streamed && ffn == 0 && (steps == 16 || steps == 8) && rope_dim >= 16 && rope_dim % 16 == 0 &&
+         rope_width % rope_dim == 0 && rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr &&
+         sin != nullptr && residual == nullptr && c1 == nullptr && gelu == 0;
   }
   if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
@@ -548,7 +597,8 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
   Params p{x, w, bias, residual, y, static_cast<const float*>(c1), static_cast<const float*>(c2),
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
-           static_cast<int>(pdl), ffn > 0 ? ffn : 0};
+           static_cast<int>(pdl), ffn > 0 ? ffn : 0, cos, sin, rope_width > 0 ? rope_width : 0,
+           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;

@@ -7,6 +7,10 @@ arguments and its result are those of skinny_linear / skinny_norm_linear.
 epilogue: a block holds the gate and the up rows of its 16 outputs, so the [M, 2 ffn] product never
 leaves the SM and a decode step has one kernel less.
 
+``qkv_rope`` runs a Llama QKV projection on the held kernel with RoPE (and the paged K/V append) in
+its epilogue: a block of the rotated outputs holds 8 rows of a head's first half and their rotate-half
+partners, so the decode step loses its rope kernel.
+
 Two kernels, and ``plan`` picks one:
 - **held**: a block a row block of 16 W rows, its whole share of W loaded into registers before the
   PDL wait, so the stream overlaps the kernels before it. It takes K up to 16 warps x 16 k16 steps;
@@ -142,7 +146,7 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     cuda_build.load(SKINNY_PDL_CU).launch(
         "rooflint_skinny_pdl", x, w, b, None, out, None, None, None, None, None,
         m, ffn, k, x.stride(0), 0, out.stride(0), 0, 0, 0, 0,
-        steps_for(k, m, swiglu=True), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), ffn,
+        steps_for(k, m, swiglu=True), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), ffn, None, None, 0, 0, 0, 0,
     )  # fmt: skip
     return out
 
@@ -162,6 +166,89 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0,
+        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0, None, None, 0, 0, 0, 0,
     )  # fmt: skip
     return out
+
+
+def rope_steps(k: int, m: int) -> int:
+    """The held kernel's k16 steps a warp with RoPE in its epilogue (built at 16 and 8 steps only, the
+    shares a Llama QKV projection's K takes); 0 where neither splits K at M rows."""
+    least = 4 if m <= 8 else 8
+    for steps in (16, 8) if m <= 8 else (8,):
+        warps, rest = divmod(k, 16 * steps)
+        if rest == 0 and least <= warps <= MAX_WARPS:
+            return steps
+    return 0
+
+
+def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str | None:
+    """Why ``qkv_rope`` cannot take the QKV weight ``w`` [N, K] at M rows with RoPE over its first
+    ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
+    k = w.shape[1]
+    if w.dtype not in (torch.float16, torch.bfloat16):
+        return f"skinny_pdl.cu's RoPE epilogue takes fp16 or bf16 weights, not {w.dtype}"
+    if not w.is_cuda or torch.cuda.get_device_capability(w.device) < (8, 0):
+        return "skinny_pdl.cu's RoPE epilogue needs a CUDA GPU of sm_80 or newer (mma.sync)"
+    if head_dim < 16 or head_dim % 16 or rope_width % head_dim or not 0 < rope_width <= w.shape[0]:
+        return f"skinny_pdl.cu's RoPE epilogue pairs rows in 16-row blocks: head_dim {head_dim} is not a multiple of 16"
+    if not 1 <= m <= MAX_ROWS:
+        return f"skinny_pdl.cu's RoPE epilogue takes 1 to {MAX_ROWS} rows, not {m}"
+    if not rope_steps(k, m):
+        return f"skinny_pdl.cu's RoPE epilogue splits no K = {k} at M = {m} (16 or 8 steps x 4-16 warps)"
+    if not w.is_contiguous() or w.data_ptr() % 16:
+        return "skinny_pdl.cu's RoPE epilogue needs a contiguous, 16-byte aligned weight"
+    if cuda_build.nvcc_path() is None:
+        return "skinny_pdl.cu is built on first use, and nvcc is not on PATH"
+    return None
+
+
+def qkv_rope(
+    x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None, out=None, pdl: bool = False
+) -> torch.Tensor:
+    """x @ w^T + b [M, N] with outputs [0, rope_width) (the q and K heads of ``head_dim``) rotated by
+    RoPE (rotate-half; row m is position start + m % tokens of cos, sin [positions, head_dim]), and with
+    ``append`` (skinny.KVAppend) the rotated K and the V columns written to the paged cache. The GEMM's
+    outputs are rounded to x's dtype before the rotation, as the unfused projection's are."""
+    m, k = x.shape
+    n = w.shape[0]
+    why = why_not_rope(m, w, rope_width, head_dim)
+    if why is None and (x.dtype != w.dtype or cos.dtype != x.dtype or sin.dtype != x.dtype):
+        why = f"x {x.dtype}, cos {cos.dtype} and sin {sin.dtype} must have the weight's dtype {w.dtype}"
+    if why is None and (cos.shape[-1] != head_dim or not cos.is_contiguous() or not sin.is_contiguous()):
+        why = f"cos and sin must be contiguous [positions, {head_dim}]"
+    if why is None and (x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16):
+        why = "skinny_pdl.cu's RoPE epilogue needs 16-byte aligned x rows"
+    if why:
+        raise ValueError(why)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    kv = append
+    cuda_build.load(SKINNY_PDL_CU).launch(
+        "rooflint_skinny_pdl", x, w, b, None, out, None, None,
+        kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
+        m, n, k, x.stride(0), 0, out.stride(0),
+        kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
+        rope_steps(k, m), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), 0, cos, sin, rope_width, head_dim, start, tokens,
+    )  # fmt: skip
+    return out
+
+
+def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,
+                       compute: torch.dtype = torch.float64) -> torch.Tensor:  # fmt: skip
+    """``qkv_rope`` in PyTorch: the product in ``compute`` rounded once to x's dtype (as the unfused
+    projection's output is), q and K rotated in ``compute`` and rounded once, and ``append``'s K and V
+    rows written to their slots."""
+    m = x.shape[0]
+    y = torch.nn.functional.linear(x.to(compute), w.to(compute), None if b is None else b.to(compute)).to(x.dtype)
+    positions = start + torch.arange(m, device=x.device) % tokens
+    c, s = cos[positions].to(compute)[:, None, :], sin[positions].to(compute)[:, None, :]
+    heads = y[:, :rope_width].to(compute).view(m, -1, head_dim)
+    half = head_dim // 2
+    rotated = heads * c + torch.cat((-heads[..., half:], heads[..., :half]), dim=-1) * s
+    y[:, :rope_width] = rotated.reshape(m, rope_width).to(x.dtype)
+    if append is not None:
+        width = append.heads * append.head_dim
+        slots = append.slots.reshape(-1)
+        append.k_rows[slots] = y[:, append.start : append.start + width].reshape(-1, append.head_dim)
+        append.v_rows[slots] = y[:, append.start + width : append.start + 2 * width].reshape(-1, append.head_dim)
+    return y
