@@ -13,7 +13,6 @@ import pytest
 
 from rooflint.models.model_run import run_model
 from rooflint.models.outcome import ModelRequest
-from rooflint.models.rows import total_cost
 from rooflint.outputs.results import OK
 
 pytestmark = pytest.mark.gpu
@@ -41,15 +40,25 @@ def test_quantized_decode_passes_its_checks_inside_cuda_graphs(tmp_path, weights
         assert f"weights={weights_dtype} per output channel" in result.plan
     triton = next(r for r in outcome.sets if r.name == "triton")
     assert "CUDA graphs" in triton.note, triton.note
-    unfused = plain.sets[0].phases["decode"].costs
-    saved = total_cost(unfused).bytes - total_cost(triton.phases["decode"].costs).bytes
-    dims = 2 * (2048 * 3072 + 2048 * 2048 + 2048 * 16384 + 8192 * 2048)  # two layers' projection weights
-    rows = 2 * (3072 + 2048 + 16384 + 2048)
-    # the head quantized too, and gate/up's SwiGLU epilogue: gate/up writes [8, ffn], not [8, 2 ffn]
-    dims, rows = dims + 128256 * 2048, rows + 128256
-    assert "swiglu" not in triton.phases["decode"].costs
-    fused = unfused["swiglu"].bytes + 2 * 8 * 8192 * 2
-    assert saved == dims - 4 * rows + fused  # one byte less a weight, four more a row (its fp32 scale)
+    bf16, quantized = plain.sets[0].phases["decode"].costs, triton.phases["decode"].costs
+    # Both steps write silu(gate) * up from the gate/up GEMM; only the bf16 one rotates q and K in the
+    # QKV GEMM (the held kernel's RoPE epilogue), so its qkv_proj also does the rope op's work.
+    assert "swiglu" not in bf16 and "swiglu" not in quantized
+    assert "rope" not in bf16 and "rope" in quantized
+    layers, rows, heads, kv_heads, d = 2, 8, 32, 8, 64
+    rotated, v_read = layers * rows * (heads + kv_heads) * d * 2, layers * rows * kv_heads * d * 2
+    quantized_qkv = quantized["qkv_proj"].bytes + quantized["rope"].bytes - 2 * rotated - v_read
+    # one byte less a weight, four more an output row (its fp32 scale); the head quantized too
+    saved = {"qkv_proj": bf16["qkv_proj"].bytes - quantized_qkv}
+    saved |= {op: bf16[op].bytes - quantized[op].bytes for op in ("o_proj", "gate_up_proj", "down_proj", "lm_head")}
+    shapes = {
+        "qkv_proj": (2048, 3072),
+        "o_proj": (2048, 2048),
+        "gate_up_proj": (2048, 16384),
+        "down_proj": (8192, 2048),
+    }
+    expected = {op: layers * (k * n - 4 * n) for op, (k, n) in shapes.items()} | {"lm_head": 2048 * 128256 - 4 * 128256}
+    assert saved == expected
 
 
 @pytest.mark.parametrize("weights_dtype", ["int8", "fp8"])
