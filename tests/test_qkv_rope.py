@@ -70,6 +70,8 @@ def test_why_not_rope_names_what_it_cannot_take_in_one_line():
     w = torch.zeros(96, 2048, dtype=torch.bfloat16)
     assert "needs a CUDA GPU" in skinny_pdl.why_not_rope(8, w, 64, 16)  # this machine has none
     assert "fp16 or bf16" in skinny_pdl.why_not_rope(8, w.float(), 64, 16)
+    assert "head_dim 24 is not a multiple of 16" in skinny_pdl.why_not_rope(8, w, 48, 24)
+    assert "RoPE over 72 of 96 outputs is not a whole number of heads of 16" in skinny_pdl.why_not_rope(8, w, 72, 16)
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         skinny_pdl.qkv_rope(torch.zeros(8, 2048, dtype=torch.bfloat16), w, None, w, w, 0, 1, 64, 16)
 

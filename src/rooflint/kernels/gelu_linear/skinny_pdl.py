@@ -109,24 +109,31 @@ def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
     return aligned and plan(k, m) is not None
 
 
-def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
-    """Why ``swiglu`` cannot take the [gate; up] weight ``w`` [2 ffn, K] at M rows, or None where it can."""
+def _why_not_held(what: str, m: int, w: torch.Tensor, steps: int, shares: str) -> str | None:
+    """What the held kernel's fused epilogues (``what``) all need of weight ``w`` [N, K] at M rows, with
+    ``steps`` the k16 steps a warp they would take (0: none splits K; ``shares`` says which would)."""
     k = w.shape[1]
     if w.dtype not in (torch.float16, torch.bfloat16):
-        return f"skinny_pdl.cu's SwiGLU kernel takes fp16 or bf16 weights, not {w.dtype}"
+        return f"skinny_pdl.cu's {what} takes fp16 or bf16 weights, not {w.dtype}"
     if not w.is_cuda or torch.cuda.get_device_capability(w.device) < (8, 0):
-        return "skinny_pdl.cu's SwiGLU kernel needs a CUDA GPU of sm_80 or newer (mma.sync)"
-    if w.shape[0] % 2:
-        return f"a SwiGLU weight holds gate and up rows, an even count, not {w.shape[0]}"
+        return f"skinny_pdl.cu's {what} needs a CUDA GPU of sm_80 or newer (mma.sync)"
     if not 1 <= m <= MAX_ROWS:
-        return f"skinny_pdl.cu's SwiGLU kernel takes 1 to {MAX_ROWS} rows, not {m}"
-    if not steps_for(k, m, swiglu=True):
-        return f"skinny_pdl.cu's SwiGLU kernel splits no K = {k} at M = {m} (two W tiles: 16 x <= 8 steps x 4-16 warps)"
+        return f"skinny_pdl.cu's {what} takes 1 to {MAX_ROWS} rows, not {m}"
+    if not steps:
+        return f"skinny_pdl.cu's {what} splits no K = {k} at M = {m} ({shares})"
     if not w.is_contiguous() or w.data_ptr() % 16:
-        return "skinny_pdl.cu's SwiGLU kernel needs a contiguous, 16-byte aligned weight"
+        return f"skinny_pdl.cu's {what} needs a contiguous, 16-byte aligned weight"
     if cuda_build.nvcc_path() is None:
         return "skinny_pdl.cu is built on first use, and nvcc is not on PATH"
     return None
+
+
+def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
+    """Why ``swiglu`` cannot take the [gate; up] weight ``w`` [2 ffn, K] at M rows, or None where it can."""
+    if w.shape[0] % 2:
+        return f"a SwiGLU weight holds gate and up rows, an even count, not {w.shape[0]}"
+    steps = steps_for(w.shape[1], m, swiglu=True)
+    return _why_not_held("SwiGLU kernel", m, w, steps, "two W tiles: 16 x <= 8 steps x 4-16 warps")
 
 
 def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False):
@@ -185,22 +192,11 @@ def rope_steps(k: int, m: int) -> int:
 def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str | None:
     """Why ``qkv_rope`` cannot take the QKV weight ``w`` [N, K] at M rows with RoPE over its first
     ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
-    k = w.shape[1]
-    if w.dtype not in (torch.float16, torch.bfloat16):
-        return f"skinny_pdl.cu's RoPE epilogue takes fp16 or bf16 weights, not {w.dtype}"
-    if not w.is_cuda or torch.cuda.get_device_capability(w.device) < (8, 0):
-        return "skinny_pdl.cu's RoPE epilogue needs a CUDA GPU of sm_80 or newer (mma.sync)"
-    if head_dim < 16 or head_dim % 16 or rope_width % head_dim or not 0 < rope_width <= w.shape[0]:
+    if head_dim < 16 or head_dim % 16:
         return f"skinny_pdl.cu's RoPE epilogue pairs rows in 16-row blocks: head_dim {head_dim} is not a multiple of 16"
-    if not 1 <= m <= MAX_ROWS:
-        return f"skinny_pdl.cu's RoPE epilogue takes 1 to {MAX_ROWS} rows, not {m}"
-    if not rope_steps(k, m):
-        return f"skinny_pdl.cu's RoPE epilogue splits no K = {k} at M = {m} (16 or 8 steps x 4-16 warps)"
-    if not w.is_contiguous() or w.data_ptr() % 16:
-        return "skinny_pdl.cu's RoPE epilogue needs a contiguous, 16-byte aligned weight"
-    if cuda_build.nvcc_path() is None:
-        return "skinny_pdl.cu is built on first use, and nvcc is not on PATH"
-    return None
+    if rope_width % head_dim or not 0 < rope_width <= w.shape[0]:
+        return f"RoPE over {rope_width} of {w.shape[0]} outputs is not a whole number of heads of {head_dim}"
+    return _why_not_held("RoPE epilogue", m, w, rope_steps(w.shape[1], m), "16 or 8 steps x 4-16 warps")
 
 
 def qkv_rope(
