@@ -202,6 +202,19 @@ def test_swiglu_names_what_it_cannot_take_in_one_line():
         skinny_pdl.swiglu(torch.zeros(8, 2048, dtype=torch.bfloat16), w)
 
 
+def test_the_fused_epilogues_refuse_an_x_of_another_k_dtype_or_alignment():
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    w = torch.zeros(64, 2048, dtype=torch.bfloat16)
+    assert skinny_pdl._why_not_x("SwiGLU kernel", torch.zeros(8, 2048, dtype=torch.bfloat16), w) is None
+    shorter = skinny_pdl._why_not_x("SwiGLU kernel", torch.zeros(8, 1024, dtype=torch.bfloat16), w)
+    assert shorter == "x [8, 1024] torch.bfloat16 does not match the weight [64, 2048] torch.bfloat16"
+    assert "does not match" in skinny_pdl._why_not_x("RoPE epilogue", torch.zeros(8, 2048, dtype=torch.float16), w)
+    odd = torch.zeros(8, 2050, dtype=torch.bfloat16)[:, :2048]  # rows 2050 apart: not 16-byte aligned
+    unaligned = skinny_pdl._why_not_x("RoPE epilogue", odd, w)
+    assert unaligned == "skinny_pdl.cu's RoPE epilogue needs 16-byte aligned x rows"
+
+
 @pytest.mark.parametrize(
     "k,m,steps",
     [(768, 8, 6), (2048, 8, 16), (3072, 8, 12), (8192, 8, 16), (8192, 16, 8), (14336, 1, 16), (5120, 12, 8),
@@ -251,3 +264,49 @@ def test_a_forced_kernel_is_its_own_split_or_refused_naming_the_other():
         skinny_pdl.forced(8192, 8, False)
     with pytest.raises(ValueError, match="streamed CUDA kernel splits no K = 256"):
         skinny_pdl.forced(256, 8, True)
+
+
+def test_every_entry_passes_the_c_entry_its_arguments_by_its_declared_names(monkeypatch):
+    """launch, swiglu and qkv_rope all go through one call into rooflint_skinny_pdl: as many arguments
+    as skinny_pdl.cu declares (the stream is the launcher's), each where its name says."""
+    import re
+
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    calls = []
+
+    class Library:
+        def launch(self, function, *args):
+            calls.append(args)
+
+    monkeypatch.setattr(skinny_pdl.cuda_build, "load", lambda source: Library())
+    monkeypatch.setattr(skinny_pdl, "why_not_swiglu", lambda m, w: None)  # a CPU: the checks would refuse
+    monkeypatch.setattr(skinny_pdl, "why_not_rope", lambda m, w, width, d: None)
+    source = skinny_pdl.SKINNY_PDL_CU.read_text()
+    declared = re.search(r'extern "C" int rooflint_skinny_pdl\((.*?)\)\s*\{', source, re.S).group(1)
+    names = [part.split()[-1].lstrip("*") for part in declared.split(",")]
+    assert names[-1] == "stream"
+    x, w = torch.zeros(8, 2048, dtype=torch.bfloat16), torch.zeros(96, 2048, dtype=torch.bfloat16)
+    cos, sin = torch.zeros(8, 16, dtype=torch.bfloat16), torch.zeros(8, 16, dtype=torch.bfloat16)
+    skinny_pdl.launch(x, w, None, True, None, torch.zeros(8, 96, dtype=torch.bfloat16), None, None, streamed=False)
+    skinny_pdl.swiglu(x, w)
+    skinny_pdl.qkv_rope(x, w, None, cos, sin, 5, 1, 64, 16, pdl=True)
+    assert [len(args) for args in calls] == [len(names) - 1] * 3
+    linear, swiglu, rope = (dict(zip(names, args)) for args in calls)
+    assert (linear["n"], linear["gelu"], linear["pdl"], linear["streamed"], linear["ffn"]) == (96, 1, 1, 0, 0)
+    assert (linear["steps"], linear["rope_width"], linear["cos"]) == (16, 0, None)
+    assert (swiglu["n"], swiglu["ffn"], swiglu["steps"], swiglu["pdl"]) == (
+        48,
+        48,
+        skinny_pdl.steps_for(2048, 8, True),
+        0,
+    )
+    assert rope["cos"] is cos and rope["sin"] is sin and rope["steps"] == skinny_pdl.rope_steps(2048, 8)
+    assert (rope["n"], rope["rope_width"], rope["rope_dim"], rope["rope_start"], rope["rope_tokens"]) == (
+        96,
+        64,
+        16,
+        5,
+        1,
+    )
+    assert (rope["pdl"], rope["ffn"], rope["gelu"], rope["residual"]) == (1, 0, 0, None)

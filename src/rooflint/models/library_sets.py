@@ -29,7 +29,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import dtype_name
 from rooflint.kernels.common.libraries import FLASH_ATTN_4, FLASHINFER, LIGER, Library
 from rooflint.models.kernel_sets import EagerKernels
-from rooflint.models.llama_kernels import LlamaSlots
+from rooflint.models.llama_kernels import LlamaSlots, split_heads
 
 FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # FlashInfer's documented float workspace
 
@@ -140,9 +140,7 @@ class FlashInferKernels(LibrarySet):
             self._cos_sin[key] = torch.cat((cos[:, : d // 2], sin[:, : d // 2]), dim=-1).float().contiguous()
         positions = self._positions_of(batch, start, tokens, qkv.device)
         self._rope(positions, qkv[:, :q_width], qkv[:, q_width : q_width + kv_width], d, self._cos_sin[key], True)
-        q = qkv[:, :q_width].view(batch, tokens, heads, d)
-        k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d)
-        v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d)
+        q, k, v = split_heads(qkv, batch, tokens, weights)
         if cache is not None:
             self.kv_append(cache, layer, k.reshape(-1, d), v.reshape(-1, d), cache.slots(start, tokens))
         return q, k, v

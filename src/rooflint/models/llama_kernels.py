@@ -112,14 +112,11 @@ class LlamaSlots:
     def rope_append(self, qkv, batch, tokens, weights, start, cache, layer):
         """q [B, T, H, D], k and v [B, T, H_kv, D] from the QKV output, q and k rotated for
         positions start.., and with ``cache`` the new K and V appended to ``layer``'s pages."""
-        heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
-        q_width, kv_width = heads * d, kv_heads * d
         cos, sin = (table.narrow(0, start, tokens) for table in weights.rope_tables_for(start, tokens))
-        q = qkv[:, :q_width].view(batch, tokens, heads, d)
-        k = qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d)
-        v = qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d)
+        q, k, v = split_heads(qkv, batch, tokens, weights)
         q, k = self.rope(q, k, cos, sin)
         if cache is not None:
+            d = weights.head_dim
             self.kv_append(cache, layer, k.reshape(-1, d), v.reshape(-1, d), cache.slots(start, tokens))
         return q, k, v
 
@@ -149,6 +146,15 @@ class LlamaSlots:
 
     def _llama_plan(self) -> None:
         self.plan = {slot: "eager" for slot in PLAN_SLOTS}
+
+
+def split_heads(qkv, batch: int, tokens: int, weights):
+    """q [B, T, H, D], k and v [B, T, H_kv, D]: views of a QKV output [B*T, (H + 2 H_kv) D]."""
+    heads, kv_heads, d = weights.heads, weights.kv_heads, weights.head_dim
+    q_width, kv_width = heads * d, kv_heads * d
+    return (qkv[:, :q_width].view(batch, tokens, heads, d),
+            qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
+            qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
 
 
 def _rotate_half(x):
@@ -218,10 +224,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         if cache is not None:
             append = (cache.slots(start, tokens), *cache.rows(layer))
         rope_append(qkv, *weights.rope_tables_for(start, tokens), tokens, start, heads, kv_heads, d, append)
-        q_width, kv_width = heads * d, kv_heads * d
-        return (qkv[:, :q_width].view(batch, tokens, heads, d),
-                qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
-                qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
+        return split_heads(qkv, batch, tokens, weights)
 
     def _rope_in_gemm(self, rows) -> bool:
         """skinny_pdl.cu's held kernel with RoPE and the K/V append in its epilogue, where the decode GEMM
@@ -252,9 +255,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         cos, sin = weights.rope_tables_for(start, tokens)
         qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
                                   pdl=pdl_enabled(h.device))  # fmt: skip
-        return (qkv[:, :q_width].view(batch, tokens, heads, d),
-                qkv[:, q_width : q_width + kv_width].view(batch, tokens, kv_heads, d),
-                qkv[:, q_width + kv_width :].view(batch, tokens, kv_heads, d))  # fmt: skip
+        return split_heads(qkv, batch, tokens, weights)
 
     def _swiglu_in_gemm(self, rows) -> bool:
         """Quantized: the weight-only kernel's SwiGLU epilogue. Else skinny_pdl.cu's held kernel with the

@@ -142,38 +142,49 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     the unfused GEMM's output is; ``pdl`` launches it with programmatic dependent launch."""
     m, k = x.shape
     ffn = w.shape[0] // 2
-    why = why_not_swiglu(m, w)
-    if why is None and (x.dtype != w.dtype or x.shape[1] != k):
-        why = f"x [{m}, {x.shape[1]}] {x.dtype} does not match the weight [{w.shape[0]}, {k}] {w.dtype}"
-    if why is None and (x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16):
-        why = "skinny_pdl.cu's SwiGLU kernel needs 16-byte aligned x rows"
+    why = why_not_swiglu(m, w) or _why_not_x("SwiGLU kernel", x, w)
     if why:
         raise ValueError(why)
     out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
-    cuda_build.load(SKINNY_PDL_CU).launch(
-        "rooflint_skinny_pdl", x, w, b, None, out, None, None, None, None, None,
-        m, ffn, k, x.stride(0), 0, out.stride(0), 0, 0, 0, 0,
-        steps_for(k, m, swiglu=True), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), ffn, None, None, 0, 0, 0, 0,
-    )  # fmt: skip
-    return out
+    return _call(x, w, b, out, ffn, steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn)
 
 
 def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
     """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
-    n = w.shape[0]
-    c1, c2, eps = norm if norm is not None else (None, None, 0.0)
-    library = cuda_build.load(SKINNY_PDL_CU)
-    kv = append
     chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
-    library.launch(
+    return _call(x, w, b, out, w.shape[0], chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
+                 gelu=gelu)  # fmt: skip
+
+
+def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
+    """Why the held kernel's fused epilogue ``what`` cannot multiply ``x`` by ``w``: another dtype or
+    K, or rows its 16-byte vector loads cannot read; None where it can."""
+    if x.dtype != w.dtype or x.shape[1] != w.shape[1]:
+        return f"x {list(x.shape)} {x.dtype} does not match the weight {list(w.shape)} {w.dtype}"
+    if x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16:
+        return f"skinny_pdl.cu's {what} needs 16-byte aligned x rows"
+    return None
+
+
+def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=None, norm=None, append=None,
+          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None) -> torch.Tensor:  # fmt: skip
+    """rooflint_skinny_pdl on x [M, K] and w, into out [M, n] (its arguments: skinny_pdl.cu's entry).
+    ``norm`` (c1, c2, eps): a folded layer norm; ``append``: a skinny.KVAppend; ``ffn``: SwiGLU's up-row
+    offset; ``rope``: (cos, sin, width, head_dim, start, tokens)."""
+    m, k = x.shape
+    c1, c2, eps = norm if norm is not None else (None, None, 0.0)
+    kv = append
+    cos, sin, width, head_dim, start, tokens = rope if rope is not None else (None, None, 0, 0, 0, 0)
+    cuda_build.load(SKINNY_PDL_CU).launch(
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        chosen.steps, int(chosen.streamed), int(gelu), 1, float(eps), cuda_dtype(x.dtype), 0, None, None, 0, 0, 0, 0,
+        steps, int(streamed), int(gelu), int(pdl), float(eps), cuda_dtype(x.dtype), ffn,
+        cos, sin, width, head_dim, start, tokens,
     )  # fmt: skip
     return out
 
@@ -208,25 +219,16 @@ def qkv_rope(
     outputs are rounded to x's dtype before the rotation, as the unfused projection's are."""
     m, k = x.shape
     n = w.shape[0]
-    why = why_not_rope(m, w, rope_width, head_dim)
-    if why is None and (x.dtype != w.dtype or cos.dtype != x.dtype or sin.dtype != x.dtype):
-        why = f"x {x.dtype}, cos {cos.dtype} and sin {sin.dtype} must have the weight's dtype {w.dtype}"
+    why = why_not_rope(m, w, rope_width, head_dim) or _why_not_x("RoPE epilogue", x, w)
+    if why is None and (cos.dtype != w.dtype or sin.dtype != w.dtype):
+        why = f"cos {cos.dtype} and sin {sin.dtype} must have the weight's dtype {w.dtype}"
     if why is None and (cos.shape[-1] != head_dim or not cos.is_contiguous() or not sin.is_contiguous()):
         why = f"cos and sin must be contiguous [positions, {head_dim}]"
-    if why is None and (x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16):
-        why = "skinny_pdl.cu's RoPE epilogue needs 16-byte aligned x rows"
     if why:
         raise ValueError(why)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
-    kv = append
-    cuda_build.load(SKINNY_PDL_CU).launch(
-        "rooflint_skinny_pdl", x, w, b, None, out, None, None,
-        kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
-        m, n, k, x.stride(0), 0, out.stride(0),
-        kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
-        rope_steps(k, m), 0, 0, int(pdl), 0.0, cuda_dtype(x.dtype), 0, cos, sin, rope_width, head_dim, start, tokens,
-    )  # fmt: skip
-    return out
+    rope = (cos, sin, rope_width, head_dim, start, tokens)
+    return _call(x, w, b, out, n, rope_steps(k, m), append=append, pdl=pdl, rope=rope)
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,
