@@ -25,7 +25,7 @@ from rooflint.engine.timing import summarize
 from rooflint.kernels import attention, decode_attention, gelu_linear, layernorm
 from rooflint.models import attribution as attribution_module
 from rooflint.models import checks, gpt2, memory
-from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_device
+from rooflint.models.attribution import Attribution, OpTime, _Event, attribute_cpu, attribute_device
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE, Phase, build
 from rooflint.models.kernel_set_run import fp32_reference
 from rooflint.models.kernel_sets import EagerKernels, make_kernel_set
@@ -139,7 +139,9 @@ def test_every_op_is_attributed_with_its_call_count(run, phase, request):
     assert calls["embedding"] == calls["lm_head"] == 1
     assert all(op.ms > 0 for op in attribution.ops.values())
     # Every aten op of the step ran inside an op range (Python between ranges is idle, not work).
-    assert attribution.unattributed_ms <= 0.02 * attribution.total_ms
+    # Checked by name: the unattributed share of the step's time depends on the machine's load, as
+    # a microsecond view that the scheduler interrupts takes a share of a CPU step many times its own.
+    assert not attribution.unattributed_kernels, dict(attribution.unattributed_kernels)
 
 
 @pytest.mark.parametrize("run", ["eager_run", "triton_run"])
@@ -185,8 +187,34 @@ def test_gpu_kernels_are_attributed_to_the_op_range_that_launched_them():
     assert result.ops["attention"].kernels == {"flash_kernel": pytest.approx(1100e-6)}
     assert result.ops["layer_norm"].calls == result.ops["attention"].calls == 1
     assert result.unattributed_ms == pytest.approx(100e-6)
+    assert result.unattributed_kernels == {"add_kernel": pytest.approx(100e-6)}
     assert result.span_ms == pytest.approx(1900e-6)  # first kernel start to last kernel end
     assert result.idle_ms == pytest.approx(300e-6)  # the gaps between the step's kernels
+
+
+def test_cpu_aten_ops_outside_every_op_range_are_named_whatever_their_time():
+    # A CPU trace in miniature (times in ns): torch's C++ op ranges are cpu ops, like the aten ops.
+    def cpu(name, start, end, activity="cpu_op"):
+        return _Event(name, True, start, end, 0, 0, activity == "user_annotation", activity)
+
+    events = [
+        cpu(STEP_RANGE, 0, 1000, "user_annotation"),
+        cpu(RANGE_PREFIX + "layer_norm", 10, 100),
+        cpu("aten::layer_norm", 20, 90),
+        cpu("aten::native_layer_norm", 30, 80),  # inside aten::layer_norm: counted there
+        cpu("aten::select", 300, 302),  # outside every op range
+        cpu("aten::as_strided", 300, 301),  # inside aten::select
+        cpu("aten::view", 500, 500),  # outside every op range, and too short to time: still named
+        cpu(RANGE_PREFIX + "lm_head", 600, 900),
+        cpu("aten::linear", 610, 890),
+        cpu("aten::copy_", 2000, 2100),  # after the step
+    ]
+    result = attribute_cpu(events)
+    assert result.ops["layer_norm"].kernels == {"aten::layer_norm": pytest.approx(70e-6)}
+    assert result.ops["lm_head"].kernels == {"aten::linear": pytest.approx(280e-6)}
+    assert dict(result.unattributed_kernels) == {"aten::select": pytest.approx(2e-6), "aten::view": 0}
+    assert result.unattributed_ms == pytest.approx(2e-6)
+    assert result.total_ms == pytest.approx(392e-6) and result.span_ms == pytest.approx(1000e-6)
 
 
 def test_overlapping_kernels_count_what_each_adds_to_the_step():

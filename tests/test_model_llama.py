@@ -311,6 +311,9 @@ def test_every_llama_op_is_attributed(eager_run):
     assert set(result.phases["prefill"].attribution.ops) == prefill_ops
     assert set(result.phases["decode"].attribution.ops) == set(llama.OPS)
     assert set(result.phases["decode"].costs) == set(llama.OPS)
+    for phase in ("prefill", "decode"):  # every aten op of the step inside an op range, by name
+        unattributed = result.phases[phase].attribution.unattributed_kernels
+        assert not unattributed, (phase, dict(unattributed))
 
 
 # ---- costs -----------------------------------------------------------------------------------

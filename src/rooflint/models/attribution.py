@@ -7,7 +7,7 @@ launcher or a ctypes call into a rooflint .so. The kernel's device time goes to 
 launched inside the step but outside every op range is "unattributed".
 
 On a CPU there are no kernels: an op's time is the wall time of its ranges, and an aten op that
-runs in the step outside every range is unattributed.
+runs in the step outside every range is unattributed. Unattributed work is named as well as timed.
 
 What is neither an op's nor unattributed is idle: on a GPU the gaps between kernels (launch-bound
 stretches), on a CPU the Python between op ranges.
@@ -56,6 +56,10 @@ class Attribution:
     unattributed_ms: float  # kernels (GPU) or aten ops (CPU) of the step outside every op range
     span_ms: float  # CPU: the step range's wall time; GPU: first kernel start to last kernel end
     mode: str  # "device kernels" | "cpu ranges"
+    # The unattributed time by kernel (GPU) or top-level aten op (CPU) name -> ms. A name here is
+    # work the forward runs outside every op range, however short: its share of the step's time
+    # depends on the machine's load, the name does not.
+    unattributed_kernels: Counter = field(default_factory=Counter)
 
     @property
     def attributed_ms(self) -> float:
@@ -194,7 +198,7 @@ def attribute_cpu(events: list[_Event]) -> Attribution:
         (e for e in events if e.on_cpu and not e.annotation and not _is_range(e)), key=lambda e: (e.start_ns, -e.end_ns)
     )
     outer_end = -1
-    unattributed = 0.0
+    unattributed: Counter = Counter()
     for event in aten:
         if event.start_ns < outer_end or not ranges.in_step(event.start_ns):
             continue  # nested in the previous top-level op, or not this step's
@@ -204,9 +208,9 @@ def attribute_cpu(events: list[_Event]) -> Attribution:
         if name is not None:
             ops[name].kernels[event.name] += ms
         else:
-            unattributed += ms
+            unattributed[event.name] += ms
     span = (ranges.step.end_ns - ranges.step.start_ns) / 1e6
-    return Attribution(ops, unattributed, span, "cpu ranges")
+    return Attribution(ops, sum(unattributed.values(), 0.0), span, "cpu ranges", unattributed)
 
 
 def _is_work(event: _Event) -> bool:
@@ -269,4 +273,4 @@ def _exclusive(work: list[tuple[_Event, str | None]], ops: dict[str, OpTime], mo
         target.ms += ms
         target.kernels[event.name] += ms
     span = (frontier - work[0][0].start_ns) / 1e6 if work else 0.0
-    return Attribution(ops, unattributed.ms, span, mode)
+    return Attribution(ops, unattributed.ms, span, mode, unattributed.kernels)

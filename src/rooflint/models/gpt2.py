@@ -192,10 +192,10 @@ class GPT2(ModelSpec):
             h = norm_linear(kernels, rec, fused, "mlp_up_gelu", x, layer.ln2_w, layer.ln2_b, layer.fc_w, layer.fc_b,
                             gelu=True)  # fmt: skip
             x = linear_residual(kernels, rec, fused, "mlp_down", h, layer.down_w, layer.down_b, x)
-        if last_only:
-            x = x.view(batch, tokens, -1)[:, -1]  # a view: the last position's rows only
         with rec("layer_norm"):
-            x = kernels.layer_norm(x.contiguous() if last_only else x, weights.lnf_w, weights.lnf_b)
+            if last_only:  # the last position's rows only, taken inside ln_f's range: they are its input
+                x = x.view(batch, tokens, -1)[:, -1].contiguous()
+            x = kernels.layer_norm(x, weights.lnf_w, weights.lnf_b)
         with rec("lm_head"):
             logits = kernels.lm_head(x, weights.wte)
             return logits if last_only else logits.view(batch, tokens, -1)

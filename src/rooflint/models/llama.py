@@ -267,10 +267,12 @@ class Llama(ModelSpec):
                     h = kernels.silu_mul(gate, up)
             with rec("down_proj"):
                 x = kernels.linear(h, layer.down_w, layer.down_b)
-        if last_only:  # the last position's rows only: the norm and the head run on B rows
-            x = x.view(batch, tokens, -1)[:, -1].contiguous()
-            residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
         with rec("add_rms_norm"):
+            # The last position's rows only: the norm and the head run on B rows. Taken inside the
+            # norm's range, as they are its inputs.
+            if last_only:
+                x = x.view(batch, tokens, -1)[:, -1].contiguous()
+                residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
             h, _ = kernels.rms_norm(x, weights.norm, residual)
         with rec("lm_head"):
             logits = kernels.lm_head(h, weights.head)
