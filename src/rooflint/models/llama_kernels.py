@@ -58,11 +58,16 @@ class LlamaSlots:
 
     def fusions(self, rows, decoding):
         """In a decode step: gate_up_swiglu where the gate/up GEMM's kernel writes silu(gate) * up itself,
-        qkv_rope where the QKV GEMM's kernel rotates q and K and appends K and V itself."""
+        qkv_rope where the QKV GEMM's kernel rotates q and K and appends K and V itself. In a prefill:
+        gate_up_swiglu where the set's prefill GEMM has the same epilogue."""
         if not decoding:
-            return frozenset()
+            return frozenset({"gate_up_swiglu"}) if self._swiglu_in_prefill_gemm(rows) else frozenset()
         fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm}
         return frozenset(name for name, fuses in fused.items() if fuses(rows))
+
+    def _swiglu_in_prefill_gemm(self, rows) -> bool:
+        """Whether the set's prefill gate/up GEMM writes silu(gate) * up itself: only the triton set's."""
+        return False
 
     FUSED = {"qkv_rope": "RoPE and the K/V append in the QKV GEMM's epilogue: no rope kernel",
              "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel"}  # fmt: skip
@@ -73,6 +78,8 @@ class LlamaSlots:
             rows = [m for m in range(1, quantized_weights.MAX_ROWS + 1) if name in self.fusions(m, True)]
             if rows:
                 lines.append(f"{name} at <= {rows[-1]} decode rows ({what})")
+        if self._swiglu_in_prefill_gemm(quantized_weights.MAX_ROWS + 1):
+            lines.append("gate_up_swiglu in prefill (the TMA GEMM's epilogue: gate and up never reach HBM)")
         if lines:
             self.plan["fusions"] = "; ".join(lines)
         return super().describe()
@@ -269,9 +276,23 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
         return skinny_pdl.why_not_swiglu(rows, self.gate_up_w) is None
 
+    def _swiglu_in_prefill_gemm(self, rows) -> bool:
+        """swiglu/triton_gemm.py's GEMM with the SwiGLU epilogue, above the decode GEMMs' rows, where the
+        set's swiglu is its own and the GEMM takes the weight (16-bit, TMA-aligned, sm_90)."""
+        if self.gate_up_w is None or self._streams(rows) or self.plan["swiglu"] != "triton":
+            return False
+        from rooflint.kernels.swiglu import triton_gemm
+
+        w = self.gate_up_w
+        return triton_gemm.why_not(w[:1], w) is None
+
     def gate_up_swiglu(self, h, w, b):
         if self._quantized(h.shape[0], w) is not None:
             return super().gate_up_swiglu(h, w, b)
+        if not self._streams(h.shape[0]):  # a prefill's rows: the TMA GEMM (_swiglu_in_prefill_gemm)
+            from rooflint.kernels.swiglu.triton_gemm import gemm_swiglu
+
+            return gemm_swiglu(h, w, b)
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny_pdl
 

@@ -18,7 +18,8 @@ def tile_origin(tile, tiles_m, tiles_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 def autotuned_descriptors(*tensors):
     """TMA descriptors for an autotuned kernel's operands, built before its config is chosen: the
-    [16, 16] tile shape is a placeholder that each config's pre_hook overwrites before its launch."""
+    [16, 16] tile shape (with 1s in front for a higher rank) is a placeholder that each config's
+    pre_hook overwrites before its launch."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    return tuple(TensorDescriptor.from_tensor(tensor, [16, 16]) for tensor in tensors)
+    return tuple(TensorDescriptor.from_tensor(t, [1] * (t.dim() - 2) + [16, 16]) for t in tensors)

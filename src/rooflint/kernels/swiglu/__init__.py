@@ -124,4 +124,4 @@ def compiled(case):
 
 
 # The implementations register their variants on FAMILY as they are imported.
-from rooflint.kernels.swiglu import library, triton  # noqa: E402, F401
+from rooflint.kernels.swiglu import library, triton, triton_gemm  # noqa: E402, F401
