@@ -103,6 +103,10 @@ def test_the_triton_step_fuses_rope_into_qkv_where_the_held_kernel_takes_it(load
     assert kernels.fusions(2, True) == {"qkv_rope"} and kernels.fusions(2, False) == frozenset()
     assert kernels.fusions(9, True) == frozenset()  # where the held kernel does not take the rows
     assert "fusions=qkv_rope at <= 8 decode rows" in kernels.describe()
+    # with the prefill's fused gate/up (bf16 here) the plan names two fusions and still reads as
+    # "; "-separated slot=how pairs, as the GPU tier and the results' readers parse it
+    plan = dict(item.split("=", 1) for item in kernels.describe().split("; "))
+    assert plan["fusions"].startswith("qkv_rope at <= 8 decode rows") and "gate_up_swiglu in prefill" in plan["fusions"]
     fused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
     d, heads, kv_heads = loaded.dims.head_dim, loaded.dims.heads, loaded.dims.kv_heads
     # the decode step's layers (the prefill's 16 rows are not fused), at the step's position, appending

@@ -81,7 +81,7 @@ class LlamaSlots:
         if self._swiglu_in_prefill_gemm(quantized_weights.MAX_ROWS + 1):
             lines.append("gate_up_swiglu in prefill (the TMA GEMM's epilogue: gate and up never reach HBM)")
         if lines:
-            self.plan["fusions"] = "; ".join(lines)
+            self.plan["fusions"] = ", ".join(lines)  # "; " separates the slots
         return super().describe()
 
     def _rope_in_gemm(self, rows) -> bool:
