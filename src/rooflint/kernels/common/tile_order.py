@@ -3,7 +3,7 @@ output tiles in, and the TMA descriptors they are launched with."""
 
 from __future__ import annotations
 
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import interpreting, tl, triton
 
 
 @triton.jit
@@ -23,3 +23,23 @@ def autotuned_descriptors(*tensors):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     return tuple(TensorDescriptor.from_tensor(t, [1] * (t.dim() - 2) + [16, 16]) for t in tensors)
+
+
+# A persistent GEMM's winner as gemm_configs reads it: (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps,
+# GROUP_M, PERSISTENT).
+PERSISTENT_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M", "PERSISTENT")
+
+
+def gemm_configs(names, winners, pre_hook, interpreter_tile):
+    """The autotuner's configs of a TMA GEMM: one per winner, a tuple of values in the order of
+    ``names`` (meta-parameters, and Triton's num_warps and num_stages), each stamping its tile on the
+    descriptors through ``pre_hook``. Under the CPU interpreter, which runs every program in numpy,
+    the one small ``interpreter_tile`` (4 warps, 1 stage) instead, which keeps tests fast."""
+    if interpreting():
+        return [triton.Config(interpreter_tile, num_warps=4, num_stages=1, pre_hook=pre_hook)]
+    configs = []
+    for values in winners:
+        meta = dict(zip(names, values, strict=True))
+        warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
+        configs.append(triton.Config(meta, num_warps=warps, num_stages=stages, pre_hook=pre_hook))
+    return configs

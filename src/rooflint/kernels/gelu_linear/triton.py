@@ -8,7 +8,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
+from rooflint.kernels.common.tile_order import PERSISTENT_TILE, autotuned_descriptors, gemm_configs, tile_origin
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
@@ -23,10 +23,6 @@ def _set_tma_blocks(nargs):
 
 
 def _configs():
-    if interpreting():
-        # The interpreter runs every program in numpy: one small tile keeps tests fast.
-        tile = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "PERSISTENT": True}
-        return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
     # The two winners of a config sweep (docs/perf-notes has it), autotuned on (M, N, K):
     # - 128x256x64, 3 stages, 8 warps, persistent, GROUP_M 16: 8192^3. 164 registers, 176.5 KiB smem
     #   (3 x 48 KB of stages + a 32 KB half-tile for the store): one block per SM. Not 4 stages:
@@ -34,15 +30,8 @@ def _configs():
     # - 128x128x64, 3 stages, 8 warps, one program per tile: GPT-2's 1024x768x3072.
     #   170 registers keep it at one block per SM, so its 192 tiles run as 1.45 waves.
     winners = [(128, 256, 64, 3, 8, 16, True), (128, 128, 64, 3, 8, 8, False)]
-    return [
-        triton.Config(
-            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group, "PERSISTENT": persistent},
-            num_warps=w,
-            num_stages=s,
-            pre_hook=_set_tma_blocks,
-        )
-        for bm, bn, bk, s, w, group, persistent in winners
-    ]
+    interpreter_tile = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "PERSISTENT": True}
+    return gemm_configs(PERSISTENT_TILE, winners, _set_tma_blocks, interpreter_tile)
 
 
 @triton.autotune(configs=_configs(), key=["M", "N", "K"])

@@ -19,10 +19,10 @@ import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
-from rooflint.core.triton_compat import interpreting, tl, triton
+from rooflint.core.triton_compat import tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
-from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
+from rooflint.kernels.common.tile_order import autotuned_descriptors, gemm_configs, tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
 from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK, require_fp8_tensor_cores
 
@@ -37,24 +37,14 @@ def _set_tma_blocks(nargs):
 
 
 def _configs():
-    if interpreting():
-        tile = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
-        return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
     # 1-byte codes: a K step of 128 moves as many bytes as bf16's 64. 128x256x128 in 3 stages is
     # 144 KiB of operands plus a 64 KiB bf16 C tile (one block per SM, 8 warps: two consumer
     # warpgroups of 64 rows); 128x128x128 in 4 stages fits two blocks' worth of tiles for the
     # narrower shapes (GPT-2's 1024 x 3072 has only 192 tiles of 128x128). Every BLOCK_K divides
     # SCALE_BLOCK, as block scales need.
     winners = [(128, 256, 128, 3, 8, 8), (128, 128, 128, 4, 8, 8), (128, 256, 64, 4, 8, 8)]
-    return [
-        triton.Config(
-            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
-            num_warps=w,
-            num_stages=s,
-            pre_hook=_set_tma_blocks,
-        )
-        for bm, bn, bk, s, w, group in winners
-    ]
+    names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M")
+    return gemm_configs(names, winners, _set_tma_blocks, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2})
 
 
 @triton.autotune(configs=_configs(), key=["M", "N", "K", "ROW_SCALES", "BLOCK_SCALES", "GELU_BIAS"])

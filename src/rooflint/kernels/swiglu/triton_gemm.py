@@ -20,7 +20,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.common.tile_order import autotuned_descriptors, tile_origin
+from rooflint.kernels.common.tile_order import PERSISTENT_TILE, autotuned_descriptors, gemm_configs, tile_origin
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt
 from rooflint.kernels.swiglu import FAMILY
 from rooflint.kernels.swiglu.triton import _silu_mul
@@ -37,24 +37,13 @@ def _set_tma_blocks(nargs):
 
 
 def _configs():
-    if interpreting():
-        # The interpreter runs every program in numpy: one small tile keeps tests fast.
-        tile = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 4, "PERSISTENT": True}
-        return [triton.Config(tile, num_warps=4, num_stages=1, pre_hook=_set_tma_blocks)]
     # gelu_linear's 128 x 256 winner with its 256 columns split into gate's 128 and up's 128: 3
     # stages of 48 KB (X and the stacked gate and up slabs) and a 32 KB output tile, one block an SM,
     # 8 warps holding the 128 x 256 fp32 accumulator (128 registers a thread). The 128 x (2 x 64)
     # tile is the fallback where M or N leave the big tile's last wave mostly empty.
     winners = [(128, 128, 64, 3, 8, 16, True), (128, 64, 64, 4, 8, 8, False)]
-    return [
-        triton.Config(
-            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group, "PERSISTENT": persistent},
-            num_warps=w,
-            num_stages=s,
-            pre_hook=_set_tma_blocks,
-        )
-        for bm, bn, bk, s, w, group, persistent in winners
-    ]
+    interpreter_tile = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 4, "PERSISTENT": True}
+    return gemm_configs(PERSISTENT_TILE, winners, _set_tma_blocks, interpreter_tile)
 
 
 @triton.autotune(configs=_configs(), key=["M", "N", "K"])
