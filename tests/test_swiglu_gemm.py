@@ -10,6 +10,7 @@ from tiny_llama import TINY_LLAMA
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
 from rooflint.kernels.swiglu import triton_gemm
 from rooflint.models import llama
 from rooflint.models.base import OpRecorder, Phase, build
@@ -60,6 +61,9 @@ def test_what_the_gemm_cannot_take_is_named_in_one_line():
     assert "TF32" in triton_gemm.why_not(x.float(), w.float())
     assert "multiples of 8" in triton_gemm.why_not(torch.zeros(4, 60, dtype=torch.bfloat16), w[:, :60])
     assert "multiples of 8" in triton_gemm.why_not(x, w[:84])  # inter 42
+    assert "does not match the weight" in triton_gemm.why_not(x.half(), w)
+    assert "does not match the weight" in triton_gemm.why_not(x[:, :56], w)
+    assert triton_gemm.why_not_weight(w) is None and "TF32" in triton_gemm.why_not_weight(w.float())
     with pytest.raises(ValueError, match="multiples of 8"):
         triton_gemm.gemm_swiglu(x, w[:84])
     family = get_family("swiglu")
@@ -125,7 +129,5 @@ def test_a_given_config_launches_that_tile():
     case = family.build_case("custom", params, "bf16", CPU)
     config = {**triton_gemm.GEMM_CONFIG, "BLOCK_M": 16, "BLOCK_N": 8, "BLOCK_K": 8, "PERSISTENT": 0}
     output = family.variants["triton_gemm"].build(case, config=config)()
-    from rooflint.engine.correctness import check
-
     verdict = check(family, "bf16", output, family.reference(case.inputs, params))
     assert verdict.passed, verdict.message

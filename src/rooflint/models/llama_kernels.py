@@ -283,8 +283,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             return False
         from rooflint.kernels.swiglu import triton_gemm
 
-        w = self.gate_up_w
-        return triton_gemm.why_not(w[:1], w) is None
+        return triton_gemm.why_not_weight(self.gate_up_w) is None
 
     def gate_up_swiglu(self, h, w, b):
         if self._quantized(h.shape[0], w) is not None:

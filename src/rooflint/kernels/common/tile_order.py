@@ -43,3 +43,15 @@ def gemm_configs(names, winners, pre_hook, interpreter_tile):
         warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
         configs.append(triton.Config(meta, num_warps=warps, num_stages=stages, pre_hook=pre_hook))
     return configs
+
+
+def persistent_grid(m: int, n: int, sms: int):
+    """The launch grid of a TMA GEMM over an [m, n] output: one program an SM striding over the tiles
+    where the config is persistent (PERSISTENT, true where the kernel has no such parameter), else
+    one program a tile."""
+
+    def grid(meta):
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+        return (min(tiles, sms) if meta.get("PERSISTENT", True) else tiles,)
+
+    return grid

@@ -8,7 +8,13 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.common.tile_order import PERSISTENT_TILE, autotuned_descriptors, gemm_configs, tile_origin
+from rooflint.kernels.common.tile_order import (
+    PERSISTENT_TILE,
+    autotuned_descriptors,
+    gemm_configs,
+    persistent_grid,
+    tile_origin,
+)
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
@@ -83,9 +89,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     x_desc, w_desc, y_desc = autotuned_descriptors(x, w, out)
     sms = sm_count(x.device, INTERPRETER_SMS)
 
-    def grid(meta):
-        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
-        return (min(tiles, sms) if meta["PERSISTENT"] else tiles,)
+    grid = persistent_grid(m, n, sms)
 
     _gelu_linear_kernel[grid](x_desc, w_desc, y_desc, b, m, n, k, UPCAST=interpreting())
     return out

@@ -22,7 +22,7 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import tl, triton
 from rooflint.kernels import sm_count
 from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
-from rooflint.kernels.common.tile_order import autotuned_descriptors, gemm_configs, tile_origin
+from rooflint.kernels.common.tile_order import autotuned_descriptors, gemm_configs, persistent_grid, tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
 from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK, require_fp8_tensor_cores
 
@@ -117,8 +117,7 @@ def scaled_gemm(
     a_desc, b_desc, c_desc = autotuned_descriptors(a, b, out)
     sms = sm_count(a.device, INTERPRETER_SMS)
 
-    def grid(meta):
-        return (min(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), sms),)
+    grid = persistent_grid(m, n, sms)
 
     sa = sa.contiguous()
     bias = sa if gelu_bias is None else gelu_bias.contiguous()  # a pointer the plain GEMM never reads

@@ -20,7 +20,13 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
-from rooflint.kernels.common.tile_order import PERSISTENT_TILE, autotuned_descriptors, gemm_configs, tile_origin
+from rooflint.kernels.common.tile_order import (
+    PERSISTENT_TILE,
+    autotuned_descriptors,
+    gemm_configs,
+    persistent_grid,
+    tile_origin,
+)
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt
 from rooflint.kernels.swiglu import FAMILY
 from rooflint.kernels.swiglu.triton import _silu_mul
@@ -89,15 +95,22 @@ def _gemm_swiglu_kernel(
         y_desc.store([off_m, off_n], _silu_mul(gate.to(dtype), up.to(dtype)).to(dtype))
 
 
-def why_not(x: torch.Tensor, w: torch.Tensor) -> str | None:
-    """Why the fused GEMM cannot take x [rows, hidden] and W [2 * inter, hidden], or None."""
-    if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype:
-        return f"16-bit x and W of one dtype only (got {x.dtype} and {w.dtype}): fp32 would run in TF32"
-    if x.shape[1] % 8 or w.shape[0] % 16:
+def why_not_weight(w: torch.Tensor) -> str | None:
+    """Why the fused GEMM cannot take W [2 * inter, hidden] whatever x is, or None."""
+    if w.dtype not in (torch.float16, torch.bfloat16):
+        return f"16-bit weights only (got {w.dtype}): fp32 would run in TF32"
+    if w.shape[1] % 8 or w.shape[0] % 16:
         return "TMA needs 16-byte row strides: hidden and inter multiples of 8"
-    if x.is_cuda and torch.cuda.get_device_capability(x.device) < (9, 0):
+    if w.is_cuda and torch.cuda.get_device_capability(w.device) < (9, 0):
         return "TMA needs sm_90 or newer"
     return None
+
+
+def why_not(x: torch.Tensor, w: torch.Tensor) -> str | None:
+    """Why the fused GEMM cannot take x [rows, hidden] and W [2 * inter, hidden], or None."""
+    if x.dtype != w.dtype or x.shape[1] != w.shape[1]:
+        return f"x {list(x.shape)} {x.dtype} does not match the weight {list(w.shape)} {w.dtype}"
+    return why_not_weight(w)
 
 
 def tiles() -> list[dict]:
@@ -125,9 +138,7 @@ def gemm_swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
     x_desc, w_desc, y_desc = autotuned_descriptors(x, w.view(2, n, k), out)
     sms = sm_count(x.device, INTERPRETER_SMS)
 
-    def grid(meta):
-        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
-        return (min(tiles, sms) if meta["PERSISTENT"] else tiles,)
+    grid = persistent_grid(m, n, sms)
 
     bias = b.contiguous() if b is not None else out  # a placeholder pointer the kernel never reads
     args = (x_desc, w_desc, y_desc, bias, m, n, k)
