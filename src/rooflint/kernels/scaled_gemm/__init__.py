@@ -225,4 +225,4 @@ def eager_unfused(case):
 
 
 # The implementations register their variants on FAMILY as they are imported.
-from rooflint.kernels.scaled_gemm import cuda, triton  # noqa: E402, F401
+from rooflint.kernels.scaled_gemm import cuda, gluon, triton  # noqa: E402, F401
