@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 
-def sm90_reason(device: torch.device, kernel: str, dtype: torch.dtype) -> str | None:
+def sm90_reason(device: torch.device, kernel: str, dtype: torch.dtype | None) -> str | None:
     """Why the Gluon `kernel` ("attention", "GEMM"), written for sm_90 in fp16 or bf16, cannot run on
-    ``device`` in ``dtype`` (None: it can)."""
+    ``device`` in ``dtype`` (None: it can). ``dtype`` None: a kernel that checks its own formats."""
     if not HAS_GLUON:
         return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
     if device.type != "cuda":
@@ -60,6 +60,6 @@ def sm90_reason(device: torch.device, kernel: str, dtype: torch.dtype) -> str | 
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) != (9, 0):
         return f"the Gluon {kernel} is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
-    if dtype not in (torch.float16, torch.bfloat16):
+    if dtype is not None and dtype not in (torch.float16, torch.bfloat16):
         return f"the Gluon {kernel} takes fp16 or bf16, not {dtype}"
     return None

@@ -46,6 +46,7 @@ from rooflint.kernels.common.gluon import (  # Gluon's Hopper ops where this Tri
     gl,
     gluon,
     mbarrier,
+    sm90_reason,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -203,15 +204,8 @@ def why_not(a: torch.Tensor, b: torch.Tensor, scaling: str) -> str | None:
 
 
 def unsupported_reason(device: torch.device) -> str | None:
-    """Why no sm_90 Gluon kernel can run on ``device`` (None: it can)."""
-    if not HAS_GLUON:
-        return "needs Triton's Gluon with its Hopper ops (triton>=3.5)"
-    if device.type != "cuda":
-        return "Gluon has no CPU interpreter: it runs on an sm_90 GPU only"
-    major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) != (9, 0):
-        return f"the Gluon block-scaled GEMM is written for sm_90 (wgmma, TMA); this GPU is sm_{major}{minor}"
-    return None
+    """Why the kernel cannot run on ``device`` (None: it can); why_not checks its formats."""
+    return sm90_reason(device, "block-scaled GEMM", None)
 
 
 def descriptors(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> tuple:
