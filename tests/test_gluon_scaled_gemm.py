@@ -13,6 +13,7 @@ from kernel_checks import compile_gluon_for_sm90
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.registry import get_family
+from rooflint.engine.ab.configs import config_defaults
 from rooflint.kernels.scaled_gemm import gluon as sg
 
 needs_gluon = pytest.mark.skipif(not sg.HAS_GLUON, reason="this Triton has no Gluon Hopper ops")
@@ -98,6 +99,4 @@ def test_the_launcher_refuses_scales_of_another_shape_and_bad_settings():
 
 def test_ab_configs_name_the_kernels_own_settings():
     build = get_family("scaled_gemm").variants["triton_gluon"].build
-    from rooflint.engine.ab.configs import config_defaults
-
     assert dict(config_defaults(build)) == {"STAGES": sg.STAGES, "GROUP_M": sg.GROUP_M}

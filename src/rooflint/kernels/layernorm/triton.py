@@ -121,9 +121,8 @@ def triton_layernorm(
         given = {name: value for name, value in (config or {}).items() if value is not None}
         warps = given.get("num_warps") or num_warps or min(16, max(1, block // 512))
         even = block == hidden
-        # No eviction hints, w and b after the reductions: 0.0675 ms at [16384, 4096] on an H200, against
-        # 0.0689 with evict_first on x and y and 0.0710 with w and b loaded first (rooflint ab layernorm
-        # -V triton --config W_FIRST=0,1 --config EVICT=0,1).
+        # No eviction hints, w and b after the reductions: each alternative measured slower on an H200
+        # (docs/perf-notes/layernorm.md; `rooflint ab layernorm -V triton --config EVICT=0,1`).
         meta = {"W_FIRST": bool(given.get("W_FIRST", False)), "EVICT": bool(given.get("EVICT", False))}
         _ln_row_kernel[(rows,)](
             *args, BLOCK=block, GELU=gelu, MUFU=mufu, STATS=stats, EVEN=even, num_warps=warps, **meta

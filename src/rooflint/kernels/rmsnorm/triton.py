@@ -83,9 +83,8 @@ def triton_rmsnorm(x, weight, y, residual=None, h=None, *, max_block: int | None
     warps = min(16, max(1, block // 512))
     has_residual = residual is not None
     given = {name: value for name, value in (config or {}).items() if value is not None}
-    # w loaded with x and no eviction hints: 0.0651 against 0.0687 ms at [16384, 4096] (0.130 against 0.137
-    # with the residual) on an H200; evict_first on the row's loads cost 5% there (rooflint ab
-    # rmsnorm -V triton --config W_FIRST=0,1 --config EVICT=0,1).
+    # w loaded with x and no eviction hints: each measured faster on an H200 (docs/perf-notes/
+    # llm-families.md; `rooflint ab rmsnorm -V triton --config W_FIRST=0,1 --config EVICT=0,1`).
     meta = {"W_FIRST": bool(given.get("W_FIRST", True)), "EVICT": bool(given.get("EVICT", False))}
     _rmsnorm_kernel[(rows,)](
         x, residual if has_residual else x, weight, y, h if has_residual else y, hidden, float(eps),

@@ -5,8 +5,7 @@ so each K block's product must leave the tensor cores' accumulator and be added 
 times sa * sb (the "promotion" that also keeps fp8's limited-precision tensor-core accumulation to
 one block). In the Triton kernel (triton.py) that add waits for its wgmmas to retire, and Triton's
 software pipeliner meets both warpgroups at a CTA barrier every K step: the tensor cores idle through
-every add and every barrier (0.50x cuBLASLt at 8192^3 on an H200). Here the schedule is stated, as
-DeepGEMM's is:
+every add and every barrier. Here the schedule is stated, as DeepGEMM's is:
 - a producer warp issues the TMA loads of A (two 64-row boxes) and B (one 128-row box) into
   a STAGES-deep ring that runs on across the persistent CTA's tiles, each stage with a "full"
   mbarrier (bytes landed) and an "empty" one (one arrive per consumer);
@@ -24,7 +23,8 @@ consumer holds one 64 x 128 sum and one product (128 registers). A 128 x 256 til
 third fewer L2 bytes per FLOP, needs a second sum (192) and spills; its one-product form with the
 rescale folded into the tensor cores' accumulator would accumulate all of K at fp8's limited
 precision, which is what per-block promotion exists to avoid. Without warp specialization (256
-threads, 255 registers) the 128 x 256 tile fits, but ran 2.3x slower (docs/perf-notes/quantized.md).
+threads, 255 registers) the 128 x 256 tile fits, but its warpgroups meet every K step and it ran
+slower (docs/perf-notes/quantized.md has the measurements).
 
 Gluon has no CPU interpreter: tests/test_gluon_scaled_gemm.py compiles it for sm_90a on the CPU, and the
 GPU tier (tests/gpu/test_gpu_scaled_gemm_gluon.py) checks it against float64 on ragged shapes.
@@ -57,11 +57,11 @@ from rooflint.kernels.scaled_gemm import FAMILY
 from rooflint.kernels.scaled_gemm.formats import SCALE_BLOCK, require_fp8_tensor_cores
 
 HALF_M = 64  # rows a consumer warpgroup owns (one wgmma's M)
-HALF_N = 128  # one B scale block wide: a half's B scale is one scalar a K block
+HALF_N = 128  # the tile's width, one B scale block: B's scale is one scalar a tile and K block
 BLOCK_K = SCALE_BLOCK  # one K step is one scale block (128 one-byte codes: one 128-byte swizzle row)
 GROUP_M = 8  # tile rows a B panel sweeps before the next (the L2 reuse of gelu_linear's GEMMs)
 # Shared memory a stage: A 128x128 + B 128x128 one-byte codes (32 KB), plus the two consumers' 64x128
-# bf16 output buffers (32 KB): 4 stages take 160 KB (5 measured 0.6% slower on an H200).
+# bf16 output buffers (32 KB): 4 stages take 160 KB (a fifth measured no faster: docs/perf-notes/quantized.md).
 STAGES = 4
 CONSUMER_REGS, PRODUCER_REGS = 232, 40  # setmaxnreg: 2 x 128 x 232 + 32 x 40 (a warp) fit 64K
 
@@ -113,10 +113,10 @@ if HAS_GLUON:
     @gluon.jit
     def _zeros_after(total, INTEGER: gl.constexpr):
         # Zeros for the product's registers (use_acc=False never reads them, but wgmma's accumulator
-        # operand must be defined) that the compiler can only write after `total`, the sum just
-        # updated: their moves then come before the next wgmmas start, never between a wgmma's start
-        # and end, and the sum's adds are not pushed past the next product's wgmmas (which keeps
-        # two products live and spills).
+        # operand must be defined) that the compiler can only write after `total`, the sum the last
+        # product was added into: so the moves come after that add has read the last product and
+        # before the next wgmmas start, never between a wgmma's start and its wait (where ptxas would
+        # serialize every wgmma of the kernel), and no copy of a product is kept alive.
         zeros = gl.inline_asm_elementwise("mov.b32 $0, 0;", "=r,r", [total], dtype=gl.float32, is_pure=True, pack=1)
         if INTEGER:  # int8 MMAs accumulate in int32: the same zero bits
             zeros = zeros.to(gl.int32, bitcast=True)
