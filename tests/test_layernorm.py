@@ -6,7 +6,7 @@ from rooflint.core.family import Cost
 from rooflint.core.registry import get_family
 from rooflint.engine.correctness import check
 from rooflint.kernels import layernorm as ln
-from rooflint.kernels.layernorm.triton import triton_layernorm
+from rooflint.kernels.layernorm.triton import ROW_CONFIG, triton_layernorm
 
 # hidden 1 (var 0: y = b), odd widths (unaligned rows), 256 (a whole tile: the unmasked path),
 # 4097 (just past a power of two) and 70001 (wider than one register tile: the looped kernel).
@@ -19,6 +19,23 @@ FAMILIES = ["layernorm", "layernorm_gelu"]
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 def test_triton_matches_reference(family, rows, hidden, dtype):
     assert_variant_matches_reference(family, "triton", {"rows": rows, "hidden": hidden}, dtype)
+
+
+@pytest.mark.parametrize("config", [{"W_FIRST": 1}, {"EVICT": 1}, {"W_FIRST": 1, "EVICT": 1, "num_warps": 2}])
+@pytest.mark.parametrize("rows,hidden", [(5, 7), (6, 256), (4, 1000)])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_each_ab_config_matches_reference_and_the_default_bits(rows, hidden, dtype, config):
+    # `rooflint ab layernorm -V triton --config ...` runs these (256: the unmasked EVEN path): where w
+    # and b load and the eviction hints move no arithmetic, so each gives the default's bits too.
+    family = get_family("layernorm")
+    params = {"rows": rows, "hidden": hidden}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"), seed=rows + hidden)
+    y, mean, rstd = family.variants["triton"].build(case, config={**ROW_CONFIG, **config})()
+    verdict = check(family, dtype, (y, mean, rstd), family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+    default = family.variants["triton"].build(case)()
+    for got, want in zip((y, mean, rstd), default, strict=True):
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("gelu", [False, True])

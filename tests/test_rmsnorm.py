@@ -25,6 +25,27 @@ def test_triton_matches_float64(rows, hidden, residual, dtype):
     assert_variant_matches_reference("rmsnorm", "triton", params, dtype)
 
 
+@pytest.mark.parametrize(
+    "config", [{"W_FIRST": 0, "EVICT": 1}, {"W_FIRST": 1, "EVICT": 1}, {"W_FIRST": 0, "num_warps": 2}]
+)
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("rows,hidden", [(5, 7), (4, 1000), (3, 4097)])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_each_ab_config_matches_float64_and_the_default_bits(rows, hidden, residual, dtype, config):
+    # `rooflint ab rmsnorm -V triton --config ...` runs these: w before or after the reduction and the
+    # eviction hints move no arithmetic, so each gives the default's bits as well as float64's answer.
+    family = get_family("rmsnorm")
+    params = {"rows": rows, "hidden": hidden, "residual": residual}
+    case = family.build_case("custom", params, dtype, torch.device("cpu"), seed=rows + hidden)
+    run = family.variants["triton"].build(case, config={**rms_triton.ROW_CONFIG, **config})
+    output = run()
+    verdict = check(family, dtype, output, family.reference(case.inputs, params))
+    assert verdict.passed, verdict.message
+    default = family.variants["triton"].build(case)()
+    for got, want in zip(output if residual else (output,), default if residual else (default,), strict=True):
+        assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_the_looped_path_matches_float64(residual, dtype):
