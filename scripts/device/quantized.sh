@@ -4,7 +4,7 @@
 # large in its formats, then one summary: TFLOP/s, % of the roof of the precision the tensor cores run,
 # and each variant's speed over the family's baseline (`eager`, or `bf16_skinny` for the weight-only
 # GEMM) in the same run.
-#   bash scripts/device/quantized.sh check       # doctor; scaled_gemm in fp8_e4m3, fp8_e5m2 and int8 (Triton, cuBLASLt)
+#   bash scripts/device/quantized.sh check       # doctor; scaled_gemm in fp8_e4m3, fp8_e5m2 and int8 (Triton, the block-scaled Gluon GEMM, cuBLASLt)
 #   bash scripts/device/quantized.sh cuda        # scaled_gemm's CUDA wgmma fp8 GEMM and block scales, fp8_e4m3
 #   bash scripts/device/quantized.sh gelu        # gelu_linear in fp8 (eager _scaled_mm + GELU, triton_fp8, cuda_fp8)
 #   bash scripts/device/quantized.sh attention   # attention in fp8_e4m3 (eager dequantize + SDPA, triton, FA3 where installed)
@@ -17,7 +17,8 @@ out=${OUT:-/tmp/rooflint-quantized}
 mkdir -p "$out"
 stage=${1:-check}
 case "$stage" in
-  check) family=scaled_gemm dtypes=fp8_e4m3,fp8_e5m2,int8 tests=tests/gpu/test_quantized_gpu.py baseline=eager ;;
+  check) family=scaled_gemm dtypes=fp8_e4m3,fp8_e5m2,int8 baseline=eager
+    tests="tests/gpu/test_quantized_gpu.py tests/gpu/test_gpu_scaled_gemm_gluon.py" ;;
   cuda) family=scaled_gemm dtypes=fp8_e4m3 tests=tests/gpu/test_scaled_gemm_cuda_gpu.py baseline=eager ;;
   gelu) family=gelu_linear dtypes=fp8_e4m3 tests=tests/gpu/test_gelu_linear_fp8_gpu.py baseline=eager ;;
   attention) family=attention dtypes=fp8_e4m3 tests=tests/gpu/test_attention_fp8_gpu.py baseline=eager ;;
@@ -29,7 +30,8 @@ if [ "$stage" = check ]; then
   rooflint doctor >"$out/doctor.txt" 2>&1
   tail -1 "$out/doctor.txt"
 fi
-timeout 200 python3 -m pytest -m gpu "$tests" -q -rs -p no:cacheprovider >"$out/$stage-gpu-tests.log" 2>&1
+# shellcheck disable=SC2086  # $tests: one or more test files
+timeout 200 python3 -m pytest -m gpu $tests -q -rs -p no:cacheprovider >"$out/$stage-gpu-tests.log" 2>&1
 echo "gpu tests: exit $?: $(grep -E '[0-9]+ (passed|failed)' "$out/$stage-gpu-tests.log" | tail -1)"
 grep -E "FAILED|Error" "$out/$stage-gpu-tests.log" | sort | uniq -c | head -10
 # Rows reach disk as they finish: a bench cut short by the timeout still leaves its rows to copy.
