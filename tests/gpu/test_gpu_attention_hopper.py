@@ -16,6 +16,7 @@ import torch
 from kernel_checks import assert_attention_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
+from rooflint.kernels.attention import cuda
 from rooflint.kernels.attention import hopper as hopper
 
 pytestmark = pytest.mark.gpu
@@ -35,6 +36,21 @@ def test_wgmma_attention_matches_float64(d, n, causal):
     _hopper_or_skip()
     variant = get_family("attention").variants["cuda_hopper"]
     assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_uniform_warpgroup_index_changes_no_bit(d, causal):
+    # UNIFORM_WG=1 (the default) broadcasts the warpgroup index so nvcc keeps the descriptors in
+    # uniform registers; the arithmetic is the same, so the bits must be.
+    _hopper_or_skip()
+    family = get_family("attention")
+    params = {"B": 2, "H": 3, "N": 777, "D": d, "causal": causal}
+    case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=d)
+    variant = family.variants["cuda_hopper"]
+    plain = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 0})().clone()
+    uniform = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 1})()
+    assert torch.equal(plain, uniform)
 
 
 @pytest.mark.parametrize("d", [64, 128])

@@ -46,6 +46,11 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 
 // K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
 // already hide the loads: a third (224 of the 227 KB) adds shared memory and no overlap.
+// The warpgroup index broadcast so nvcc knows it warp-uniform (-D 0 for an A/B against the plain one).
+#ifndef ROOFLINT_FA3_UNIFORM_WARPGROUP
+#define ROOFLINT_FA3_UNIFORM_WARPGROUP 1
+#endif
+
 #ifndef ROOFLINT_FA3_STAGES_D128
 #define ROOFLINT_FA3_STAGES_D128 2
 #endif
@@ -151,7 +156,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   const int m0 = m_block * kBlockM;
   const int key_end = causal ? min(n, m0 + kBlockM) : n;
   const int tiles = (key_end + kBlockN - 1) / kBlockN;
+  // Broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): the same value, but one nvcc can prove
+  // warp-uniform, so what derives from it (the consumer's Q rows, its wgmma descriptors) lives in
+  // uniform registers instead of being moved there (two R2UR) before every wgmma.
+#if ROOFLINT_FA3_UNIFORM_WARPGROUP
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+#else
   const int warpgroup = threadIdx.x / 128;
+#endif
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);

@@ -49,8 +49,12 @@ def cuda_attention(library, q, k, v, causal: bool, out):
 HOPPER_CUDA_HEAD_DIMS = (64, 128)
 # Its compile-time meta-parameters (`rooflint ab attention -V cuda_hopper --config CONSUMERS_D64=2,3`):
 # None keeps the source's own default. Each maps to a -D of attention_hopper.cu.
-HOPPER_CUDA_DEFINES = {"CONSUMERS_D64": "ROOFLINT_FA3_CONSUMERS_D64", "STAGES_D64": "ROOFLINT_FA3_STAGES_D64",
-                       "STAGES_D128": "ROOFLINT_FA3_STAGES_D128"}  # fmt: skip
+HOPPER_CUDA_DEFINES = {
+    "CONSUMERS_D64": "ROOFLINT_FA3_CONSUMERS_D64",
+    "STAGES_D64": "ROOFLINT_FA3_STAGES_D64",
+    "STAGES_D128": "ROOFLINT_FA3_STAGES_D128",
+    "UNIFORM_WG": "ROOFLINT_FA3_UNIFORM_WARPGROUP",
+}
 HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 
 
