@@ -27,12 +27,24 @@ try:
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
     HAS_GLUON = True
+
+    @gluon.jit
+    def tile_origin(tile, tiles_m, tiles_n, group_m):
+        """Tile ``tile``'s (row, column) in the grouped order common/tile_order.py gives the Triton
+        GEMMs: consecutive tiles walk down ``group_m`` tile rows, then step a panel of B right, so
+        the CTAs resident at once share A and B panels in L2. A Gluon kernel cannot call that
+        @triton.jit function, so the order is written here once for the Gluon GEMMs."""
+        width = group_m * tiles_n
+        first_m = (tile // width) * group_m
+        rows = gl.minimum(tiles_m - first_m, group_m)
+        return first_m + (tile % width) % rows, (tile % width) // rows
+
 except ImportError:  # no triton, or one without Gluon's Hopper ops: the variants are skipped with the reason
     HAS_GLUON = False
     # The names stay importable; nothing calls them (each kernel module defines its kernels only
     # where HAS_GLUON is true, and sm90_reason stops every launch before).
     gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = None
-    TensorDescriptor = tma_load = tma_store = None
+    TensorDescriptor = tma_load = tma_store = tile_origin = None
 
 __all__ = [
     "HAS_GLUON",
@@ -45,6 +57,7 @@ __all__ = [
     "tma",
     "tma_load",
     "tma_store",
+    "tile_origin",
     "warpgroup_mma",
     "warpgroup_mma_wait",
 ]

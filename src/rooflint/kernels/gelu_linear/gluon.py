@@ -43,6 +43,7 @@ from rooflint.kernels.common.gluon import (  # Gluon's Hopper ops where this Tri
     gluon,
     mbarrier,
     sm90_reason,
+    tile_origin,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -213,19 +214,12 @@ if HAS_GLUON:
         BN: gl.constexpr = w_desc.block_type.shape[0]
         BN2: gl.constexpr = w2_desc.block_type.shape[0]
         dtype: gl.constexpr = x_desc.dtype
-        # Grouped raster: consecutive CTAs walk down GROUP_M tile rows, then step a panel of W right,
-        # so the CTAs resident at once share X and W panels in L2 (at GPT-2's 8 tile rows, a column
-        # of 8 CTAs reads one W panel from DRAM; at 8192^3 a wave spans 8 X and ~17 W panels).
+        # Grouped raster over 8 tile rows (at GPT-2's 8 tile rows, a column of 8 CTAs reads one W
+        # panel from DRAM; at 8192^3 a wave spans 8 X and ~17 W panels).
         GROUP_M: gl.constexpr = 8
-        tiles_m = gl.cdiv(M, 2 * HALF)
-        tiles_n = gl.cdiv(N, BN + BN2)
-        pid = gl.program_id(0)
-        group = pid // (GROUP_M * tiles_n)
-        first_m = group * GROUP_M
-        rows_in_group = gl.minimum(tiles_m - first_m, GROUP_M)
-        in_group = pid % (GROUP_M * tiles_n)
-        off_m = (first_m + in_group % rows_in_group) * 2 * HALF
-        off_n = (in_group // rows_in_group) * (BN + BN2)
+        tile_m, tile_n = tile_origin(gl.program_id(0), gl.cdiv(M, 2 * HALF), gl.cdiv(N, BN + BN2), GROUP_M)
+        off_m = tile_m * 2 * HALF
+        off_n = tile_n * (BN + BN2)
         k_tiles = gl.cdiv(K, BK)
 
         x_smem = gl.allocate_shared_memory(dtype, [2 * STAGES, HALF, BK], x_desc.layout)

@@ -47,6 +47,7 @@ from rooflint.kernels.common.gluon import (  # Gluon's Hopper ops where this Tri
     gluon,
     mbarrier,
     sm90_reason,
+    tile_origin,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -75,15 +76,6 @@ _GL_CODES = {torch.float8_e4m3fn: "float8e4nv", torch.float8_e5m2: "float8e5", t
 if HAS_GLUON:
 
     @gluon.jit
-    def _tile_origin(tile, tiles_m, tiles_n, group_m):
-        # Grouped order: consecutive tiles sweep group_m tile rows per B panel, so the CTAs in flight
-        # share A and B panels in L2.
-        width = group_m * tiles_n
-        first_m = (tile // width) * group_m
-        rows = gl.minimum(tiles_m - first_m, group_m)
-        return first_m + (tile % width) % rows, (tile % width) // rows
-
-    @gluon.jit
     def _ws_load(a_desc, b_desc, a_smem, b_smem, full, empty, M, N, K, group_m):
         # Constants come from types here: a worker partition's arguments lose their constexpr-ness.
         HALF: gl.constexpr = a_desc.block_type.shape[0]
@@ -95,7 +87,7 @@ if HAS_GLUON:
         k_tiles = gl.cdiv(K, BK)
         step = 0  # the ring's count, running on across tiles
         for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
-            tile_m, tile_n = _tile_origin(tile, tiles_m, tiles_n, group_m)
+            tile_m, tile_n = tile_origin(tile, tiles_m, tiles_n, group_m)
             off_m = tile_m * 2 * HALF
             off_n = tile_n * BN
             for kt in range(k_tiles):
@@ -139,7 +131,7 @@ if HAS_GLUON:
         k_tiles = gl.cdiv(K, BK)  # = the row length of both scale tensors: one K step is one scale block
         step = 0
         for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
-            tile_m, tile_n = _tile_origin(tile, tiles_m, tiles_n, group_m)
+            tile_m, tile_n = tile_origin(tile, tiles_m, tiles_n, group_m)
             row = tile_m * 2 * HALF + half * HALF
             rows = row + gl.arange(0, HALF, layout=gl.SliceLayout(1, layout))
             rows_ok = rows < M
