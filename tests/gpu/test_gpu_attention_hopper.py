@@ -16,6 +16,7 @@ import torch
 from kernel_checks import assert_attention_matches_float64, assert_repeatable
 
 from rooflint.core.registry import get_family
+from rooflint.engine.correctness import check
 from rooflint.kernels.attention import cuda
 from rooflint.kernels.attention import hopper as hopper
 
@@ -51,6 +52,32 @@ def test_the_uniform_warpgroup_index_changes_no_bit(d, causal):
     plain = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 0})().clone()
     uniform = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 1})()
     assert torch.equal(plain, uniform)
+
+
+# More (query block, head) tiles than an H100 or H200 has SMs, with a ragged last block: a
+# persistent CTA walks several tiles, so its Q buffers, K/V ring phases and consumer turns run on
+# from one tile into the next. STAGES_D128=3 leaves room for one Q buffer only (the other path).
+PERSISTENT_SHAPES = [(64, 777, {}), (128, 777, {}), (128, 300, {"STAGES_D128": 3}), (64, 1, {})]
+
+
+@pytest.mark.parametrize("d,n,extra", PERSISTENT_SHAPES)
+def test_the_persistent_kernel_matches_float64_and_one_cta_a_tile(d, n, extra):
+    _hopper_or_skip()
+    family = get_family("attention")
+    variant = family.variants["cuda_hopper"]
+    params = {"B": 3, "H": 70, "N": n, "D": d, "causal": False}
+    blocks = -(-n // (192 if d == 64 else 128))
+    assert blocks * 3 * 70 > torch.cuda.get_device_properties(0).multi_processor_count
+    persistent = {**cuda.HOPPER_CUDA_CONFIG, **extra, "PERSISTENT": 1}
+    for dtype in ("bf16", "fp16"):
+        case = family.build_case("custom", params, dtype, torch.device("cuda"), seed=n + d)
+        walked = variant.build(case, config=persistent)().clone()
+        one_each = variant.build(case, config={**persistent, "PERSISTENT": 0})()
+        torch.cuda.synchronize()
+        verdict = check(family, dtype, walked, family.reference(case.inputs, params))
+        assert verdict.passed, f"persistent D={d} N={n} {dtype}: {verdict.message}"
+        assert torch.equal(walked, one_each)
+    assert_repeatable(variant.build(case, config=persistent))
 
 
 @pytest.mark.parametrize("d", [64, 128])

@@ -26,6 +26,8 @@
 //   192-row blocks and 128-key tiles, up to two at D=64), tiles right of it are never loaded, and the grid runs
 //   the longest query blocks first. Consecutive blocks share a head, so a head's K/V (2 MB at
 //   N=4096, D=128) is read from HBM once and from L2 by the other blocks in flight.
+#include <algorithm>
+#include <climits>
 #include <type_traits>
 
 #include "rooflint/common.cuh"
@@ -40,6 +42,11 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 [[maybe_unused]] constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers: consumer c's turn is 1 + c
 
 // Consumer warpgroups per block (-D overrides the D=64 count for an A/B against two).
+// Every lambda of the kernel is inlined even at -O0 (the compile check's level): there, cicc would
+// make each a called function, and ptxas (CUDA 13) crashes on the persistent kernel's wgmma pipelines
+// running across those calls.
+#define ROOFLINT_LAMBDA_INLINE __attribute__((always_inline))
+
 #ifndef ROOFLINT_FA3_CONSUMERS_D64
 #define ROOFLINT_FA3_CONSUMERS_D64 3
 #endif
@@ -49,6 +56,27 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 // The warpgroup index broadcast so nvcc knows it warp-uniform (-D 0 for an A/B against the plain one).
 #ifndef ROOFLINT_FA3_UNIFORM_WARPGROUP
 #define ROOFLINT_FA3_UNIFORM_WARPGROUP 1
+#endif
+
+// Non-causal launches one CTA an SM that walks its share of the (query block, head) tiles (-D 0 for an
+// A/B against one CTA a tile). A CTA's next Q tile and first K/V tiles then load while its consumers
+// finish the last P V and store O, instead of after a new CTA has started, set up its barriers and
+// found its first tile missing. Causal keeps one CTA a tile: its tiles differ in length, and the
+// hardware's block scheduler already hands the next one to whichever SM frees first.
+#ifndef ROOFLINT_FA3_PERSISTENT
+#define ROOFLINT_FA3_PERSISTENT 1
+#endif
+
+// Whether consumers take turns at the tensor cores: 1 always, 0 never (each issues as soon as its
+// data is in), 2 all but causal D=128. There the diagonal tile's mask makes one consumer's softmax
+// longer than the other's, and a fixed order makes the other wait for it.
+#ifndef ROOFLINT_FA3_PINGPONG
+#define ROOFLINT_FA3_PINGPONG 2
+#endif
+
+// The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
+#ifndef ROOFLINT_FA3_V_LAG
+#define ROOFLINT_FA3_V_LAG 1
 #endif
 
 #ifndef ROOFLINT_FA3_STAGES_D128
@@ -76,10 +104,15 @@ struct Layout {
   static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
   static constexpr int kStages = D == 64 ? ROOFLINT_FA3_STAGES_D64 : ROOFLINT_FA3_STAGES_D128;
-  static constexpr int kK = kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
-  static constexpr int kBarriers = kK + kStages * 2 * kTileBytes;
-  static constexpr int kBytes = kBarriers + (1 + 4 * kStages) * 8;
+  static constexpr int kRingBytes = kStages * 2 * kTileBytes;
+  // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
+  // one's is still read), else one, released after the tile's last Q K^T.
+  static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
+  static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
+  static constexpr int kBarriers = kK + kRingBytes;
+  static constexpr int kBytes = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
+  static_assert(kSmem <= 227 * 1024, "shared memory");
 };
 
 #ifdef ROOFLINT_SM90A
@@ -130,10 +163,13 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&p)[4]
 
 #endif  // ROOFLINT_SM90A
 
-template <typename T, int D>
+// Causal is a template parameter: its masks, its grid order and whether consumers take turns are
+// then fixed at compile time (ptxas schedules the turn-less causal D=128 loop differently from one
+// whose named barriers are skipped at run time, and only the former gained).
+template <typename T, int D, bool causal>
 __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                            const __grid_constant__ CUtensorMap v_map, T* __restrict__ out, int n, int causal,
+                            const __grid_constant__ CUtensorMap v_map, T* __restrict__ out, int n, int heads,
                             float scale_log2) {
 #ifdef ROOFLINT_SM90A
   using L = Layout<D>;
@@ -141,21 +177,34 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   // 128-byte swizzle is defined on 1024-byte-aligned addresses (the XOR takes row bits 7-9).
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t q_full = base + L::kBarriers;
-  auto k_full = [&](int s) { return q_full + 8u * (1 + s); };
-  auto v_full = [&](int s) { return q_full + 8u * (1 + L::kStages + s); };
+  // Barriers: Q full and empty per Q buffer, then K/V full and empty per ring stage.
+  auto q_full = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + L::kBarriers + 8u * b; };
+  auto q_empty = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + L::kBarriers + 8u * (L::kQBuffers + b); };
+  const uint32_t ring_bars = base + L::kBarriers + 16u * L::kQBuffers;
+  auto k_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * s; };
+  auto v_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kStages + s); };
   // K and V of a stage are released separately: K as soon as S = Q K^T is done, V after P V, so
   // the next K load does not wait for the P V that trails it by half an iteration.
-  auto k_empty = [&](int s) { return q_full + 8u * (1 + 2 * L::kStages + s); };
-  auto v_empty = [&](int s) { return q_full + 8u * (1 + 3 * L::kStages + s); };
-  auto k_tile = [&](int s) { return base + L::kK + s * 2u * L::kTileBytes; };
-  auto v_tile = [&](int s) { return k_tile(s) + L::kTileBytes; };
+  auto k_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (2 * L::kStages + s); };
+  auto v_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (3 * L::kStages + s); };
+  auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
+  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
+  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
 
-  const int m_block = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
-  const int head = blockIdx.y;
-  const int m0 = m_block * kBlockM;
-  const int key_end = causal ? min(n, m0 + kBlockM) : n;
-  const int tiles = (key_end + kBlockN - 1) / kBlockN;
+  // The work: (query block, head) tiles, a head's blocks adjacent so that the CTAs in flight share
+  // a few heads' K/V in L2. A persistent CTA takes every gridDim.x-th tile; otherwise there is one
+  // CTA a tile and this loop runs once. Causal runs a head's longest rows first.
+  const int m_blocks = (n + kBlockM - 1) / kBlockM;
+  const int items = m_blocks * heads;
+  struct Tile {
+    int m0, head, tiles;
+  };
+  auto tile_of = [&](int item) ROOFLINT_LAMBDA_INLINE {
+    const int x = item % m_blocks;
+    const int m0 = (causal ? m_blocks - 1 - x : x) * kBlockM;
+    const int key_end = causal ? min(n, m0 + kBlockM) : n;
+    return Tile{m0, item / m_blocks, (key_end + kBlockN - 1) / kBlockN};
+  };
   // Broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): the same value, but one nvcc can prove
   // warp-uniform, so what derives from it (the consumer's Q rows, its wgmma descriptors) lives in
   // uniform registers instead of being moved there (two R2UR) before every wgmma.
@@ -166,11 +215,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 #endif
 
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
+    for (int b = 0; b < L::kQBuffers; ++b) {
+      mbar_init(q_full(b), 1);
+      mbar_init(q_empty(b), kConsumers);  // one elected thread per consumer warpgroup
+    }
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), kConsumers);  // one elected thread per consumer warpgroup
+      mbar_init(k_empty(s), kConsumers);
       mbar_init(v_empty(s), kConsumers);
     }
     mbar_init_fence();
@@ -183,20 +235,42 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       tma_prefetch_map(&q_map);
       tma_prefetch_map(&k_map);
       tma_prefetch_map(&v_map);
-      mbar_arrive_expect_tx(q_full, L::kQBytes);
-      for (int b = 0; b < L::kBoxes; ++b)
-        for (int c = 0; c < kConsumers; ++c)
-          tma_load_3d(base + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full, b * kBoxCols, m0 + c * kQBoxRows, head);
-      for (int j = 0; j < tiles; ++j) {
-        const int s = j % L::kStages;
-        // The stage's previous tile (j - kStages) must be released by both consumers.
-        const uint32_t released = ((j / L::kStages) - 1) & 1;
-        if (j >= L::kStages) mbar_wait(k_empty(s), released);
-        mbar_arrive_expect_tx(k_full(s), L::kTileBytes);
-        for (int b = 0; b < L::kBoxes; ++b) tma_load_3d(k_tile(s) + b * kBoxBytes, &k_map, k_full(s), b * kBoxCols, j * kBlockN, head);
-        if (j >= L::kStages) mbar_wait(v_empty(s), released);
-        mbar_arrive_expect_tx(v_full(s), L::kTileBytes);
-        for (int b = 0; b < L::kBoxes; ++b) tma_load_3d(v_tile(s) + b * kBoxBytes, &v_map, v_full(s), b * kBoxCols, j * kBlockN, head);
+      unsigned g = 0;  // K/V tiles issued so far by this CTA: the ring's position runs on across its tiles
+      for (int item = blockIdx.x, it = 0; item < items; item += gridDim.x, ++it) {
+        const Tile w = tile_of(item);
+        const int qb = it % L::kQBuffers;
+        // The buffer's previous Q (kQBuffers tiles back) must be released by every consumer.
+        if (it >= L::kQBuffers) mbar_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
+        mbar_arrive_expect_tx(q_full(qb), L::kQBytes);
+        for (int b = 0; b < L::kBoxes; ++b)
+          for (int c = 0; c < kConsumers; ++c)
+            tma_load_3d(q_tile(qb) + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full(qb), b * kBoxCols,
+                        w.m0 + c * kQBoxRows, w.head);
+        // K_j is read at iteration j and V_j one iteration later (P_j V_j is issued with S_{j+1}), so
+        // V_j goes out after K_{j+1}: the wait for V's stage (the P V two tiles back) then never
+        // holds back the next K.
+        auto load_k = [&](unsigned gj, int j) ROOFLINT_LAMBDA_INLINE {
+          const unsigned s = gj % L::kStages;
+          // The stage's previous tile (gj - kStages) must be released by every consumer.
+          if (gj >= L::kStages) mbar_wait(k_empty(s), ((gj / L::kStages) - 1) & 1u);
+          mbar_arrive_expect_tx(k_full(s), L::kTileBytes);
+          for (int b = 0; b < L::kBoxes; ++b)
+            tma_load_3d(k_tile(s) + b * kBoxBytes, &k_map, k_full(s), b * kBoxCols, j * kBlockN, w.head);
+        };
+        auto load_v = [&](unsigned gj, int j) ROOFLINT_LAMBDA_INLINE {
+          const unsigned s = gj % L::kStages;
+          if (gj >= L::kStages) mbar_wait(v_empty(s), ((gj / L::kStages) - 1) & 1u);
+          mbar_arrive_expect_tx(v_full(s), L::kTileBytes);
+          for (int b = 0; b < L::kBoxes; ++b)
+            tma_load_3d(v_tile(s) + b * kBoxBytes, &v_map, v_full(s), b * kBoxCols, j * kBlockN, w.head);
+        };
+        for (int j = 0; j < w.tiles; ++j) {
+          load_k(g + j, j);
+          if (ROOFLINT_FA3_V_LAG && j > 0) load_v(g + j - 1, j - 1);
+          if (!ROOFLINT_FA3_V_LAG) load_v(g + j, j);
+        }
+        if (ROOFLINT_FA3_V_LAG) load_v(g + w.tiles - 1, w.tiles - 1);
+        g += w.tiles;
       }
     }
     return;
@@ -206,8 +280,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   claim_registers<L::kConsumerRegisters>();
   const int consumer = warpgroup - 1;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-  const int g = lane / 4, t = lane % 4;  // accumulator fragment: row group and column pair
-  const int row = m0 + consumer * 64 + warp * 16 + g;  // this thread's rows: row and row + 8
+  const int g_row = lane / 4, t = lane % 4;  // accumulator fragment: row group and column pair
   const bool elected = threadIdx.x % 128 == 0;
 
   float s[64], o[D / 2];
@@ -215,164 +288,187 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) s[i] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-#pragma unroll
   for (int i = 0; i < kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float row_max[2], row_sum[2];
 
-  // This warpgroup's 64 query rows start 64 rows (8 KB) into each Q column box.
-  const uint32_t q_rows = base + consumer * 64 * 128;
-  // Each wgmma's descriptors: a tile's base descriptor advanced by the byte offset, not one built
-  // whole per wgmma (a mask, shifts and ORs on the uniform datapath, ~70 instructions a warp a tile
-  // at D=64, where FlashAttention-4 issues a fifth as many).
-  const uint64_t q_desc = desc_k_major(q_rows);
-  auto issue_pv = [&](int stage) {
-    const uint64_t v_desc = desc_mn_major(v_tile(stage), kBoxBytes);
+  constexpr bool turns = ROOFLINT_FA3_PINGPONG == 1 || (ROOFLINT_FA3_PINGPONG == 2 && !(causal && D == 128));
+  // Each wgmma's descriptors: the first stage's (and this consumer's rows of the first Q buffer)
+  // built once, advanced by byte offsets. Built whole per wgmma, they cost a mask, shifts and ORs on
+  // the uniform datapath, ~70 instructions a warp a tile at D=64, where FlashAttention-4 issues a
+  // fifth as many. This warpgroup's 64 query rows start 64 rows (8 KB) into each Q column box.
+  const uint64_t q_desc0 = desc_k_major(q_tile(0) + consumer * 64 * 128);
+  const uint64_t k_desc0 = desc_k_major(k_tile(0));
+  const uint64_t v_desc0 = desc_mn_major(v_tile(0), kBoxBytes);
+  // Unsigned, so that stage and phase are a mask and a shift.
+  unsigned g = 0;  // K/V tiles consumed so far: the ring position, as the producer counts it
+  for (int item = blockIdx.x, it = 0; item < items; item += gridDim.x, ++it) {
+    const Tile w = tile_of(item);
+    const int tiles = w.tiles;
+    const bool last_item = item + static_cast<int>(gridDim.x) >= items;
+    const int row = w.m0 + consumer * 64 + warp * 16 + g_row;  // this thread's rows: row and row + 8
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
-      mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
-  };
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.0f;
 
-  auto issue_qk = [&](int stage) {
-    const uint64_t k_desc = desc_k_major(k_tile(stage));
+    const unsigned qb = static_cast<unsigned>(it) % L::kQBuffers;
+    const uint64_t q_desc = desc_advance(q_desc0, qb * L::kQBytes);
+    auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
+      const uint64_t v_desc = desc_advance(v_desc0, stage * 2 * L::kTileBytes);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
-      mma_qk<T>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
-                desc_advance(k_desc, (kk / 4) * kBoxBytes + along), kk > 0);
-    }
-  };
-  // Online softmax of S_j in place (S becomes P), in the log2 domain; returns each row's rescale
-  // factor for O. Only tiles whose last key lies past this consumer's first row (causal) and a
-  // ragged last tile pay for the mask.
-  const int first_row = m0 + consumer * 64;
-  auto softmax = [&](int j, float (&alpha)[2]) {
-    const int k0 = j * kBlockN;
-    if ((causal && k0 + kBlockN - 1 > first_row) || k0 + kBlockN > n) {
+      for (int kk = 0; kk < kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
+        mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
+    };
+
+    auto issue_qk = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
+      const uint64_t k_desc = desc_advance(k_desc0, stage * 2 * L::kTileBytes);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
-        const int col = k0 + 8 * (i / 4) + 2 * t + (i & 1);
-        const int r = row + ((i & 2) ? 8 : 0);
-        if (col >= n || (causal && col > r)) s[i] = -INFINITY;
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
+        mma_qk<T>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
+                  desc_advance(k_desc, (kk / 4) * kBoxBytes + along), kk > 0);
       }
-    }
+    };
+    // Online softmax of S_j in place (S becomes P), in the log2 domain; returns each row's rescale
+    // factor for O. Only tiles whose last key lies past this consumer's first row (causal) and a
+    // ragged last tile pay for the mask.
+    const int first_row = w.m0 + consumer * 64;
+    auto softmax = [&](int j, float (&alpha)[2]) {
+      const int k0 = j * kBlockN;
+      if ((causal && k0 + kBlockN - 1 > first_row) || k0 + kBlockN > n) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < 64; ++i)
-        if (((i >> 1) & 1) == h) tile_max = fmaxf(tile_max, s[i]);
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
-      const float base_max = new_max == -INFINITY ? 0.0f : new_max;  // a row with no key yet
-      alpha[h] = fast_exp2(row_max[h] - base_max);
-      row_max[h] = new_max;
-      float partial = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 64; ++i)
-        if (((i >> 1) & 1) == h) {
-          s[i] = fast_exp2(fmaf(s[i], scale_log2, -base_max));
-          partial += s[i];
+        for (int i = 0; i < 64; ++i) {
+          const int col = k0 + 8 * (i / 4) + 2 * t + (i & 1);
+          const int r = row + ((i & 2) ? 8 : 0);
+          if (col >= n || (causal && col > r)) s[i] = -INFINITY;
         }
-      row_sum[h] = row_sum[h] * alpha[h] + partial;  // a quad's partial sums; reduced at the end
-    }
-  };
-  auto pack_p = [&] {
+      }
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      p[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-  };
-  // Ping-pong: a consumer waits for its turn at the tensor cores (consumer 0 goes first), issues
-  // its GEMMs and hands the turn to the next in the ring; all run the same number of tiles, so the
-  // last consumer's last hand-over (back to consumer 0, which has finished) is skipped and no
-  // barrier is left with a pending arrival. Each barrier counts its waiter's and its giver's 128.
-  auto take_turn = [&](int j) {
-    if (consumer > 0 || j > 0) named_sync(kTurnBarrier + consumer, 256);
-  };
-  auto pass_turn = [&](int j) {
-    if (consumer < kConsumers - 1 || j < tiles - 1) named_arrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
-  };
+      for (int h = 0; h < 2; ++h) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 64; ++i)
+          if (((i >> 1) & 1) == h) tile_max = fmaxf(tile_max, s[i]);
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float new_max = fmaxf(row_max[h], tile_max * scale_log2);
+        const float base_max = new_max == -INFINITY ? 0.0f : new_max;  // a row with no key yet
+        alpha[h] = fast_exp2(row_max[h] - base_max);
+        row_max[h] = new_max;
+        float partial = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 64; ++i)
+          if (((i >> 1) & 1) == h) {
+            s[i] = fast_exp2(fmaf(s[i], scale_log2, -base_max));
+            partial += s[i];
+          }
+        row_sum[h] = row_sum[h] * alpha[h] + partial;  // a quad's partial sums; reduced at the end
+      }
+    };
+    auto pack_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        p[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        p[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    // Ping-pong: a consumer waits for its turn at the tensor cores (consumer 0 goes first), issues
+    // its GEMMs and hands the turn to the next in the ring; the ring runs on across a persistent
+    // CTA's tiles, and all consumers run the same number of turns, so only the very first wait
+    // (consumer 0's) and the very last hand-over (the last consumer's, back to consumer 0, which
+    // has finished) are skipped, and no barrier is left with a pending arrival. Each barrier counts
+    // its waiter's and its giver's 128.
+    auto take_turn = [&](int j) ROOFLINT_LAMBDA_INLINE {
+      if (turns && (consumer > 0 || j > 0 || it > 0)) named_sync(kTurnBarrier + consumer, 256);
+    };
+    auto pass_turn = [&](int j) ROOFLINT_LAMBDA_INLINE {
+      if (turns && (consumer < kConsumers - 1 || j < tiles - 1 || !last_item))
+        named_arrive(kTurnBarrier + (consumer + 1) % kConsumers, 256);
+    };
 
-  // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
-  // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
-  float alpha[2];
-  mbar_wait(q_full, 0);
-  mbar_wait(k_full(0), 0);
-  take_turn(0);
-  pin(s);
-  wgmma_fence();
-  issue_qk(0);
-  wgmma_commit();
-  pass_turn(0);
-  wgmma_wait<0>();
-  pin(s);
-  if (elected) mbar_arrive(k_empty(0));
-  softmax(0, alpha);
-  pack_p();
-
-  for (int j = 1; j < tiles; ++j) {
-    const int stage = j % L::kStages;
-    const int previous = (j - 1) % L::kStages;
-    mbar_wait(k_full(stage), (j / L::kStages) & 1);
-    mbar_wait(v_full(previous), ((j - 1) / L::kStages) & 1);
-    take_turn(j);
-    // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
-    // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
+    // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
+    // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
+    float alpha[2];
+    mbar_wait(q_full(qb), (it / L::kQBuffers) & 1);
+    mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
+    take_turn(0);
     pin(s);
+    wgmma_fence();
+    issue_qk(g % L::kStages);
+    wgmma_commit();
+    pass_turn(0);
+    wgmma_wait<0>();
+    pin(s);
+    if (elected) mbar_arrive(k_empty(g % L::kStages));
+    softmax(0, alpha);
+    pack_p();
+
+    for (int j = 1; j < tiles; ++j) {
+      const unsigned gj = g + j;
+      const unsigned stage = gj % L::kStages;
+      const unsigned previous = (gj - 1) % L::kStages;
+      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
+      mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+      take_turn(j);
+      // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
+      // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
+      pin(s);
+      pin(o);
+      pin(p);
+      wgmma_fence();
+      issue_qk(stage);
+      wgmma_commit();
+      issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
+      wgmma_commit();
+      pass_turn(j);
+      wgmma_wait<1>();  // S_j is done (K_j may be refilled); P_{j-1} V_{j-1} may still run
+      pin(s);
+      if (elected) mbar_arrive(k_empty(stage));
+      softmax(j, alpha);
+      wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
+      pin(o);
+      pin(p);
+      if (elected) mbar_arrive(v_empty(previous));
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+      pack_p();
+    }
+    // Every Q K^T of this tile has retired: its Q buffer may be refilled.
+    if (elected) mbar_arrive(q_empty(qb));
+    // The last tile's P V.
+    const unsigned last = (g + tiles - 1) % L::kStages;
+    mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
     pin(o);
     pin(p);
     wgmma_fence();
-    issue_qk(stage);
+    issue_pv(last);
     wgmma_commit();
-    issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
-    wgmma_commit();
-    pass_turn(j);
-    wgmma_wait<1>();  // S_j is done (K_j may be refilled); P_{j-1} V_{j-1} may still run
-    pin(s);
-    if (elected) mbar_arrive(k_empty(stage));
-    softmax(j, alpha);
-    wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
+    wgmma_wait<0>();
     pin(o);
     pin(p);
-    if (elected) mbar_arrive(v_empty(previous));
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
-    pack_p();
-  }
-  // The last tile's P V.
-  const int last = (tiles - 1) % L::kStages;
-  mbar_wait(v_full(last), ((tiles - 1) / L::kStages) & 1);
-  pin(o);
-  pin(p);
-  wgmma_fence();
-  issue_pv(last);
-  wgmma_commit();
-  wgmma_wait<0>();
-  pin(o);
-  pin(p);
-  if (elected) mbar_arrive(v_empty(last));
+    if (elected) mbar_arrive(v_empty(last));
+    g += tiles;
 
-  // Normalise by the row sums (reduced over the quad that shares a row) and store rows < n. Each
-  // thread writes 4-byte column pairs; O is 1/(2N/D) of the FLOPs' worth of traffic, so plain
-  // stores are enough.
-  T* o_head = out + static_cast<long long>(head) * n * D;
+    // Normalise by the row sums (reduced over the quad that shares a row) and store rows < n. Each
+    // thread writes 4-byte column pairs; O is 1/(2N/D) of the FLOPs' worth of traffic, so plain
+    // stores are enough.
+    T* o_head = out + static_cast<long long>(w.head) * n * D;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int r = row + 8 * h;
-    if (r < n) {
-      T* o_row = o_head + static_cast<long long>(r) * D + 2 * t;
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int r = row + 8 * h;
+      if (r < n) {
+        T* o_row = o_head + static_cast<long long>(r) * D + 2 * t;
 #pragma unroll
-      for (int c = 0; c < D / 8; ++c)
-        *reinterpret_cast<uint32_t*>(o_row + 8 * c) = pack2<T>(o[4 * c + 2 * h] * inverse, o[4 * c + 2 * h + 1] * inverse);
+        for (int c = 0; c < D / 8; ++c)
+          *reinterpret_cast<uint32_t*>(o_row + 8 * c) =
+              pack2<T>(o[4 * c + 2 * h] * inverse, o[4 * c + 2 * h + 1] * inverse);
+      }
     }
   }
 #else
@@ -381,7 +477,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   (void)v_map;
   (void)out;
   (void)n;
-  (void)causal;
+  (void)heads;
   (void)scale_log2;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __trap();  // a plain sm_90 build has no wgmma: fail the launch rather than return garbage
@@ -389,8 +485,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 #endif
 }
 
-template <typename T, int D>
-int launch(const void* q, const void* k, const void* v, void* o, long long heads, long long n, bool causal,
+template <typename T, int D, bool causal>
+int launch(const void* q, const void* k, const void* v, void* o, long long heads, long long n,
            float scale, cudaStream_t stream) {
   // [heads, n, D] with [rows x 64 cols] boxes (Q 64 rows, K and V 128): a box past row n of a head
   // reads zeros, so a ragged tile never touches the next head.
@@ -400,15 +496,25 @@ int launch(const void* q, const void* k, const void* v, void* o, long long heads
     const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, i == 0 ? kQBoxRows : 128);
     if (made != cudaSuccess) return static_cast<int>(made);
   }
-  auto kernel = attention_hopper_kernel<T, D>;
+  auto kernel = attention_hopper_kernel<T, D, causal>;
   constexpr int kSmem = Layout<D>::kSmem;
   cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (status != cudaSuccess) return static_cast<int>(status);
   constexpr int kBlockM = Layout<D>::kBlockM;
-  const dim3 grid(static_cast<unsigned>((n + kBlockM - 1) / kBlockM), static_cast<unsigned>(heads));
+  // One CTA a (query block, head) tile, or (persistent, non-causal) one an SM walking the tiles.
+  const long long items = (n + kBlockM - 1) / kBlockM * heads;
+  if (items > INT_MAX) return static_cast<int>(cudaErrorInvalidValue);
+  long long ctas = items;
+  if (ROOFLINT_FA3_PERSISTENT && !causal) {
+    int device = 0, sms = 0;
+    status = cudaGetDevice(&device);
+    if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (status != cudaSuccess) return static_cast<int>(status);
+    ctas = std::min<long long>(items, sms);
+  }
   constexpr float kLog2e = 1.4426950408889634f;
-  kernel<<<grid, Layout<D>::kThreads, kSmem, stream>>>(maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n),
-                                             causal ? 1 : 0, scale * kLog2e);
+  kernel<<<static_cast<unsigned>(ctas), Layout<D>::kThreads, kSmem, stream>>>(
+      maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n), static_cast<int>(heads), scale * kLog2e);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -421,10 +527,11 @@ extern "C" int rooflint_attention_hopper(const void* q, const void* k, const voi
                                          float scale, cudaStream_t stream) {
   // sm_90 only: wgmma, TMA and setmaxnreg are Hopper's.
   if (const int refused = attention_launch_check(9, 9, q, k, v, o, heads, n)) return refused;
-  const bool is_causal = causal != 0;
   return with_half_dtype(dtype, [&](auto t) {
     return with_choice<64, 128>(head_dim, [&](auto d) {
-      return launch<decltype(t), decltype(d)::value>(q, k, v, o, heads, n, is_causal, scale, stream);
+      constexpr int kD = decltype(d)::value;
+      return causal != 0 ? launch<decltype(t), kD, true>(q, k, v, o, heads, n, scale, stream)
+                         : launch<decltype(t), kD, false>(q, k, v, o, heads, n, scale, stream);
     });
   });
 }
