@@ -57,15 +57,18 @@ def test_the_uniform_warpgroup_index_changes_no_bit(d, causal):
 # More (query block, head) tiles than an H100 or H200 has SMs, with a ragged last block: a
 # persistent CTA walks several tiles, so its Q buffers, K/V ring phases and consumer turns run on
 # from one tile into the next. STAGES_D128=3 leaves room for one Q buffer only (the other path).
+# Causal CTAs claim tiles through an atomic counter, over head groups sized to L2 (at these shapes
+# the last group is partial); 20 more calls check that each launch leaves the counter at zero.
 PERSISTENT_SHAPES = [(64, 777, {}), (128, 777, {}), (128, 300, {"STAGES_D128": 3}), (64, 1, {})]
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d,n,extra", PERSISTENT_SHAPES)
-def test_the_persistent_kernel_matches_float64_and_one_cta_a_tile(d, n, extra):
+def test_the_persistent_kernel_matches_float64_and_one_cta_a_tile(d, n, extra, causal):
     _hopper_or_skip()
     family = get_family("attention")
     variant = family.variants["cuda_hopper"]
-    params = {"B": 3, "H": 70, "N": n, "D": d, "causal": False}
+    params = {"B": 3, "H": 70, "N": n, "D": d, "causal": causal}
     blocks = -(-n // (192 if d == 64 else 128))
     assert blocks * 3 * 70 > torch.cuda.get_device_properties(0).multi_processor_count
     persistent = {**cuda.HOPPER_CUDA_CONFIG, **extra, "PERSISTENT": 1}
@@ -75,7 +78,7 @@ def test_the_persistent_kernel_matches_float64_and_one_cta_a_tile(d, n, extra):
         one_each = variant.build(case, config={**persistent, "PERSISTENT": 0})()
         torch.cuda.synchronize()
         verdict = check(family, dtype, walked, family.reference(case.inputs, params))
-        assert verdict.passed, f"persistent D={d} N={n} {dtype}: {verdict.message}"
+        assert verdict.passed, f"persistent D={d} N={n} causal={causal} {dtype}: {verdict.message}"
         assert torch.equal(walked, one_each)
     assert_repeatable(variant.build(case, config=persistent))
 

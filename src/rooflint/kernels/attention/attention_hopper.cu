@@ -110,7 +110,8 @@ struct Layout {
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
   static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
   static constexpr int kBarriers = kK + kRingBytes;
-  static constexpr int kBytes = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;
+  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;  // each Q buffer's tile: 2 ints
+  static constexpr int kBytes = kSlots + kQBuffers * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
   static_assert(kSmem <= 227 * 1024, "shared memory");
 };
@@ -170,7 +171,7 @@ template <typename T, int D, bool causal>
 __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     attention_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, T* __restrict__ out, int n, int heads,
-                            float scale_log2) {
+                            int head_group, int* __restrict__ schedule, float scale_log2) {
 #ifdef ROOFLINT_SM90A
   using L = Layout<D>;
   constexpr int kConsumers = L::kConsumers, kBlockM = L::kBlockM;
@@ -191,19 +192,38 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
   auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
 
-  // The work: (query block, head) tiles, a head's blocks adjacent so that the CTAs in flight share
-  // a few heads' K/V in L2. A persistent CTA takes every gridDim.x-th tile; otherwise there is one
-  // CTA a tile and this loop runs once. Causal runs a head's longest rows first.
+  // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
+  // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
+  // L2 holds the K/V of), each group's blocks longest first across its heads, so the short diagonal
+  // blocks come last and fill the tail. A non-causal persistent CTA takes every gridDim.x-th tile;
+  // a causal one the next unclaimed (an atomic counter, as the tiles differ in length); otherwise
+  // there is one CTA a tile and the loops below run once.
   const int m_blocks = (n + kBlockM - 1) / kBlockM;
   const int items = m_blocks * heads;
   struct Tile {
     int m0, head, tiles;
   };
   auto tile_of = [&](int item) ROOFLINT_LAMBDA_INLINE {
-    const int x = item % m_blocks;
-    const int m0 = (causal ? m_blocks - 1 - x : x) * kBlockM;
+    int block, head;
+    if constexpr (causal) {
+      const int group = item / (head_group * m_blocks);
+      const int first = group * head_group;
+      const int size = min(head_group, heads - first);
+      const int rest = item - first * m_blocks;
+      block = m_blocks - 1 - rest / size;
+      head = first + rest % size;
+    } else {
+      block = item % m_blocks;
+      head = item / m_blocks;
+    }
+    const int m0 = block * kBlockM;
     const int key_end = causal ? min(n, m0 + kBlockM) : n;
-    return Tile{m0, item / m_blocks, (key_end + kBlockN - 1) / kBlockN};
+    return Tile{m0, head, (key_end + kBlockN - 1) / kBlockN};
+  };
+  // The tile a Q buffer holds and whether it is this CTA's last, written by the producer before it
+  // arrives on the buffer's full barrier (a release the consumers' wait acquires).
+  auto slot = [&](unsigned b) ROOFLINT_LAMBDA_INLINE {
+    return reinterpret_cast<volatile int*>(smem_raw + (base - smem_addr(smem_raw)) + L::kSlots + 8 * b);
   };
   // Broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): the same value, but one nvcc can prove
   // warp-uniform, so what derives from it (the consumer's Q rows, its wgmma descriptors) lives in
@@ -236,11 +256,20 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       tma_prefetch_map(&k_map);
       tma_prefetch_map(&v_map);
       unsigned g = 0;  // K/V tiles issued so far by this CTA: the ring's position runs on across its tiles
-      for (int item = blockIdx.x, it = 0; item < items; item += gridDim.x, ++it) {
+      // The next tile is claimed when this one starts, so the consumers know which tile is their last.
+      const bool claims = causal && gridDim.x < static_cast<unsigned>(items);
+      auto next_after = [&](int item) ROOFLINT_LAMBDA_INLINE {
+        return claims ? atomicAdd(schedule, 1) + static_cast<int>(gridDim.x) : item + static_cast<int>(gridDim.x);
+      };
+      int next = 0;
+      for (int item = blockIdx.x, it = 0; item < items; item = next, ++it) {
+        next = next_after(item);
         const Tile w = tile_of(item);
         const int qb = it % L::kQBuffers;
         // The buffer's previous Q (kQBuffers tiles back) must be released by every consumer.
         if (it >= L::kQBuffers) mbar_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
+        slot(qb)[0] = item;
+        slot(qb)[1] = next >= items;
         mbar_arrive_expect_tx(q_full(qb), L::kQBytes);
         for (int b = 0; b < L::kBoxes; ++b)
           for (int c = 0; c < kConsumers; ++c)
@@ -272,6 +301,17 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         if (ROOFLINT_FA3_V_LAG) load_v(g + w.tiles - 1, w.tiles - 1);
         g += w.tiles;
       }
+      // The counter is left at zero for the next launch by the last CTA to stop claiming: after it,
+      // no CTA of this launch touches it. The fences order each CTA's last claim before its count
+      // and the last count before the reset, as seen from other SMs.
+      if (claims) {
+        __threadfence();
+        if (atomicAdd(schedule + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+          __threadfence();
+          schedule[0] = 0;
+          schedule[1] = 0;
+        }
+      }
     }
     return;
   }
@@ -301,17 +341,19 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   const uint64_t v_desc0 = desc_mn_major(v_tile(0), kBoxBytes);
   // Unsigned, so that stage and phase are a mask and a shift.
   unsigned g = 0;  // K/V tiles consumed so far: the ring position, as the producer counts it
-  for (int item = blockIdx.x, it = 0; item < items; item += gridDim.x, ++it) {
+  for (int it = 0;; ++it) {
+    const unsigned qb = static_cast<unsigned>(it) % L::kQBuffers;
+    mbar_wait(q_full(qb), (it / L::kQBuffers) & 1);
+    const int item = slot(qb)[0];
+    const bool last_item = slot(qb)[1] != 0;
     const Tile w = tile_of(item);
     const int tiles = w.tiles;
-    const bool last_item = item + static_cast<int>(gridDim.x) >= items;
     const int row = w.m0 + consumer * 64 + warp * 16 + g_row;  // this thread's rows: row and row + 8
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.0f;
 
-    const unsigned qb = static_cast<unsigned>(it) % L::kQBuffers;
     const uint64_t q_desc = desc_advance(q_desc0, qb * L::kQBytes);
     auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
       const uint64_t v_desc = desc_advance(v_desc0, stage * 2 * L::kTileBytes);
@@ -391,7 +433,6 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
     // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
     float alpha[2];
-    mbar_wait(q_full(qb), (it / L::kQBuffers) & 1);
     mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
     take_turn(0);
     pin(s);
@@ -470,6 +511,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
               pack2<T>(o[4 * c + 2 * h] * inverse, o[4 * c + 2 * h + 1] * inverse);
       }
     }
+    if (last_item) break;
   }
 #else
   (void)q_map;
@@ -478,6 +520,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   (void)out;
   (void)n;
   (void)heads;
+  (void)head_group;
+  (void)schedule;
   (void)scale_log2;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __trap();  // a plain sm_90 build has no wgmma: fail the launch rather than return garbage
@@ -486,7 +530,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 }
 
 template <typename T, int D, bool causal>
-int launch(const void* q, const void* k, const void* v, void* o, long long heads, long long n,
+int launch(const void* q, const void* k, const void* v, void* o, int* schedule, long long heads, long long n,
            float scale, cudaStream_t stream) {
   // [heads, n, D] with [rows x 64 cols] boxes (Q 64 rows, K and V 128): a box past row n of a head
   // reads zeros, so a ragged tile never touches the next head.
@@ -501,37 +545,43 @@ int launch(const void* q, const void* k, const void* v, void* o, long long heads
   cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (status != cudaSuccess) return static_cast<int>(status);
   constexpr int kBlockM = Layout<D>::kBlockM;
-  // One CTA a (query block, head) tile, or (persistent, non-causal) one an SM walking the tiles.
+  // One CTA a (query block, head) tile, or (persistent) one an SM walking the tiles.
   const long long items = (n + kBlockM - 1) / kBlockM * heads;
   if (items > INT_MAX) return static_cast<int>(cudaErrorInvalidValue);
-  long long ctas = items;
-  if (ROOFLINT_FA3_PERSISTENT && !causal) {
-    int device = 0, sms = 0;
-    status = cudaGetDevice(&device);
-    if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (status != cudaSuccess) return static_cast<int>(status);
-    ctas = std::min<long long>(items, sms);
-  }
+  int device = 0, sms = 0, l2_bytes = 0;
+  status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+  if (status != cudaSuccess) return static_cast<int>(status);
+  // A causal persistent CTA claims its tiles through schedule[0..1] (zero between launches).
+  if (ROOFLINT_FA3_PERSISTENT && causal && schedule == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  const long long ctas = ROOFLINT_FA3_PERSISTENT ? std::min<long long>(items, sms) : items;
+  // Causal heads go in groups whose K and V fill half of L2 (the rest holds the Q and O streams).
+  const long long head_kv_bytes = 2 * n * D * static_cast<long long>(sizeof(T));
+  const long long head_group = std::max(1ll, std::min(heads, l2_bytes / 2 / head_kv_bytes));
   constexpr float kLog2e = 1.4426950408889634f;
   kernel<<<static_cast<unsigned>(ctas), Layout<D>::kThreads, kSmem, stream>>>(
-      maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n), static_cast<int>(heads), scale * kLog2e);
+      maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n), static_cast<int>(heads),
+      static_cast<int>(head_group), schedule, scale * kLog2e);
   return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace
 
 // q, k, v, o: contiguous [batch * heads, n, head_dim]; dtype 1 (fp16) or 2 (bf16); head_dim 64 or 128.
+// schedule: two ints, zero before the first launch, which a causal launch leaves at zero again (its
+// CTAs claim tiles through it); one launch at a time may use it. Non-causal launches ignore it.
 // Returns cudaErrorNotSupported on any GPU but sm_90 (wgmma, TMA and setmaxnreg are Hopper's).
-extern "C" int rooflint_attention_hopper(const void* q, const void* k, const void* v, void* o, long long heads,
-                                         long long n, long long head_dim, long long causal, long long dtype,
-                                         float scale, cudaStream_t stream) {
+extern "C" int rooflint_attention_hopper(const void* q, const void* k, const void* v, void* o, int* schedule,
+                                         long long heads, long long n, long long head_dim, long long causal,
+                                         long long dtype, float scale, cudaStream_t stream) {
   // sm_90 only: wgmma, TMA and setmaxnreg are Hopper's.
   if (const int refused = attention_launch_check(9, 9, q, k, v, o, heads, n)) return refused;
   return with_half_dtype(dtype, [&](auto t) {
     return with_choice<64, 128>(head_dim, [&](auto d) {
       constexpr int kD = decltype(d)::value;
-      return causal != 0 ? launch<decltype(t), kD, true>(q, k, v, o, heads, n, scale, stream)
-                         : launch<decltype(t), kD, false>(q, k, v, o, heads, n, scale, stream);
+      return causal != 0 ? launch<decltype(t), kD, true>(q, k, v, o, schedule, heads, n, scale, stream)
+                         : launch<decltype(t), kD, false>(q, k, v, o, schedule, heads, n, scale, stream);
     });
   });
 }

@@ -88,13 +88,31 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)
-    return lambda: cuda_hopper_attention(library, q, k, v, causal, out)
+    schedule = new_schedule(q.device)
+    return lambda: cuda_hopper_attention(library, q, k, v, causal, out, schedule)
 
 
-def cuda_hopper_attention(library, q, k, v, causal: bool, out):
+def new_schedule(device) -> torch.Tensor:
+    """The two counters through which a causal launch's persistent CTAs claim their tiles: zero
+    here, and each launch leaves them at zero. One launch at a time may use a given pair."""
+    return torch.zeros(2, dtype=torch.int32, device=device)
+
+
+def cuda_hopper_attention(library, q, k, v, causal: bool, out, schedule):
     """The wgmma kernel over dense (contiguous) [B, H, N, D] q, k, v and out: its TMA maps take no other layout."""
     b, h, n, d = q.shape
     library.launch(
-        "rooflint_attention_hopper", q, k, v, out, b * h, n, d, int(causal), cuda_dtype(q.dtype), 1 / math.sqrt(d)
+        "rooflint_attention_hopper",
+        q,
+        k,
+        v,
+        out,
+        schedule,
+        b * h,
+        n,
+        d,
+        int(causal),
+        cuda_dtype(q.dtype),
+        1 / math.sqrt(d),
     )
     return out
