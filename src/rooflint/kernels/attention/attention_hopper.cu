@@ -23,9 +23,12 @@
 // - P goes from the S accumulators to wgmma's register A operand: the fp32 layout of two adjacent
 //   n8 column blocks is the A fragment of one k16 step. V is read MN-major (imm-trans-b).
 // - Causal: only tiles that cross a consumer's diagonal are masked (the last one at D=128; with
-//   192-row blocks and 128-key tiles, up to two at D=64), tiles right of it are never loaded, and the grid runs
-//   the longest query blocks first. Consecutive blocks share a head, so a head's K/V (2 MB at
-//   N=4096, D=128) is read from HBM once and from L2 by the other blocks in flight.
+//   192-row blocks and 128-key tiles, up to two at D=64) and tiles right of it are never loaded.
+// - Persistent: one CTA an SM walks the (query block, head) tiles, so a tile's start (Q and the
+//   first K/V in flight, the barriers set up) overlaps the previous tile's last P V and its store of
+//   O instead of waiting for a new CTA. The tiles in flight share a few heads' K/V (2 MB a head at
+//   N=4096, D=128), read from HBM once and from L2 by the rest. Causal tiles differ in length: the
+//   CTAs claim them from a counter, longest first within groups of heads that fit L2.
 #include <algorithm>
 #include <climits>
 #include <type_traits>
