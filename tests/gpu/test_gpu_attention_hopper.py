@@ -54,6 +54,22 @@ def test_the_uniform_warpgroup_index_changes_no_bit(d, causal):
     assert torch.equal(plain, uniform)
 
 
+@pytest.mark.parametrize("chains", [2, 4, 8])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_max_in_independent_chains_changes_no_bit(d, causal, chains):
+    # MAX_CHAINS splits each row's max into independent chains; a set's max does not depend on the
+    # order, so every width gives the one-chain bits.
+    _hopper_or_skip()
+    family = get_family("attention")
+    params = {"B": 2, "H": 3, "N": 777, "D": d, "causal": causal}
+    case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=d)
+    variant = family.variants["cuda_hopper"]
+    one = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "MAX_CHAINS": 1})().clone()
+    chained = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "MAX_CHAINS": chains})()
+    assert torch.equal(one, chained)
+
+
 # More (query block, head) tiles than an H100 or H200 has SMs, with a ragged last block: a
 # persistent CTA walks several tiles, so its Q buffers, K/V ring phases and consumer turns run on
 # from one tile into the next. STAGES_D128=3 leaves room for one Q buffer only (the other path).

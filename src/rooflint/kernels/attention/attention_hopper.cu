@@ -77,6 +77,14 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 #define ROOFLINT_FA3_PINGPONG 2
 #endif
 
+// Independent chains in a row's max (1, 2, 4 or 8; -D for an A/B against one chain).
+#ifndef ROOFLINT_FA3_MAX_CHAINS
+#define ROOFLINT_FA3_MAX_CHAINS 4
+#endif
+static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
+                  (ROOFLINT_FA3_MAX_CHAINS & (ROOFLINT_FA3_MAX_CHAINS - 1)) == 0,
+              "ROOFLINT_FA3_MAX_CHAINS: 1, 2, 4 or 8");
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -390,10 +398,23 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float tile_max = -INFINITY;
+        // The row's 32 scores in this thread, maxed in ROOFLINT_FA3_MAX_CHAINS independent chains:
+        // one chain is 32 dependent FMNMX (~4 cycles each) before the first exp2 may start; the max
+        // of a set does not depend on the order, so the bits are the same.
+        float chain[ROOFLINT_FA3_MAX_CHAINS];
 #pragma unroll
-        for (int i = 0; i < 64; ++i)
-          if (((i >> 1) & 1) == h) tile_max = fmaxf(tile_max, s[i]);
+        for (int c = 0; c < ROOFLINT_FA3_MAX_CHAINS; ++c) chain[c] = -INFINITY;
+#pragma unroll
+        for (int i = 0, k = 0; i < 64; ++i)
+          if (((i >> 1) & 1) == h) {
+            chain[k % ROOFLINT_FA3_MAX_CHAINS] = fmaxf(chain[k % ROOFLINT_FA3_MAX_CHAINS], s[i]);
+            ++k;
+          }
+#pragma unroll
+        for (int width = ROOFLINT_FA3_MAX_CHAINS / 2; width > 0; width /= 2)
+#pragma unroll
+          for (int c = 0; c < width; ++c) chain[c] = fmaxf(chain[c], chain[c + width]);
+        float tile_max = chain[0];
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float new_max = fmaxf(row_max[h], tile_max * scale_log2);

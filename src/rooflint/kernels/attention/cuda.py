@@ -57,6 +57,7 @@ HOPPER_CUDA_DEFINES = {
     "PERSISTENT": "ROOFLINT_FA3_PERSISTENT",
     "PINGPONG": "ROOFLINT_FA3_PINGPONG",
     "V_LAG": "ROOFLINT_FA3_V_LAG",
+    "MAX_CHAINS": "ROOFLINT_FA3_MAX_CHAINS",
 }
 HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 
@@ -85,6 +86,8 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     if config.get("CONSUMERS_D64") not in (None, 2, 3):
         consumers = config["CONSUMERS_D64"]
         raise VariantSkipped(f"CONSUMERS_D64 is 2 or 3 (the register file holds no more), not {consumers}")
+    if config.get("MAX_CHAINS") not in (None, 1, 2, 4, 8):
+        raise VariantSkipped(f"MAX_CHAINS is 1, 2, 4 or 8 (a row's 32 scores split evenly), not {config['MAX_CHAINS']}")
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)
