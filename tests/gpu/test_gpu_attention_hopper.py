@@ -39,35 +39,36 @@ def test_wgmma_attention_matches_float64(d, n, causal):
     assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("d", [64, 128])
-def test_the_uniform_warpgroup_index_changes_no_bit(d, causal):
-    # UNIFORM_WG=1 (the default) broadcasts the warpgroup index so nvcc keeps the descriptors in
-    # uniform registers; the arithmetic is the same, so the bits must be.
-    _hopper_or_skip()
-    family = get_family("attention")
-    params = {"B": 2, "H": 3, "N": 777, "D": d, "causal": causal}
-    case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=d)
-    variant = family.variants["cuda_hopper"]
-    plain = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 0})().clone()
-    uniform = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "UNIFORM_WG": 1})()
-    assert torch.equal(plain, uniform)
+# Schedule-only meta-parameters: each changes when or where an instruction runs, never what it
+# computes (the max of a set does not depend on the order of its chains), so each must give the
+# default's bits. UNIFORM_WG=0 derives the warpgroup index per thread; PINGPONG 0 and 1 drop or keep
+# the consumers' turns; V_WAIT_LATE waits for V after issuing S; V_LAG=0 loads K and V together.
+SCHEDULE_CONFIGS = [
+    {"UNIFORM_WG": 0},
+    {"MAX_CHAINS": 1},
+    {"MAX_CHAINS": 2},
+    {"MAX_CHAINS": 8},
+    {"PINGPONG": 0},
+    {"PINGPONG": 1},
+    {"V_WAIT_LATE": 1},
+    {"V_LAG": 0},
+    {"PERSISTENT": 0},
+]
 
 
-@pytest.mark.parametrize("chains", [2, 4, 8])
+@pytest.mark.parametrize("config", SCHEDULE_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
-def test_the_max_in_independent_chains_changes_no_bit(d, causal, chains):
-    # MAX_CHAINS splits each row's max into independent chains; a set's max does not depend on the
-    # order, so every width gives the one-chain bits.
+def test_a_schedule_meta_parameter_changes_no_bit(d, causal, config):
+    # 3 x 70 heads: more tiles than SMs, so the persistent CTAs walk (and claim) several each.
     _hopper_or_skip()
     family = get_family("attention")
-    params = {"B": 2, "H": 3, "N": 777, "D": d, "causal": causal}
+    params = {"B": 3, "H": 70, "N": 777, "D": d, "causal": causal}
     case = family.build_case("custom", params, "bf16", torch.device("cuda"), seed=d)
     variant = family.variants["cuda_hopper"]
-    one = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "MAX_CHAINS": 1})().clone()
-    chained = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, "MAX_CHAINS": chains})()
-    assert torch.equal(one, chained)
+    default = variant.build(case)().clone()
+    changed = variant.build(case, config={**cuda.HOPPER_CUDA_CONFIG, **config})()
+    assert torch.equal(default, changed)
 
 
 # More (query block, head) tiles than an H100 or H200 has SMs, with a ragged last block: a

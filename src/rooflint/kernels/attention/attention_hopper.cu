@@ -85,6 +85,12 @@ static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
                   (ROOFLINT_FA3_MAX_CHAINS & (ROOFLINT_FA3_MAX_CHAINS - 1)) == 0,
               "ROOFLINT_FA3_MAX_CHAINS: 1, 2, 4 or 8");
 
+// Where a consumer waits for V_{j-1}: 0 with K_j, before its turn; 1 after issuing S_j = Q K_j^T
+// (FlashAttention-4's order), so S_j need not wait for a V it does not read.
+#ifndef ROOFLINT_FA3_V_WAIT_LATE
+#define ROOFLINT_FA3_V_WAIT_LATE 0
+#endif
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -475,7 +481,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       const unsigned stage = gj % L::kStages;
       const unsigned previous = (gj - 1) % L::kStages;
       mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
-      mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
       // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
@@ -485,6 +491,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_fence();
       issue_qk(stage);
       wgmma_commit();
+      if (ROOFLINT_FA3_V_WAIT_LATE) {
+        // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
+        mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+        wgmma_fence();
+      }
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
       wgmma_commit();
       pass_turn(j);
