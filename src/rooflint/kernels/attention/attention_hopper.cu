@@ -295,27 +295,23 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         // K_j is read at iteration j and V_j one iteration later (P_j V_j is issued with S_{j+1}), so
         // V_j goes out after K_{j+1}: the wait for V's stage (the P V two tiles back) then never
         // holds back the next K.
-        auto load_k = [&](unsigned gj, int j) ROOFLINT_LAMBDA_INLINE {
+        // Tile j of K (is_v false) or V into ring position gj, once the stage's previous tile
+        // (gj - kStages) is released by every consumer.
+        auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
           const unsigned s = gj % L::kStages;
-          // The stage's previous tile (gj - kStages) must be released by every consumer.
-          if (gj >= L::kStages) mbar_wait(k_empty(s), ((gj / L::kStages) - 1) & 1u);
-          mbar_arrive_expect_tx(k_full(s), L::kTileBytes);
+          if (gj >= L::kStages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
+          const uint32_t full = is_v ? v_full(s) : k_full(s);
+          mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
-            tma_load_3d(k_tile(s) + b * kBoxBytes, &k_map, k_full(s), b * kBoxCols, j * kBlockN, w.head);
-        };
-        auto load_v = [&](unsigned gj, int j) ROOFLINT_LAMBDA_INLINE {
-          const unsigned s = gj % L::kStages;
-          if (gj >= L::kStages) mbar_wait(v_empty(s), ((gj / L::kStages) - 1) & 1u);
-          mbar_arrive_expect_tx(v_full(s), L::kTileBytes);
-          for (int b = 0; b < L::kBoxes; ++b)
-            tma_load_3d(v_tile(s) + b * kBoxBytes, &v_map, v_full(s), b * kBoxCols, j * kBlockN, w.head);
+            tma_load_3d((is_v ? v_tile(s) : k_tile(s)) + b * kBoxBytes, is_v ? &v_map : &k_map, full, b * kBoxCols,
+                        j * kBlockN, w.head);
         };
         for (int j = 0; j < w.tiles; ++j) {
-          load_k(g + j, j);
-          if (ROOFLINT_FA3_V_LAG && j > 0) load_v(g + j - 1, j - 1);
-          if (!ROOFLINT_FA3_V_LAG) load_v(g + j, j);
+          load(g + j, j, false);
+          if (ROOFLINT_FA3_V_LAG && j > 0) load(g + j - 1, j - 1, true);
+          if (!ROOFLINT_FA3_V_LAG) load(g + j, j, true);
         }
-        if (ROOFLINT_FA3_V_LAG) load_v(g + w.tiles - 1, w.tiles - 1);
+        if (ROOFLINT_FA3_V_LAG) load(g + w.tiles - 1, w.tiles - 1, true);
         g += w.tiles;
       }
       // The counter is left at zero for the next launch by the last CTA to stop claiming: after it,
