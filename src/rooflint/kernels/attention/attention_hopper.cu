@@ -38,9 +38,7 @@
 
 namespace {
 
-[[maybe_unused]] constexpr int kBlockN = 128;  // keys per K/V tile
 constexpr int kBoxCols = 64;                      // one 128-byte swizzle row of 16-bit elements
-constexpr int kBoxBytes = 128 * kBoxCols * 2;     // a [128 rows x 64 cols] K or V TMA box: 16 KB
 constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 cols] boxes, one per consumer
 [[maybe_unused]] constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers: consumer c's turn is 1 + c
 
@@ -115,8 +113,10 @@ struct Layout {
   static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
   static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "register file");
+  static constexpr int kBlockN = 128;  // keys per K/V tile
   static constexpr int kBoxes = D / kBoxCols;  // boxes across a row of Q, K or V
-  static constexpr int kTileBytes = kBoxes * kBoxBytes;  // a 128-row tile of K or V
+  static constexpr int kKVBoxBytes = kBlockN * kBoxCols * 2;  // a [kBlockN rows x 64 cols] K or V TMA box
+  static constexpr int kTileBytes = kBoxes * kKVBoxBytes;      // a tile of K or V
   // Q: kBoxes column boxes of kBlockM rows each; consumer c's rows start c * 64 rows into each.
   static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     }
     const int m0 = block * kBlockM;
     const int key_end = causal ? min(n, m0 + kBlockM) : n;
-    return Tile{m0, head, (key_end + kBlockN - 1) / kBlockN};
+    return Tile{m0, head, (key_end + L::kBlockN - 1) / L::kBlockN};
   };
   // The tile a Q buffer holds and whether it is this CTA's last, written by the producer before it
   // arrives on the buffer's full barrier (a release the consumers' wait acquires).
@@ -303,8 +303,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
           const uint32_t full = is_v ? v_full(s) : k_full(s);
           mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
-            tma_load_3d((is_v ? v_tile(s) : k_tile(s)) + b * kBoxBytes, is_v ? &v_map : &k_map, full, b * kBoxCols,
-                        j * kBlockN, w.head);
+            tma_load_3d((is_v ? v_tile(s) : k_tile(s)) + b * L::kKVBoxBytes, is_v ? &v_map : &k_map, full, b * kBoxCols,
+                        j * L::kBlockN, w.head);
         };
         for (int j = 0; j < w.tiles; ++j) {
           load(g + j, j, false);
@@ -336,12 +336,13 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   const int g_row = lane / 4, t = lane % 4;  // accumulator fragment: row group and column pair
   const bool elected = threadIdx.x % 128 == 0;
 
-  float s[64], o[D / 2];
-  uint32_t p[kBlockN / 16][4];
+  constexpr int kScores = L::kBlockN / 2;  // S_j: this thread's share of 64 x kBlockN fp32
+  float s[kScores], o[D / 2];
+  uint32_t p[L::kBlockN / 16][4];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  for (int i = 0; i < kScores; ++i) s[i] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
+  for (int i = 0; i < L::kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
   float row_max[2], row_sum[2];
 
   constexpr bool turns = ROOFLINT_FA3_PINGPONG == 1 || (ROOFLINT_FA3_PINGPONG == 2 && !(causal && D == 128));
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   // fifth as many. This warpgroup's 64 query rows start 64 rows (8 KB) into each Q column box.
   const uint64_t q_desc0 = desc_k_major(q_tile(0) + consumer * 64 * 128);
   const uint64_t k_desc0 = desc_k_major(k_tile(0));
-  const uint64_t v_desc0 = desc_mn_major(v_tile(0), kBoxBytes);
+  const uint64_t v_desc0 = desc_mn_major(v_tile(0), L::kKVBoxBytes);
   // Unsigned, so that stage and phase are a mask and a shift.
   unsigned g = 0;  // K/V tiles consumed so far: the ring position, as the producer counts it
   for (int it = 0;; ++it) {
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
       const uint64_t v_desc = desc_advance(v_desc0, stage * 2 * L::kTileBytes);
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
+      for (int kk = 0; kk < L::kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
         mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
     };
 
@@ -381,7 +382,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
         mma_qk<T>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
-                  desc_advance(k_desc, (kk / 4) * kBoxBytes + along), kk > 0);
+                  desc_advance(k_desc, (kk / 4) * L::kKVBoxBytes + along), kk > 0);
       }
     };
     // Online softmax of S_j in place (S becomes P), in the log2 domain; returns each row's rescale
@@ -389,10 +390,10 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // ragged last tile pay for the mask.
     const int first_row = w.m0 + consumer * 64;
     auto softmax = [&](int j, float (&alpha)[2]) {
-      const int k0 = j * kBlockN;
-      if ((causal && k0 + kBlockN - 1 > first_row) || k0 + kBlockN > n) {
+      const int k0 = j * L::kBlockN;
+      if ((causal && k0 + L::kBlockN - 1 > first_row) || k0 + L::kBlockN > n) {
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
+        for (int i = 0; i < kScores; ++i) {
           const int col = k0 + 8 * (i / 4) + 2 * t + (i & 1);
           const int r = row + ((i & 2) ? 8 : 0);
           if (col >= n || (causal && col > r)) s[i] = -INFINITY;
@@ -400,14 +401,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // The row's 32 scores in this thread, maxed in ROOFLINT_FA3_MAX_CHAINS independent chains:
+        // The row's kScores / 2 scores in this thread, maxed in ROOFLINT_FA3_MAX_CHAINS independent chains:
         // one chain is 32 dependent FMNMX (~4 cycles each) before the first exp2 may start; the max
         // of a set does not depend on the order, so the bits are the same.
         float chain[ROOFLINT_FA3_MAX_CHAINS];
 #pragma unroll
         for (int c = 0; c < ROOFLINT_FA3_MAX_CHAINS; ++c) chain[c] = -INFINITY;
 #pragma unroll
-        for (int i = 0, k = 0; i < 64; ++i)
+        for (int i = 0, k = 0; i < kScores; ++i)
           if (((i >> 1) & 1) == h) {
             chain[k % ROOFLINT_FA3_MAX_CHAINS] = fmaxf(chain[k % ROOFLINT_FA3_MAX_CHAINS], s[i]);
             ++k;
@@ -425,7 +426,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         row_max[h] = new_max;
         float partial = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 64; ++i)
+        for (int i = 0; i < kScores; ++i)
           if (((i >> 1) & 1) == h) {
             s[i] = fast_exp2(fmaf(s[i], scale_log2, -base_max));
             partial += s[i];
@@ -435,7 +436,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     };
     auto pack_p = [&] {
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      for (int kk = 0; kk < L::kBlockN / 16; ++kk) {
         p[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
         p[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
         p[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
@@ -568,7 +569,7 @@ int launch(const void* q, const void* k, const void* v, void* o, int* schedule, 
   CUtensorMap maps[3];
   const void* tensors[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
-    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, i == 0 ? kQBoxRows : 128);
+    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, i == 0 ? kQBoxRows : Layout<D>::kBlockN);
     if (made != cudaSuccess) return static_cast<int>(made);
   }
   auto kernel = attention_hopper_kernel<T, D, causal>;
