@@ -39,6 +39,18 @@ def test_wgmma_attention_matches_float64(d, n, causal):
     assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
+# D=256 (built with D256=1): 80-key tiles, so N=80 and 160 are whole tiles, 130 and 777 ragged, and a
+# 64-row consumer's causal diagonal crosses two tiles wherever 80 does not divide its first row.
+@pytest.mark.parametrize("n", [1, 80, 160, 130, 200, 777, 1536])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_d256_path_matches_float64(n, causal):
+    _hopper_or_skip()
+    variant = get_family("attention").variants["cuda_hopper"]
+    config = {**cuda.HOPPER_CUDA_CONFIG, "D256": 1}
+    attend = lambda case: variant.build(case, config=config)()  # noqa: E731
+    assert_attention_matches_float64("cuda_hopper D256", 256, n, causal, attend)
+
+
 # Schedule-only meta-parameters: each changes when or where an instruction runs, never what it
 # computes (the max of a set does not depend on the order of its chains), so each must give the
 # default's bits. UNIFORM_WG=0 derives the warpgroup index per thread; PINGPONG 0 and 1 drop or keep
@@ -76,7 +88,13 @@ def test_a_schedule_meta_parameter_changes_no_bit(d, causal, config):
 # from one tile into the next. STAGES_D128=3 leaves room for one Q buffer only (the other path).
 # Causal CTAs claim tiles through an atomic counter, over head groups sized to L2 (at these shapes
 # the last group is partial); 20 more calls check that each launch leaves the counter at zero.
-PERSISTENT_SHAPES = [(64, 777, {}), (128, 777, {}), (128, 300, {"STAGES_D128": 3}), (64, 1, {})]
+PERSISTENT_SHAPES = [
+    (64, 777, {}),
+    (128, 777, {}),
+    (128, 300, {"STAGES_D128": 3}),
+    (64, 1, {}),
+    (256, 777, {"D256": 1}),
+]
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -1,5 +1,6 @@
 // Prefill attention for Hopper (sm_90a) in the FlashAttention-3 style: O = softmax(Q K^T * scale
-// [+ causal mask]) V over dense [B*H, N, D] tensors, D = 64 or 128, fp16/bf16 in, fp32 accumulate.
+// [+ causal mask]) V over dense [B*H, N, D] tensors, D = 64 or 128 (and 256, built with
+// -DROOFLINT_FA3_D256=1), fp16/bf16 in, fp32 accumulate.
 // attention.cu (mma.sync) stays the sm_80 path; the launcher refuses any GPU but sm_90.
 //
 // Why this shape of kernel:
@@ -101,26 +102,38 @@ static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
 #define ROOFLINT_FA3_STAGES_D64 4
 #endif
 
+// D=256 (-D 1 builds it; not the default until it has run on a GPU): FlashAttention-3's and -4's
+// tile, two consumers over 64 x 80 scores, so that O's 64 x 256 fp32 (128 registers a thread) and
+// S's 40 fit the 240 registers a consumer gets with the producer at 24.
+#ifndef ROOFLINT_FA3_D256
+#define ROOFLINT_FA3_D256 0
+#endif
+#ifndef ROOFLINT_FA3_STAGES_D256
+#define ROOFLINT_FA3_STAGES_D256 2
+#endif
+
 template <int D>
 struct Layout {
-  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");
   static constexpr int kConsumers = D == 64 ? ROOFLINT_FA3_CONSUMERS_D64 : 2;  // 64 query rows each
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   static constexpr int kBlockM = 64 * kConsumers;          // query rows per block
   // The register file split by setmaxnreg (64K per SM, one block an SM): 128*40 + 256*232 with two
-  // consumers, 128*32 + 384*160 with three.
-  static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 32;
-  static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
+  // consumers, 128*32 + 384*160 with three, 128*24 + 256*240 at D=256.
+  static constexpr int kProducerRegisters = D == 256 ? 24 : kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegisters = D == 256 ? 240 : kConsumers == 2 ? 232 : 160;
   static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "register file");
-  static constexpr int kBlockN = 128;  // keys per K/V tile
+  static constexpr int kBlockN = D == 256 ? 80 : 128;  // keys per K/V tile
   static constexpr int kBoxes = D / kBoxCols;  // boxes across a row of Q, K or V
   static constexpr int kKVBoxBytes = kBlockN * kBoxCols * 2;  // a [kBlockN rows x 64 cols] K or V TMA box
   static constexpr int kTileBytes = kBoxes * kKVBoxBytes;      // a tile of K or V
   // Q: kBoxes column boxes of kBlockM rows each; consumer c's rows start c * 64 rows into each.
   static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
-  static constexpr int kStages = D == 64 ? ROOFLINT_FA3_STAGES_D64 : ROOFLINT_FA3_STAGES_D128;
+  static constexpr int kStages = D == 64    ? ROOFLINT_FA3_STAGES_D64
+                                  : D == 128 ? ROOFLINT_FA3_STAGES_D128
+                                             : ROOFLINT_FA3_STAGES_D256;
   static constexpr int kRingBytes = kStages * 2 * kTileBytes;
   // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
   // one's is still read), else one, released after the tile's last Q K^T.
@@ -143,12 +156,25 @@ using namespace rooflint_hopper;
                "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                     \
                : ROOFLINT_WGMMA_ACC64(s)                                                                \
                : "l"(a), "l"(b), "r"(accumulate))
-template <typename T>
-__device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+// The same over an 80-key tile (D=256): S is 64 x 80, 40 registers.
+#define ROOFLINT_FA3_QK80(TYPE)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"                                            \
+               "wgmma.mma_async.sync.aligned.m64n80k16.f32." TYPE "." TYPE " {" ROOFLINT_WGMMA_REGS40 \
+               "}, %40, %41, p, 1, 1, 0, 0;\n}\n"                                                    \
+               : ROOFLINT_WGMMA_ACC40(s)                                                               \
+               : "l"(a), "l"(b), "r"(accumulate))
+template <typename T, int N>
+__device__ __forceinline__ void mma_qk(float (&s)[N], uint64_t a, uint64_t b, int accumulate) {
+  static_assert(N == 64 || N == 40, "128- or 80-key tiles");
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 64 && bf16) {
     ROOFLINT_FA3_QK("bf16");
-  } else {
+  } else if constexpr (N == 64) {
     ROOFLINT_FA3_QK("f16");
+  } else if constexpr (bf16) {
+    ROOFLINT_FA3_QK80("bf16");
+  } else {
+    ROOFLINT_FA3_QK80("f16");
   }
 }
 
@@ -165,10 +191,20 @@ __device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t a, uint64_t b, i
                "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                      \
                : ROOFLINT_WGMMA_ACC32(o)                                                            \
                : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(b), "r"(1))
+#define ROOFLINT_FA3_PV256(TYPE)                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                             \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {" ROOFLINT_WGMMA_REGS128 \
+               "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                                    \
+               : ROOFLINT_WGMMA_ACC128(o)                                                                \
+               : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(b), "r"(1))
 template <typename T, int D>
 __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&p)[4], uint64_t b) {
   constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (D == 128 && bf16) {
+  if constexpr (D == 256 && bf16) {
+    ROOFLINT_FA3_PV256("bf16");
+  } else if constexpr (D == 256) {
+    ROOFLINT_FA3_PV256("f16");
+  } else if constexpr (D == 128 && bf16) {
     ROOFLINT_FA3_PV128("bf16");
   } else if constexpr (D == 128) {
     ROOFLINT_FA3_PV128("f16");
@@ -381,7 +417,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
-        mma_qk<T>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
+        mma_qk<T, kScores>(s, desc_advance(q_desc, (kk / 4) * L::kQBoxBytes + along),
                   desc_advance(k_desc, (kk / 4) * L::kKVBoxBytes + along), kk > 0);
       }
     };
@@ -600,7 +636,8 @@ int launch(const void* q, const void* k, const void* v, void* o, int* schedule, 
 
 }  // namespace
 
-// q, k, v, o: contiguous [batch * heads, n, head_dim]; dtype 1 (fp16) or 2 (bf16); head_dim 64 or 128.
+// q, k, v, o: contiguous [batch * heads, n, head_dim]; dtype 1 (fp16) or 2 (bf16); head_dim 64 or 128
+// (or 256 in a -DROOFLINT_FA3_D256=1 build).
 // schedule: two ints, zero before the first launch, which a causal launch leaves at zero again (its
 // CTAs claim tiles through it); one launch at a time may use it. Non-causal launches ignore it.
 // Returns cudaErrorNotSupported on any GPU but sm_90 (wgmma, TMA and setmaxnreg are Hopper's).
@@ -610,7 +647,12 @@ extern "C" int rooflint_attention_hopper(const void* q, const void* k, const voi
   // sm_90 only: wgmma, TMA and setmaxnreg are Hopper's.
   if (const int refused = attention_launch_check(9, 9, q, k, v, o, heads, n)) return refused;
   return with_half_dtype(dtype, [&](auto t) {
+    // D=256 is built only with -DROOFLINT_FA3_D256=1 (until it has run on a GPU).
+#if ROOFLINT_FA3_D256
+    return with_choice<64, 128, 256>(head_dim, [&](auto d) {
+#else
     return with_choice<64, 128>(head_dim, [&](auto d) {
+#endif
       constexpr int kD = decltype(d)::value;
       return causal != 0 ? launch<decltype(t), kD, true>(q, k, v, o, schedule, heads, n, scale, stream)
                          : launch<decltype(t), kD, false>(q, k, v, o, schedule, heads, n, scale, stream);

@@ -59,6 +59,8 @@ HOPPER_CUDA_DEFINES = {
     "V_LAG": "ROOFLINT_FA3_V_LAG",
     "MAX_CHAINS": "ROOFLINT_FA3_MAX_CHAINS",
     "V_WAIT_LATE": "ROOFLINT_FA3_V_WAIT_LATE",
+    "D256": "ROOFLINT_FA3_D256",
+    "STAGES_D256": "ROOFLINT_FA3_STAGES_D256",
 }
 HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 
@@ -74,11 +76,15 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     """sm_90 only: wgmma + TMA, a producer warpgroup and two (D=128) or three (D=64) consumer warpgroups in ping-pong"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):
         raise VariantSkipped("the wgmma/TMA attention needs an sm_90 GPU (Hopper); `cuda` is the sm_80 path")
-    if case.params["D"] not in HOPPER_CUDA_HEAD_DIMS:
-        raise VariantSkipped(
-            f"the wgmma attention is built for head_dim {' or '.join(map(str, HOPPER_CUDA_HEAD_DIMS))}"
-            " (at D=256 two consumers' fp32 outputs and scores do not fit the register file)"
-        )
+    d256 = case.params["D"] == 256 and config.get("D256") == 1
+    if case.params["D"] not in HOPPER_CUDA_HEAD_DIMS and not d256:
+        if case.params["D"] == 256:
+            raise VariantSkipped(
+                "the wgmma attention's D=256 path (64 x 80 score tiles) is experimental;"
+                " `rooflint ab attention -V cuda_hopper --config D256=1` builds it"
+            )
+        dims = " or ".join(map(str, HOPPER_CUDA_HEAD_DIMS))
+        raise VariantSkipped(f"the wgmma attention is built for head_dim {dims}")
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
     # Checked once here, not in the timed call: the launcher's tensor maps assume dense [B*H, N, D].
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -88,7 +94,8 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
         consumers = config["CONSUMERS_D64"]
         raise VariantSkipped(f"CONSUMERS_D64 is 2 or 3 (the register file holds no more), not {consumers}")
     if config.get("MAX_CHAINS") not in (None, 1, 2, 4, 8):
-        raise VariantSkipped(f"MAX_CHAINS is 1, 2, 4 or 8 (a row's 32 scores split evenly), not {config['MAX_CHAINS']}")
+        chains = config["MAX_CHAINS"]
+        raise VariantSkipped(f"MAX_CHAINS is 1, 2, 4 or 8 (the chains are folded in halves), not {chains}")
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)

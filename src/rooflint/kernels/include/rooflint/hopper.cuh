@@ -162,6 +162,11 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
       "+f"(d[o + 22]), "+f"(d[o + 23]), "+f"(d[o + 24]), "+f"(d[o + 25]), "+f"(d[o + 26]),             \
       "+f"(d[o + 27]), "+f"(d[o + 28]), "+f"(d[o + 29]), "+f"(d[o + 30]), "+f"(d[o + 31])
 #define ROOFLINT_WGMMA_ACC32(d) ROOFLINT_WGMMA_ACC32_AT(d, 0)
+// m64n80k16 (FlashAttention's D=256 score tile): 40 registers.
+#define ROOFLINT_WGMMA_REGS40 ROOFLINT_WGMMA_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define ROOFLINT_WGMMA_ACC40(d)                                                                             \
+  ROOFLINT_WGMMA_ACC32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), \
+      "+f"(d[38]), "+f"(d[39])
 #define ROOFLINT_WGMMA_ACC64(d) ROOFLINT_WGMMA_ACC32(d), ROOFLINT_WGMMA_ACC32_AT(d, 32)
 #define ROOFLINT_WGMMA_ACC96(d) ROOFLINT_WGMMA_ACC64(d), ROOFLINT_WGMMA_ACC32_AT(d, 64)
 #define ROOFLINT_WGMMA_ACC128(d) ROOFLINT_WGMMA_ACC96(d), ROOFLINT_WGMMA_ACC32_AT(d, 96)
