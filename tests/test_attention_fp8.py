@@ -94,21 +94,3 @@ def test_flash_attn_3_gets_the_scales_as_per_kv_head_descales(monkeypatch):
     for name, scale in (("q", "sq"), ("k", "sk"), ("v", "sv")):
         assert seen[name].shape == (2, 3) and seen[name].dtype == torch.float32
         assert torch.equal(seen[name], case[scale].float().expand(2, 3))
-
-
-@pytest.mark.parametrize(
-    ("config", "d", "reason"),
-    [
-        ({"MAX_CHAINS": 3}, 64, "MAX_CHAINS is 1, 2, 4 or 8"),
-        ({"CONSUMERS_D64": 4}, 64, "CONSUMERS_D64 is 2 or 3"),
-        ({}, 256, "D=256 path .* is experimental; .*--config D256=1"),
-    ],
-)
-def test_a_cuda_hopper_config_the_kernel_cannot_take_is_a_skip_naming_the_valid_values(monkeypatch, config, d, reason):
-    # Refused before nvcc runs: the source's static_assert would only say that it failed to build.
-    from rooflint.kernels.attention import cuda
-
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    case = FAMILY.build_case("custom", {"B": 1, "H": 1, "N": 8, "D": d, "causal": False}, "bf16", torch.device("cpu"))
-    with pytest.raises(VariantSkipped, match=reason):
-        FAMILY.variants["cuda_hopper"].build(case, config={**cuda.HOPPER_CUDA_CONFIG, **config})
