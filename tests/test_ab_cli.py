@@ -103,6 +103,16 @@ def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path, ab_here):
     assert [r["entry"] for r in read_csv(out)] == ["chunked chunk=512", "chunked chunk=1024"]
 
 
+def test_a_variant_that_takes_no_config_runs_once_beside_one_that_does(tmp_path, ab_here):
+    # `-V cuda_hopper,flash_attn_4 --config D256=1`: the config set applies to the variants that take
+    # one; a library peer (or any builder without a config) is one plain entry beside them.
+    out = tmp_path / "ab.csv"
+    done = ab_here("abtoy", "-V", "eager,chunked", "--config", "chunk=512,1024", "--device", "cpu", "--rounds", "2",
+                   "--regime", "burst", "--csv", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [r["entry"] for r in read_csv(out)] == ["eager", "chunked chunk=512", "chunked chunk=1024"]
+
+
 def test_two_source_files_of_one_family(tmp_path, ab_here):
     old, new = tmp_path / "old" / "ab_family.py", tmp_path / "new" / "ab_family.py"
     for path in (old, new):

@@ -11,7 +11,7 @@ from typing import Any
 
 from rooflint.core.errors import UserError
 from rooflint.core.family import Case, Variant
-from rooflint.engine.ab.configs import checked_config, config_label, parse_configs
+from rooflint.engine.ab.configs import checked_config, config_defaults, config_label, parse_configs
 from rooflint.engine.ab.sources import FamilySource, at_ref, from_file, installed
 
 
@@ -64,14 +64,18 @@ def build_entries(
         raise UserError(f"ab needs --variants: one or more of {name}'s variants ({known})")
     entries = []
     for source in sources:
-        for variant_name in variants:
-            variant = source.family.variants.get(variant_name)
+        known = [source.family.variants.get(variant_name) for variant_name in variants]
+        # Beside a variant that takes the --config, one that takes none (a library peer, say) is one
+        # plain entry: `-V cuda_hopper,flash_attn_4 --config D256=1`. Alone, it is a user error.
+        configurable = any(variant is not None and config_defaults(variant.build) is not None for variant in known)
+        for variant_name, variant in zip(variants, known, strict=True):
             if variant is None:
                 where = f"{name} at {source.label}" if source.label else name
                 raise UserError(
                     f"unknown variant {variant_name!r} of {where}; valid: {', '.join(source.family.variants)}"
                 )
-            for config in overrides or [None]:
+            plain = configurable and config_defaults(variant.build) is None
+            for config in [None] if plain else overrides or [None]:
                 full = None if config is None else checked_config(name, variant_name, variant.build, config)
                 parts = [variant_name]
                 if source.label:
