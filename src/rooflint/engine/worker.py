@@ -179,10 +179,8 @@ class Worker:
             self.clock.count("reference_recomputed")
         return reference
 
-    def _release(self) -> None:
-        gc.collect()
-        if self.device == "cuda":
-            torch.cuda.empty_cache()
+    def _release(self, force: bool = False) -> None:
+        release_memory(self.device, force=force)
 
     def run(self, task: Task) -> ResultRow:
         family = get_family(task.family)
@@ -194,14 +192,14 @@ class Worker:
             case, reference = self._prepare(family, task)
         except torch.OutOfMemoryError:
             self._case_key = None
-            self._release()
+            self._release(force=True)
             return self._stamp(base_row(task, variant.kind, OOM, "out of memory building inputs or reference"))
         try:
             return self._stamp(self._measure(family, variant, task, case, reference))
         except VariantSkipped as skipped:
             return self._stamp(base_row(task, variant.kind, SKIPPED, str(skipped)))
         except torch.OutOfMemoryError:
-            self._release()
+            self._release(force=True)
             return self._stamp(base_row(task, variant.kind, OOM, "out of memory"))
         except Exception as error:  # a broken variant is a row, not the end of the run
             where = traceback.extract_tb(error.__traceback__)[-1]
@@ -315,6 +313,29 @@ class Worker:
 # Every bench builds its inputs from this seed: the same inputs on every run, so a reference read
 # from the reference cache is the one this run would compute.
 INPUT_SEED = 0
+
+# A full garbage collection walks every object the worker holds (torch, Inductor's graphs, Triton's
+# kernels): 0.2 s or more a call, once per new case (87 cases in `bench all --size large` on an H200).
+# Between cases it only matters where a reference cycle (a traceback's frames, a compiled closure)
+# still holds the last case's device memory. So on a GPU it runs when more than this share of the
+# device's memory is still allocated once the case is dropped; what cycles hold stays under it.
+COLLECT_ABOVE_SHARE = 1 / 16
+
+
+def release_memory(device: str, force: bool = False) -> bool:
+    """Free what the last case held before the next is built: a full collection where the device
+    still holds more than COLLECT_ABOVE_SHARE of its memory (always with ``force``, after an out of
+    memory, and on the CPU, whose allocator reports nothing), then CUDA's cached blocks back to the
+    driver. Returns whether it collected."""
+    collect = force or device != "cuda"
+    if not collect:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        collect = torch.cuda.memory_allocated() > COLLECT_ABOVE_SHARE * total
+    if collect:
+        gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return collect
 
 
 def _scratch_bytes(fn: Callable[[], Any], first_output: Any) -> int:
