@@ -43,28 +43,25 @@ constexpr int kBoxCols = 64;                      // one 128-byte swizzle row of
 constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 cols] boxes, one per consumer
 [[maybe_unused]] constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers: consumer c's turn is 1 + c
 
-// Consumer warpgroups per block (-D overrides the D=64 count for an A/B against two).
 // Every lambda of the kernel is inlined even at -O0 (the compile check's level): there, cicc would
 // make each a called function, and ptxas (CUDA 13) crashes on the persistent kernel's wgmma pipelines
 // running across those calls.
 #define ROOFLINT_LAMBDA_INLINE __attribute__((always_inline))
 
+// Consumer warpgroups per block (-D overrides the D=64 count for an A/B against two).
 #ifndef ROOFLINT_FA3_CONSUMERS_D64
 #define ROOFLINT_FA3_CONSUMERS_D64 3
 #endif
 
-// K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
-// already hide the loads: a third (224 of the 227 KB) adds shared memory and no overlap.
 // The warpgroup index broadcast so nvcc knows it warp-uniform (-D 0 for an A/B against the plain one).
 #ifndef ROOFLINT_FA3_UNIFORM_WARPGROUP
 #define ROOFLINT_FA3_UNIFORM_WARPGROUP 1
 #endif
 
-// Non-causal launches one CTA an SM that walks its share of the (query block, head) tiles (-D 0 for an
-// A/B against one CTA a tile). A CTA's next Q tile and first K/V tiles then load while its consumers
-// finish the last P V and store O, instead of after a new CTA has started, set up its barriers and
-// found its first tile missing. Causal keeps one CTA a tile: its tiles differ in length, and the
-// hardware's block scheduler already hands the next one to whichever SM frees first.
+// One CTA an SM that walks (non-causal) or claims (causal) its share of the (query block, head) tiles
+// (-D 0 for an A/B against one CTA a tile). A CTA's next Q tile and first K/V tiles then load while
+// its consumers finish the last P V and store O, instead of after a new CTA has started, set up its
+// barriers and found its first tile missing.
 #ifndef ROOFLINT_FA3_PERSISTENT
 #define ROOFLINT_FA3_PERSISTENT 1
 #endif
@@ -95,6 +92,8 @@ static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
 #define ROOFLINT_FA3_V_LAG 1
 #endif
 
+// K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
+// already hide the loads: a third (224 of the 227 KB) adds shared memory and no overlap.
 #ifndef ROOFLINT_FA3_STAGES_D128
 #define ROOFLINT_FA3_STAGES_D128 2
 #endif
@@ -328,9 +327,6 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
           for (int c = 0; c < kConsumers; ++c)
             tma_load_3d(q_tile(qb) + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full(qb), b * kBoxCols,
                         w.m0 + c * kQBoxRows, w.head);
-        // K_j is read at iteration j and V_j one iteration later (P_j V_j is issued with S_{j+1}), so
-        // V_j goes out after K_{j+1}: the wait for V's stage (the P V two tiles back) then never
-        // holds back the next K.
         // Tile j of K (is_v false) or V into ring position gj, once the stage's previous tile
         // (gj - kStages) is released by every consumer.
         auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
@@ -342,6 +338,9 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
             tma_load_3d((is_v ? v_tile(s) : k_tile(s)) + b * L::kKVBoxBytes, is_v ? &v_map : &k_map, full, b * kBoxCols,
                         j * L::kBlockN, w.head);
         };
+        // K_j is read at iteration j and V_j one iteration later (P_j V_j is issued with S_{j+1}), so
+        // V_j goes out after K_{j+1}: the wait for V's stage (the P V two tiles back) then never
+        // holds back the next K.
         for (int j = 0; j < w.tiles; ++j) {
           load(g + j, j, false);
           if (ROOFLINT_FA3_V_LAG && j > 0) load(g + j - 1, j - 1, true);
@@ -425,7 +424,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // factor for O. Only tiles whose last key lies past this consumer's first row (causal) and a
     // ragged last tile pay for the mask.
     const int first_row = w.m0 + consumer * 64;
-    auto softmax = [&](int j, float (&alpha)[2]) {
+    auto softmax = [&](int j, float (&alpha)[2]) ROOFLINT_LAMBDA_INLINE {
       const int k0 = j * L::kBlockN;
       if ((causal && k0 + L::kBlockN - 1 > first_row) || k0 + L::kBlockN > n) {
 #pragma unroll
@@ -470,7 +469,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         row_sum[h] = row_sum[h] * alpha[h] + partial;  // a quad's partial sums; reduced at the end
       }
     };
-    auto pack_p = [&] {
+    auto pack_p = [&]() ROOFLINT_LAMBDA_INLINE {
 #pragma unroll
       for (int kk = 0; kk < L::kBlockN / 16; ++kk) {
         p[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -600,12 +599,13 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 template <typename T, int D, bool causal>
 int launch(const void* q, const void* k, const void* v, void* o, int* schedule, long long heads, long long n,
            float scale, cudaStream_t stream) {
-  // [heads, n, D] with [rows x 64 cols] boxes (Q 64 rows, K and V 128): a box past row n of a head
-  // reads zeros, so a ragged tile never touches the next head.
+  // [heads, n, D] with [rows x 64 cols] boxes (Q 64 rows, K and V kBlockN): a box past row n of a
+  // head reads zeros, so a ragged tile never touches the next head.
   CUtensorMap maps[3];
   const void* tensors[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
-    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, i == 0 ? kQBoxRows : Layout<D>::kBlockN);
+    const int box_rows = i == 0 ? kQBoxRows : Layout<D>::kBlockN;
+    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, box_rows);
     if (made != cudaSuccess) return static_cast<int>(made);
   }
   auto kernel = attention_hopper_kernel<T, D, causal>;
