@@ -65,16 +65,16 @@ def build_entries(
     entries = []
     for source in sources:
         known = [source.family.variants.get(variant_name) for variant_name in variants]
-        # Beside a variant that takes the --config, one that takes none (a library peer, say) is one
-        # plain entry: `-V cuda_hopper,flash_attn_4 --config D256=1`. Alone, it is a user error.
-        configurable = any(variant is not None and config_defaults(variant.build) is not None for variant in known)
-        for variant_name, variant in zip(variants, known, strict=True):
+        takes = [variant is not None and config_defaults(variant.build) is not None for variant in known]
+        for variant_name, variant, takes_config in zip(variants, known, takes, strict=True):
             if variant is None:
                 where = f"{name} at {source.label}" if source.label else name
                 raise UserError(
                     f"unknown variant {variant_name!r} of {where}; valid: {', '.join(source.family.variants)}"
                 )
-            plain = configurable and config_defaults(variant.build) is None
+            # Beside a variant that takes the --config, one that takes none (a library peer, say) is
+            # one plain entry: `-V cuda_hopper,flash_attn_4 --config D256=1`. Alone, a user error.
+            plain = any(takes) and not takes_config
             for config in [None] if plain else overrides or [None]:
                 full = None if config is None else checked_config(name, variant_name, variant.build, config)
                 parts = [variant_name]

@@ -76,13 +76,13 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     """sm_90 only: wgmma + TMA, a producer warpgroup and two (D=128) or three (D=64) consumer warpgroups in ping-pong"""
     if torch.cuda.get_device_capability(case.device) != (9, 0):
         raise VariantSkipped("the wgmma/TMA attention needs an sm_90 GPU (Hopper); `cuda` is the sm_80 path")
-    d256 = case.params["D"] == 256 and config.get("D256") == 1
-    if case.params["D"] not in HOPPER_CUDA_HEAD_DIMS and not d256:
-        if case.params["D"] == 256:
-            raise VariantSkipped(
-                "the wgmma attention's D=256 path (64 x 80 score tiles) is experimental;"
-                " `rooflint ab attention -V cuda_hopper --config D256=1` builds it"
-            )
+    head_dim = case.params["D"]
+    if head_dim == 256 and config.get("D256") != 1:
+        raise VariantSkipped(
+            "the wgmma attention's D=256 path (64 x 80 score tiles) is experimental;"
+            " `rooflint ab attention -V cuda_hopper --config D256=1` builds it"
+        )
+    if head_dim not in (*HOPPER_CUDA_HEAD_DIMS, 256):
         dims = " or ".join(map(str, HOPPER_CUDA_HEAD_DIMS))
         raise VariantSkipped(f"the wgmma attention is built for head_dim {dims}")
     q, k, v, causal = case["q"], case["k"], case["v"], case.params["causal"]
