@@ -273,9 +273,7 @@ class _Taken:
     intervals, extents taken in increasing order."""
 
     def __init__(self, boxes=()) -> None:
-        self._extents = np.empty((0, 4))
-        for box in boxes:
-            self.add(box)
+        self._extents = np.array([self._ordered(box) for box in boxes]).reshape(-1, 4)
 
     @staticmethod
     def _ordered(box) -> np.ndarray:
