@@ -104,7 +104,7 @@ def test_config_sets_reach_the_builder_as_a_cross_product(tmp_path, ab_here):
 
 
 def test_a_variant_that_takes_no_config_runs_once_beside_one_that_does(tmp_path, ab_here):
-    # `-V cuda_hopper,flash_attn_4 --config D256=1`: the config set applies to the variants that take
+    # `-V cuda_hopper,flash_attn_4 --config V_WAIT_LATE=0,1`: the config set applies to the variants that take
     # one; a library peer (or any builder without a config) is one plain entry beside them.
     out = tmp_path / "ab.csv"
     done = ab_here("abtoy", "-V", "eager,chunked", "--config", "chunk=512,1024", "--device", "cpu", "--rounds", "2",

@@ -104,9 +104,11 @@ def test_hopper_path_is_chosen_on_sm90_only(monkeypatch):
 
 def test_wgmma_cuda_attention_is_offered_on_sm90_only(monkeypatch):
     # The FA3-style CUDA kernel (attention_hopper.cu) runs only where wgmma and TMA exist; elsewhere
-    # its row is skipped with the reason and the sm_80 `cuda` kernel is the path. Its D=256 path is
-    # built only on request, and the skip names the config. None of this compiles anything: the
-    # checks come before the build.
+    # its row is skipped with the reason and the sm_80 `cuda` kernel is the path. D=256 in a build
+    # that leaves it out (D256=0) is a skip naming the dims it has.
+    # None of this compiles anything: the checks come before the build.
+    from rooflint.kernels.attention import cuda
+
     family = get_family("attention")
     variant = family.variants["cuda_hopper"]
     assert variant.kind == "cuda"
@@ -119,13 +121,17 @@ def test_wgmma_cuda_attention_is_offered_on_sm90_only(monkeypatch):
         variant.build(case)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     wide = family.build_case("custom", {"B": 1, "H": 1, "N": 8, "D": 256, "causal": False}, "bf16", torch.device("cpu"))
-    with pytest.raises(VariantSkipped, match="D=256 path .* is experimental; .*--config D256=1"):
-        variant.build(wide)
+    with pytest.raises(VariantSkipped, match=r"\(D256=0\) is for head_dim 64, 128$"):
+        variant.build(wide, config={**cuda.HOPPER_CUDA_CONFIG, "D256": 0})
 
 
 @pytest.mark.parametrize(
     ("config", "reason"),
-    [({"MAX_CHAINS": 3}, "MAX_CHAINS is 1, 2, 4 or 8"), ({"CONSUMERS_D64": 4}, "CONSUMERS_D64 is 2 or 3")],
+    [
+        ({"MAX_CHAINS": 3}, "MAX_CHAINS is 1, 2, 4 or 8"),
+        ({"MAX_CHAINS_D64": 16}, "MAX_CHAINS_D64 is 1, 2, 4 or 8"),
+        ({"CONSUMERS_D64": 4}, "CONSUMERS_D64 is 2 or 3"),
+    ],
 )
 def test_a_cuda_hopper_config_the_kernel_cannot_take_is_a_skip_naming_the_valid_values(monkeypatch, config, reason):
     # Refused before nvcc runs: the source's static_assert would only say that it failed to build.

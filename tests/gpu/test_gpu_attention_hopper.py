@@ -39,30 +39,30 @@ def test_wgmma_attention_matches_float64(d, n, causal):
     assert_attention_matches_float64("cuda_hopper", d, n, causal, lambda case: variant.build(case)())
 
 
-# D=256 (built with D256=1): 80-key tiles, so N=80 and 160 are whole tiles, 130 and 777 ragged, and a
+# D=256: 80-key tiles, so N=80 and 160 are whole tiles, 130 and 777 ragged, and a
 # 64-row consumer's causal diagonal crosses two tiles wherever 80 does not divide its first row.
 @pytest.mark.parametrize("n", [1, 80, 160, 130, 200, 777, 1536])
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_d256_path_matches_float64(n, causal):
     _hopper_or_skip()
     variant = get_family("attention").variants["cuda_hopper"]
-    config = {**cuda.HOPPER_CUDA_CONFIG, "D256": 1}
-    attend = lambda case: variant.build(case, config=config)()  # noqa: E731
+    attend = lambda case: variant.build(case)()  # noqa: E731
     assert_attention_matches_float64("cuda_hopper D256", 256, n, causal, attend)
 
 
 # Schedule-only meta-parameters: each changes when or where an instruction runs, never what it
 # computes (the max of a set does not depend on the order of its chains), so each must give the
 # default's bits. UNIFORM_WG=0 derives the warpgroup index per thread; PINGPONG 0 and 1 drop or keep
-# the consumers' turns; V_WAIT_LATE waits for V after issuing S; V_LAG=0 loads K and V together.
+# the consumers' turns; V_WAIT_LATE=0 waits for V before issuing S; V_LAG=0 loads K and V together.
+# MAX_CHAINS is D=128's chain count, MAX_CHAINS_D64 D=64's.
 SCHEDULE_CONFIGS = [
     {"UNIFORM_WG": 0},
-    {"MAX_CHAINS": 1},
-    {"MAX_CHAINS": 2},
-    {"MAX_CHAINS": 8},
+    {"MAX_CHAINS": 1, "MAX_CHAINS_D64": 4},
+    {"MAX_CHAINS": 2, "MAX_CHAINS_D64": 2},
+    {"MAX_CHAINS": 8, "MAX_CHAINS_D64": 8},
     {"PINGPONG": 0},
     {"PINGPONG": 1},
-    {"V_WAIT_LATE": 1},
+    {"V_WAIT_LATE": 0},
     {"V_LAG": 0},
     {"PERSISTENT": 0},
 ]
@@ -93,7 +93,7 @@ PERSISTENT_SHAPES = [
     (128, 777, {}),
     (128, 300, {"STAGES_D128": 3}),
     (64, 1, {}),
-    (256, 777, {"D256": 1}),
+    (256, 777, {}),
 ]
 
 

@@ -73,7 +73,7 @@ def build_entries(
                     f"unknown variant {variant_name!r} of {where}; valid: {', '.join(source.family.variants)}"
                 )
             # Beside a variant that takes the --config, one that takes none (a library peer, say) is
-            # one plain entry: `-V cuda_hopper,flash_attn_4 --config D256=1`. Alone, a user error.
+            # one plain entry: `-V cuda_hopper,flash_attn_4 --config V_WAIT_LATE=0,1`. Alone, a user error.
             plain = any(takes) and not takes_config
             for config in [None] if plain else overrides or [None]:
                 full = None if config is None else checked_config(name, variant_name, variant.build, config)

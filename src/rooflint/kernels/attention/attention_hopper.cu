@@ -1,6 +1,6 @@
 // Prefill attention for Hopper (sm_90a) in the FlashAttention-3 style: O = softmax(Q K^T * scale
-// [+ causal mask]) V over dense [B*H, N, D] tensors, D = 64 or 128 (and 256, built with
-// -DROOFLINT_FA3_D256=1), fp16/bf16 in, fp32 accumulate.
+// [+ causal mask]) V over dense [B*H, N, D] tensors, D = 64, 128 or 256, fp16/bf16 in, fp32
+// accumulate.
 // attention.cu (mma.sync) stays the sm_80 path; the launcher refuses any GPU but sm_90.
 //
 // Why this shape of kernel:
@@ -73,18 +73,25 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 #define ROOFLINT_FA3_PINGPONG 2
 #endif
 
-// Independent chains in a row's max (1, 2, 4 or 8; -D for an A/B against one chain).
+// Independent chains in a row's max (1, 2, 4 or 8; -D for an A/B). At D=128 and 256 a row's max is
+// on the path to the first exp2 of a softmax that the other consumer's GEMMs must cover, and four
+// chains shorten it; at D=64 three consumers at 160 registers already hide it, and the chains' extra
+// registers and folds cost more than they save.
+#ifndef ROOFLINT_FA3_MAX_CHAINS_D64
+#define ROOFLINT_FA3_MAX_CHAINS_D64 1
+#endif
 #ifndef ROOFLINT_FA3_MAX_CHAINS
 #define ROOFLINT_FA3_MAX_CHAINS 4
 #endif
-static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
-                  (ROOFLINT_FA3_MAX_CHAINS & (ROOFLINT_FA3_MAX_CHAINS - 1)) == 0,
-              "ROOFLINT_FA3_MAX_CHAINS: 1, 2, 4 or 8");
+#define ROOFLINT_FA3_CHAINS_OK(c) ((c) >= 1 && (c) <= 8 && ((c) & ((c) - 1)) == 0)
+static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS_D64),
+              "ROOFLINT_FA3_MAX_CHAINS(_D64): 1, 2, 4 or 8");
 
 // Where a consumer waits for V_{j-1}: 0 with K_j, before its turn; 1 after issuing S_j = Q K_j^T
-// (FlashAttention-4's order), so S_j need not wait for a V it does not read.
+// (FlashAttention-4's order), so S_j need not wait for a V it does not read and the tensor cores
+// start on it while V_{j-1} is still landing.
 #ifndef ROOFLINT_FA3_V_WAIT_LATE
-#define ROOFLINT_FA3_V_WAIT_LATE 0
+#define ROOFLINT_FA3_V_WAIT_LATE 1
 #endif
 
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
@@ -101,11 +108,11 @@ static_assert(ROOFLINT_FA3_MAX_CHAINS >= 1 && ROOFLINT_FA3_MAX_CHAINS <= 8 &&
 #define ROOFLINT_FA3_STAGES_D64 4
 #endif
 
-// D=256 (-D 1 builds it; not the default until it has run on a GPU): FlashAttention-3's and -4's
-// tile, two consumers over 64 x 80 scores, so that O's 64 x 256 fp32 (128 registers a thread) and
+// D=256 (-D 0 leaves it out of the build): FlashAttention-3's and -4's tile, two consumers over
+// 64 x 80 scores, so that O's 64 x 256 fp32 (128 registers a thread) and
 // S's 40 fit the 240 registers a consumer gets with the producer at 24.
 #ifndef ROOFLINT_FA3_D256
-#define ROOFLINT_FA3_D256 0
+#define ROOFLINT_FA3_D256 1
 #endif
 #ifndef ROOFLINT_FA3_STAGES_D256
 #define ROOFLINT_FA3_STAGES_D256 2
@@ -372,6 +379,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   const bool elected = threadIdx.x % 128 == 0;
 
   constexpr int kScores = L::kBlockN / 2;  // S_j: this thread's share of 64 x kBlockN fp32
+  constexpr int kChains = D == 64 ? ROOFLINT_FA3_MAX_CHAINS_D64 : ROOFLINT_FA3_MAX_CHAINS;
   float s[kScores], o[D / 2];
   uint32_t p[L::kBlockN / 16][4];
 #pragma unroll
@@ -436,20 +444,20 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // The row's kScores / 2 scores in this thread, maxed in ROOFLINT_FA3_MAX_CHAINS independent chains:
-        // one chain is 32 dependent FMNMX (~4 cycles each) before the first exp2 may start; the max
-        // of a set does not depend on the order, so the bits are the same.
-        float chain[ROOFLINT_FA3_MAX_CHAINS];
+        // The row's kScores / 2 scores in this thread, maxed in kChains independent chains: one chain
+        // is 32 dependent FMNMX (~4 cycles each) at D=128 before the first exp2 may start; the max of
+        // a set does not depend on the order, so the bits are the same.
+        float chain[kChains];
 #pragma unroll
-        for (int c = 0; c < ROOFLINT_FA3_MAX_CHAINS; ++c) chain[c] = -INFINITY;
+        for (int c = 0; c < kChains; ++c) chain[c] = -INFINITY;
 #pragma unroll
         for (int i = 0, k = 0; i < kScores; ++i)
           if (((i >> 1) & 1) == h) {
-            chain[k % ROOFLINT_FA3_MAX_CHAINS] = fmaxf(chain[k % ROOFLINT_FA3_MAX_CHAINS], s[i]);
+            chain[k % kChains] = fmaxf(chain[k % kChains], s[i]);
             ++k;
           }
 #pragma unroll
-        for (int width = ROOFLINT_FA3_MAX_CHAINS / 2; width > 0; width /= 2)
+        for (int width = kChains / 2; width > 0; width /= 2)
 #pragma unroll
           for (int c = 0; c < width; ++c) chain[c] = fmaxf(chain[c], chain[c + width]);
         float tile_max = chain[0];
@@ -636,8 +644,8 @@ int launch(const void* q, const void* k, const void* v, void* o, int* schedule, 
 
 }  // namespace
 
-// q, k, v, o: contiguous [batch * heads, n, head_dim]; dtype 1 (fp16) or 2 (bf16); head_dim 64 or 128
-// (or 256 in a -DROOFLINT_FA3_D256=1 build).
+// q, k, v, o: contiguous [batch * heads, n, head_dim]; dtype 1 (fp16) or 2 (bf16); head_dim 64, 128
+// or 256.
 // schedule: two ints, zero before the first launch, which a causal launch leaves at zero again (its
 // CTAs claim tiles through it); one launch at a time may use it. Non-causal launches ignore it.
 // Returns cudaErrorNotSupported on any GPU but sm_90 (wgmma, TMA and setmaxnreg are Hopper's).
@@ -647,7 +655,7 @@ extern "C" int rooflint_attention_hopper(const void* q, const void* k, const voi
   // sm_90 only: wgmma, TMA and setmaxnreg are Hopper's.
   if (const int refused = attention_launch_check(9, 9, q, k, v, o, heads, n)) return refused;
   return with_half_dtype(dtype, [&](auto t) {
-    // D=256 is built only with -DROOFLINT_FA3_D256=1 (until it has run on a GPU).
+    // -DROOFLINT_FA3_D256=0 leaves D=256 out (a build a third faster, for a sweep at D=64 or 128).
 #if ROOFLINT_FA3_D256
     return with_choice<64, 128, 256>(head_dim, [&](auto d) {
 #else
