@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rooflint.analysis.ab_stats import (
     BASELINE,
+    CSV_COLUMNS,
     FASTER,
     NOISE,
     SLOWER,
@@ -141,6 +142,22 @@ def test_summaries_are_against_the_first_entry_of_each_shape_and_regime():
     assert by["burst", "old"].joules_per_call == 0.45  # median of the rounds that read energy
     assert by["burst", "new"].median_ms == 1.0 and by["burst", "new"].rounds_ms == (1.0, 1.05, 0.95)
     assert by["sustained", "new"].verdict == NOISE and math.isnan(by["sustained", "new"].joules_per_call)
+
+
+def test_clock_and_power_are_medians_over_the_rounds_that_read_them():
+    # NVML's clock and power beside the time: a faster entry that only ran at a higher clock shows it.
+    taken = [
+        Sample("n=8", "burst", r, "a", 1.0, 0.5, mhz, watts)
+        for r, (mhz, watts) in enumerate([(1980.0, 500.0), (1600.0, math.nan), (1700.0, 650.0)])
+    ]
+    taken += [Sample("n=8", "burst", r, "b", 1.0) for r in range(3)]  # a CPU: nothing read
+    by = {s.entry: s for s in summarize(taken)}
+    assert (by["a"].sm_clock_mhz, by["a"].power_w) == (1700.0, 575.0)
+    assert math.isnan(by["b"].sm_clock_mhz) and math.isnan(by["b"].power_w)
+    rows = {row["entry"]: row for row in csv_rows(by.values())}
+    assert (rows["a"]["sm_clock_mhz"], rows["a"]["power_w"]) == (1700.0, 575.0)
+    assert rows["b"]["sm_clock_mhz"] == "" and rows["b"]["power_w"] == ""
+    assert list(rows["a"]) == list(CSV_COLUMNS)
 
 
 def test_the_order_given_picks_the_first_entry():

@@ -31,6 +31,10 @@ class Sample:
     entry: str
     ms: float
     joules_per_call: float = math.nan  # NaN where NVML reads no energy (a CPU, no driver)
+    # NVML's median SM clock and board power over the timed window: an entry that is faster only
+    # because it ran at a higher clock (or slower because it drew the board to its power cap) shows it.
+    sm_clock_mhz: float = math.nan
+    power_w: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class EntrySummary:
     wins: int  # rounds in which this entry was the fastest of all
     joules_per_call: float  # median over the rounds that read energy; NaN when none did
     verdict: str
+    sm_clock_mhz: float = math.nan  # medians over the rounds, as joules_per_call
+    power_w: float = math.nan
 
     @property
     def rounds(self) -> int:
@@ -166,6 +172,8 @@ def summarize(
                     wins=won[entry],
                     joules_per_call=_median_finite(s.joules_per_call for s in taken),
                     verdict=BASELINE if entry == first else verdict(speedup),
+                    sm_clock_mhz=_median_finite(s.sm_clock_mhz for s in taken),
+                    power_w=_median_finite(s.power_w for s in taken),
                 )
             )
     return summaries
@@ -183,6 +191,8 @@ CSV_COLUMNS = (
     "confidence",
     "wins",
     "joules_per_call",
+    "sm_clock_mhz",
+    "power_w",
     "verdict",
     "rounds_ms",
 )
@@ -207,6 +217,8 @@ def csv_rows(summaries: Iterable[EntrySummary], confidence: float = CONFIDENCE) 
             "confidence": confidence,
             "wins": s.wins,
             "joules_per_call": cell(s.joules_per_call),
+            "sm_clock_mhz": cell(s.sm_clock_mhz),
+            "power_w": cell(s.power_w),
             "verdict": s.verdict,
             "rounds_ms": " ".join(f"{ms:.6g}" for ms in s.rounds_ms),
         }

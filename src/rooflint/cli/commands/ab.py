@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -107,12 +108,15 @@ def _table(outcome, shape: str):
     rounds = max(s.rounds for s in outcome.summaries if s.shape == shape)
     title = f"{outcome.family} {outcome.dtype} {shape} on {outcome.device_name}: {rounds} rounds"
     table = Table(title=title)
-    for column in ("regime", "entry", "median ms", "x first", "95% interval", "wins", "J/call", "verdict"):
+    columns = ("regime", "entry", "median ms", "x first", "95% interval", "wins", "J/call", "MHz", "W", "verdict")
+    for column in columns:
         table.add_column(column, overflow="fold")
     colour = {FASTER: "green", SLOWER: "red"}
     for s in (s for s in outcome.summaries if s.shape == shape):
         interval = f"{s.speedup.low:.3f}-{s.speedup.high:.3f}" if s.verdict != "baseline" else ""
-        joules = fmt(s.joules_per_call) if s.joules_per_call == s.joules_per_call else "n/a"
+        joules, mhz, watts = (
+            "n/a" if math.isnan(value) else fmt(value) for value in (s.joules_per_call, s.sm_clock_mhz, s.power_w)
+        )
         verdict = f"[{colour[s.verdict]}]{s.verdict}[/]" if s.verdict in colour else s.verdict
         table.add_row(
             s.regime,
@@ -122,6 +126,8 @@ def _table(outcome, shape: str):
             interval,
             f"{s.wins}/{s.rounds}",
             joules,
+            mhz,
+            watts,
             verdict,
         )
     return table

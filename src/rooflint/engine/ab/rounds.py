@@ -20,7 +20,7 @@ from rooflint.analysis.ab_stats import Sample
 from rooflint.core.errors import VariantSkipped
 from rooflint.engine.ab.entries import Entry
 from rooflint.engine.correctness import check
-from rooflint.engine.nvml import Sampler
+from rooflint.engine.nvml import Sampler, Telemetry
 from rooflint.engine.settings import Regime
 from rooflint.engine.throttle import energy_per_call_j
 from rooflint.engine.timer import measure
@@ -86,6 +86,18 @@ def time_rounds(
         for regime in regimes:
             for label in order:
                 timing = measure(calls[label], device=device, regime=regime, sampler=sampler, l2_bytes=l2_bytes)
-                samples.append(Sample(shape, str(regime), r, label, timing.median_ms, energy_per_call_j(timing)))
+                telemetry = timing.telemetry or Telemetry()
+                samples.append(
+                    Sample(
+                        shape,
+                        str(regime),
+                        r,
+                        label,
+                        timing.median_ms,
+                        energy_per_call_j(timing),
+                        telemetry.sm_clock_mhz,
+                        telemetry.power_median_w,
+                    )
+                )
         on_round(r)
     return samples
