@@ -53,7 +53,9 @@ def test_the_d256_path_matches_float64(n, causal):
 # Schedule-only meta-parameters: each changes when or where an instruction runs, never what it
 # computes (the max of a set does not depend on the order of its chains), so each must give the
 # default's bits. UNIFORM_WG=0 derives the warpgroup index per thread; PINGPONG 0 and 1 drop or keep
-# the consumers' turns; V_WAIT_LATE=0 waits for V before issuing S; V_LAG=0 loads K and V together.
+# the consumers' turns; V_WAIT_LATE=0 waits for V before issuing S; V_LAG=0 loads K and V together;
+# SOFTMAX_FENCE 0 and 1 leave ptxas free to hoist the P V wait above the softmax or keep it after at
+# every head dim; WAIT_HINT=2 makes every mbarrier wait sleep instead of polling.
 # MAX_CHAINS is D=128's chain count, MAX_CHAINS_D64 D=64's.
 SCHEDULE_CONFIGS = [
     {"UNIFORM_WG": 0},
@@ -63,6 +65,9 @@ SCHEDULE_CONFIGS = [
     {"PINGPONG": 0},
     {"PINGPONG": 1},
     {"V_WAIT_LATE": 0},
+    {"SOFTMAX_FENCE": 0},
+    {"SOFTMAX_FENCE": 1},
+    {"WAIT_HINT": 2},
     {"V_LAG": 0},
     {"PERSISTENT": 0},
 ]

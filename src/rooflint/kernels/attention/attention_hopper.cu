@@ -94,6 +94,23 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_V_WAIT_LATE 1
 #endif
 
+// ptxas schedules a wgmma wait (WARPGROUP.DEPBAR) freely against register-only arithmetic: left to
+// itself it hoists the wait for P_{j-1} V_{j-1} from after the softmax of S_j to its first max, so
+// the softmax no longer runs under that P V. The fence stores each warp's two row sums to shared
+// memory just before the wait: a store stays ordered with the wait, and the sums depend on every
+// exp2, so the softmax stays ahead of it. 0 never, 1 always, 2 at D=128 only: there it gains, at
+// D=64 (three consumers already cover the softmax) and D=256 it loses.
+#ifndef ROOFLINT_FA3_SOFTMAX_FENCE
+#define ROOFLINT_FA3_SOFTMAX_FENCE 2
+#endif
+
+// Which mbarrier waits sleep until the barrier changes (a suspend-time hint) instead of polling:
+// 0 none, 1 the producer's (it waits for a free stage most of the time, and its polls take issue
+// slots from the consumer warps on its scheduler), 2 every wait.
+#ifndef ROOFLINT_FA3_WAIT_HINT
+#define ROOFLINT_FA3_WAIT_HINT 0
+#endif
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -147,7 +164,8 @@ struct Layout {
   static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
   static constexpr int kBarriers = kK + kRingBytes;
   static constexpr int kSlots = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;  // each Q buffer's tile: 2 ints
-  static constexpr int kBytes = kSlots + kQBuffers * 8;
+  static constexpr int kScratch = kSlots + kQBuffers * 8;  // 8 bytes a consumer warp (SOFTMAX_FENCE)
+  static constexpr int kBytes = kScratch + kConsumers * 4 * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
   static_assert(kSmem <= 227 * 1024, "shared memory");
 };
@@ -250,6 +268,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
   auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
   auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
+  auto producer_wait = [&](uint32_t bar, uint32_t parity) ROOFLINT_LAMBDA_INLINE {
+    if (ROOFLINT_FA3_WAIT_HINT >= 1) mbar_wait_suspend(bar, parity);
+    else mbar_wait(bar, parity);
+  };
+  auto consumer_wait = [&](uint32_t bar, uint32_t parity) ROOFLINT_LAMBDA_INLINE {
+    if (ROOFLINT_FA3_WAIT_HINT >= 2) mbar_wait_suspend(bar, parity);
+    else mbar_wait(bar, parity);
+  };
 
   // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
   // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
@@ -326,7 +352,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         const Tile w = tile_of(item);
         const int qb = it % L::kQBuffers;
         // The buffer's previous Q (kQBuffers tiles back) must be released by every consumer.
-        if (it >= L::kQBuffers) mbar_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
+        if (it >= L::kQBuffers) producer_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
         slot(qb)[0] = item;
         slot(qb)[1] = next >= items;
         mbar_arrive_expect_tx(q_full(qb), L::kQBytes);
@@ -338,7 +364,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         // (gj - kStages) is released by every consumer.
         auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
           const unsigned s = gj % L::kStages;
-          if (gj >= L::kStages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
+          if (gj >= L::kStages) producer_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
           const uint32_t full = is_v ? v_full(s) : k_full(s);
           mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
@@ -377,6 +403,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int g_row = lane / 4, t = lane % 4;  // accumulator fragment: row group and column pair
   const bool elected = threadIdx.x % 128 == 0;
+  // This warp's word pair of the SOFTMAX_FENCE scratch (every lane stores to it; nothing reads it).
+  const uint32_t fence_word = base + L::kScratch + 8u * (threadIdx.x / 32 - 4);
 
   constexpr int kScores = L::kBlockN / 2;  // S_j: this thread's share of 64 x kBlockN fp32
   constexpr int kChains = D == 64 ? ROOFLINT_FA3_MAX_CHAINS_D64 : ROOFLINT_FA3_MAX_CHAINS;
@@ -400,7 +428,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   unsigned g = 0;  // K/V tiles consumed so far: the ring position, as the producer counts it
   for (int it = 0;; ++it) {
     const unsigned qb = static_cast<unsigned>(it) % L::kQBuffers;
-    mbar_wait(q_full(qb), (it / L::kQBuffers) & 1);
+    consumer_wait(q_full(qb), (it / L::kQBuffers) & 1);
     const int item = slot(qb)[0];
     const bool last_item = slot(qb)[1] != 0;
     const Tile w = tile_of(item);
@@ -503,7 +531,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
     // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
     float alpha[2];
-    mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
+    consumer_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
     take_turn(0);
     pin(s);
     wgmma_fence();
@@ -520,8 +548,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       const unsigned gj = g + j;
       const unsigned stage = gj % L::kStages;
       const unsigned previous = (gj - 1) % L::kStages;
-      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
-      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+      consumer_wait(k_full(stage), (gj / L::kStages) & 1u);
+      if (!ROOFLINT_FA3_V_WAIT_LATE) consumer_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
       // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
@@ -533,7 +561,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_commit();
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
-        mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+        consumer_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
         wgmma_fence();
       }
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
@@ -543,6 +571,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       pin(s);
       if (elected) mbar_arrive(k_empty(stage));
       softmax(j, alpha);
+      if (ROOFLINT_FA3_SOFTMAX_FENCE == 1 || (ROOFLINT_FA3_SOFTMAX_FENCE == 2 && D == 128))
+        st_shared_v2(fence_word, row_sum[0], row_sum[1]);
       wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
       pin(o);
       pin(p);
@@ -555,7 +585,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     if (elected) mbar_arrive(q_empty(qb));
     // The last tile's P V.
     const unsigned last = (g + tiles - 1) % L::kStages;
-    mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
+    consumer_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
     pin(o);
     pin(p);
     wgmma_fence();
