@@ -104,13 +104,6 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_SOFTMAX_FENCE 2
 #endif
 
-// Which mbarrier waits sleep until the barrier changes (a suspend-time hint) instead of polling:
-// 0 none, 1 the producer's (it waits for a free stage most of the time, and its polls take issue
-// slots from the consumer warps on its scheduler), 2 every wait.
-#ifndef ROOFLINT_FA3_WAIT_HINT
-#define ROOFLINT_FA3_WAIT_HINT 0
-#endif
-
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -268,14 +261,6 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
   auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
   auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
-  auto producer_wait = [&](uint32_t bar, uint32_t parity) ROOFLINT_LAMBDA_INLINE {
-    if (ROOFLINT_FA3_WAIT_HINT >= 1) mbar_wait_suspend(bar, parity);
-    else mbar_wait(bar, parity);
-  };
-  auto consumer_wait = [&](uint32_t bar, uint32_t parity) ROOFLINT_LAMBDA_INLINE {
-    if (ROOFLINT_FA3_WAIT_HINT >= 2) mbar_wait_suspend(bar, parity);
-    else mbar_wait(bar, parity);
-  };
 
   // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
   // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
@@ -352,7 +337,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         const Tile w = tile_of(item);
         const int qb = it % L::kQBuffers;
         // The buffer's previous Q (kQBuffers tiles back) must be released by every consumer.
-        if (it >= L::kQBuffers) producer_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
+        if (it >= L::kQBuffers) mbar_wait(q_empty(qb), ((it / L::kQBuffers) - 1) & 1);
         slot(qb)[0] = item;
         slot(qb)[1] = next >= items;
         mbar_arrive_expect_tx(q_full(qb), L::kQBytes);
@@ -364,7 +349,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         // (gj - kStages) is released by every consumer.
         auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
           const unsigned s = gj % L::kStages;
-          if (gj >= L::kStages) producer_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
+          if (gj >= L::kStages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
           const uint32_t full = is_v ? v_full(s) : k_full(s);
           mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
@@ -428,7 +413,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   unsigned g = 0;  // K/V tiles consumed so far: the ring position, as the producer counts it
   for (int it = 0;; ++it) {
     const unsigned qb = static_cast<unsigned>(it) % L::kQBuffers;
-    consumer_wait(q_full(qb), (it / L::kQBuffers) & 1);
+    mbar_wait(q_full(qb), (it / L::kQBuffers) & 1);
     const int item = slot(qb)[0];
     const bool last_item = slot(qb)[1] != 0;
     const Tile w = tile_of(item);
@@ -531,7 +516,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
     // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
     float alpha[2];
-    consumer_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
+    mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
     take_turn(0);
     pin(s);
     wgmma_fence();
@@ -548,8 +533,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       const unsigned gj = g + j;
       const unsigned stage = gj % L::kStages;
       const unsigned previous = (gj - 1) % L::kStages;
-      consumer_wait(k_full(stage), (gj / L::kStages) & 1u);
-      if (!ROOFLINT_FA3_V_WAIT_LATE) consumer_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
+      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
       // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
@@ -561,7 +546,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_commit();
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
-        consumer_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+        mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
         wgmma_fence();
       }
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
@@ -585,7 +570,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     if (elected) mbar_arrive(q_empty(qb));
     // The last tile's P V.
     const unsigned last = (g + tiles - 1) % L::kStages;
-    consumer_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
+    mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
     pin(o);
     pin(p);
     wgmma_fence();

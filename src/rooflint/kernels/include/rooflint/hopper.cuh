@@ -49,23 +49,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
 }
-// The same with a suspend-time hint: a thread whose phase has not completed sleeps until the barrier
-// changes (or the hint's nanoseconds pass) instead of coming straight back to poll. ptxas makes it a
-// NANOSLEEP.SYNCS in the retry path; a poll is an issue slot taken from the warps that share the
-// waiting warp's scheduler.
-__device__ __forceinline__ bool mbar_try_wait_suspend(uint32_t bar, uint32_t parity, uint32_t ns) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity), "r"(ns)
-      : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbar_wait_suspend(uint32_t bar, uint32_t parity, uint32_t ns = 10000000u) {
-  while (!mbar_try_wait_suspend(bar, parity, ns)) {
-  }
-}
 
 // ---- TMA: one thread copies a whole [rows x cols] box of a 3-D tensor map into shared memory,
 // swizzled as the map says; rows past the tensor's end arrive as zeros. The bytes count toward bar.
