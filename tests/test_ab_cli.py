@@ -211,3 +211,23 @@ def test_bad_input_is_one_line_and_exit_2(arguments, says, tmp_path, ab_here):
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert says in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_table_shows_each_entry_s_clock_and_power_as_whole_numbers():
+    # On a GPU NVML reads them; "1.96e+03" would hide the 10-20 MHz that tell two entries apart.
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from rooflint.analysis.ab_stats import Sample, summarize
+    from rooflint.cli.commands.ab import _table
+
+    samples = [Sample("n=8", "burst", r, "a", 1.0, 0.5, 1960.4, 331.7) for r in range(3)]
+    samples += [Sample("n=8", "burst", r, "b", 1.1) for r in range(3)]
+    outcome = SimpleNamespace(family="toy", dtype="bf16", device_name="GPU", summaries=summarize(samples))
+    console = Console(width=200, record=True)
+    console.print(_table(outcome, "n=8"))
+    lines = [line for line in console.export_text().splitlines() if line.count("│") > 5]
+    cells = {row[1]: row for row in ([cell.strip() for cell in line.split("│")[1:-1]] for line in lines)}
+    assert cells["a"][6:9] == ["0.5", "1960", "332"]  # J/call, MHz, W
+    assert cells["b"][6:9] == ["n/a", "n/a", "n/a"]  # nothing read (a CPU)

@@ -114,9 +114,8 @@ def _table(outcome, shape: str):
     colour = {FASTER: "green", SLOWER: "red"}
     for s in (s for s in outcome.summaries if s.shape == shape):
         interval = f"{s.speedup.low:.3f}-{s.speedup.high:.3f}" if s.verdict != "baseline" else ""
-        joules, mhz, watts = (
-            "n/a" if math.isnan(value) else fmt(value) for value in (s.joules_per_call, s.sm_clock_mhz, s.power_w)
-        )
+        joules = "n/a" if math.isnan(s.joules_per_call) else fmt(s.joules_per_call)
+        mhz, watts = ("n/a" if math.isnan(value) else f"{value:.0f}" for value in (s.sm_clock_mhz, s.power_w))
         verdict = f"[{colour[s.verdict]}]{s.verdict}[/]" if s.verdict in colour else s.verdict
         table.add_row(
             s.regime,
