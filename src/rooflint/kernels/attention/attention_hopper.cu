@@ -104,6 +104,15 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_SOFTMAX_FENCE 2
 #endif
 
+// Where O is rescaled by the softmax's alpha: 0 after the softmax, between the wait for P V and the
+// next turn; 1 after S_{j+1} = Q K^T is issued and before P_j V_j, so the rescale runs while the
+// tensor cores work on S and the next turn's GEMMs go out sooner (FlashAttention-3's and -4's
+// RescaleOBeforeGemm, which they use above D=128, where O is 128 registers a thread); 2 at D=256
+// only. The same multiplies in the same order, so the same bits.
+#ifndef ROOFLINT_FA3_RESCALE_EARLY
+#define ROOFLINT_FA3_RESCALE_EARLY 0
+#endif
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -401,6 +410,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   for (int i = 0; i < L::kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
   float row_max[2], row_sum[2];
 
+  constexpr bool rescale_early = ROOFLINT_FA3_RESCALE_EARLY == 1 || (ROOFLINT_FA3_RESCALE_EARLY == 2 && D == 256);
   constexpr bool turns = ROOFLINT_FA3_PINGPONG == 1 || (ROOFLINT_FA3_PINGPONG == 2 && !(causal && D == 128));
   // Each wgmma's descriptors: the first stage's (and this consumer's rows of the first Q buffer)
   // built once, advanced by byte offsets. Built whole per wgmma, they cost a mask, shifts and ORs on
@@ -490,6 +500,10 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
         row_sum[h] = row_sum[h] * alpha[h] + partial;  // a quad's partial sums; reduced at the end
       }
     };
+    auto rescale_o = [&](const float (&a)[2]) ROOFLINT_LAMBDA_INLINE {
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= a[(i >> 1) & 1];
+    };
     auto pack_p = [&]() ROOFLINT_LAMBDA_INLINE {
 #pragma unroll
       for (int kk = 0; kk < L::kBlockN / 16; ++kk) {
@@ -544,11 +558,15 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_fence();
       issue_qk(stage);
       wgmma_commit();
+      if (rescale_early) {
+        rescale_o(alpha);  // by S_{j-1}'s alpha, ahead of O += P_{j-1} V_{j-1}
+        pin(o);
+      }
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
         mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
-        wgmma_fence();
       }
+      if (ROOFLINT_FA3_V_WAIT_LATE || rescale_early) wgmma_fence();
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
       wgmma_commit();
       pass_turn(j);
@@ -562,8 +580,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       pin(o);
       pin(p);
       if (elected) mbar_arrive(v_empty(previous));
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+      if (!rescale_early) rescale_o(alpha);
       pack_p();
     }
     // Every Q K^T of this tile has retired: its Q buffer may be refilled.
@@ -571,6 +588,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // The last tile's P V.
     const unsigned last = (g + tiles - 1) % L::kStages;
     mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
+    if (rescale_early) rescale_o(alpha);  // by the last S's alpha
     pin(o);
     pin(p);
     wgmma_fence();
