@@ -98,8 +98,8 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 // itself it hoists the wait for P_{j-1} V_{j-1} from after the softmax of S_j to its first max, so
 // the softmax no longer runs under that P V. The fence stores each warp's two row sums to shared
 // memory just before the wait: a store stays ordered with the wait, and the sums depend on every
-// exp2, so the softmax stays ahead of it. 0 never, 1 always, 2 at D=128 only: there it gains, at
-// D=64 (three consumers already cover the softmax) and D=256 it loses.
+// exp2, so the softmax stays ahead of it. 0 never, 1 always, 2 at D=128 only, the head dim where it
+// gains (at D=64 three consumers already cover the softmax; at D=256 it loses slightly).
 #ifndef ROOFLINT_FA3_SOFTMAX_FENCE
 #define ROOFLINT_FA3_SOFTMAX_FENCE 2
 #endif
@@ -128,8 +128,8 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #endif
 
 // D=256 (-D 0 leaves it out of the build): FlashAttention-3's and -4's tile, two consumers over
-// 64 x 80 scores, so that O's 64 x 256 fp32 (128 registers a thread) and
-// S's 40 fit the 240 registers a consumer gets with the producer at 24.
+// 64 x 80 scores, so that O's 64 x 256 fp32 (128 registers a thread) and S's 40 fit the 240
+// registers a consumer gets with the producer at 24.
 #ifndef ROOFLINT_FA3_D256
 #define ROOFLINT_FA3_D256 1
 #endif
