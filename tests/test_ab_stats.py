@@ -170,3 +170,14 @@ def test_csv_rows_leave_unknown_numbers_empty():
     rows = csv_rows(summarize(samples(a=[(1.0, math.nan)] * 2, b=[(1.0, 0.1)] * 2)))
     assert rows[0]["joules_per_call"] == "" and rows[1]["joules_per_call"] == 0.1
     assert rows[1]["rounds_ms"] == "1 1" and rows[1]["verdict"] == NOISE
+
+
+def test_an_entry_s_power_is_the_energy_counter_over_its_window_else_nvml_s_readings():
+    # A few NVML readings per window lag the load; the counter's joules over the window do not.
+    from rooflint.engine.ab.rounds import mean_power_w
+    from rooflint.engine.nvml import Telemetry
+
+    assert mean_power_w(Telemetry(energy_j=12.0, window_s=0.02, power_median_w=300.0)) == 600.0
+    assert mean_power_w(Telemetry(energy_j=math.nan, window_s=0.02, power_median_w=300.0)) == 300.0
+    assert mean_power_w(Telemetry(energy_j=12.0, window_s=0.0, power_median_w=300.0)) == 300.0
+    assert math.isnan(mean_power_w(Telemetry()))  # a CPU: nothing read

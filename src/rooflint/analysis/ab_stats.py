@@ -31,8 +31,9 @@ class Sample:
     entry: str
     ms: float
     joules_per_call: float = math.nan  # NaN where NVML reads no energy (a CPU, no driver)
-    # NVML's median SM clock and board power over the timed window: an entry that is faster only
-    # because it ran at a higher clock (or slower because it drew the board to its power cap) shows it.
+    # NVML's median SM clock and the board's mean power (the energy counter over the window) while
+    # the entry was timed: an entry that is faster only because it ran at a higher clock (or slower
+    # because it drew the board to its power cap) shows it.
     sm_clock_mhz: float = math.nan
     power_w: float = math.nan
 

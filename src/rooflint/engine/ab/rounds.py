@@ -11,6 +11,7 @@ timed first after the sustained regime's heat-up, or always right after a given 
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,6 +68,16 @@ def checked_calls(
     return dict(sorted(passed.items(), key=lambda item: order.index(item[0]))), failed
 
 
+def mean_power_w(telemetry: Telemetry) -> float:
+    """The board's mean power over a timed window, from the energy counter; NVML's median of its
+    power readings where the counter read nothing. The counter is exact over the window; the
+    readings come a few per window at an A/B's call lengths, and lag the load."""
+    energy, window = telemetry.energy_j, telemetry.window_s
+    if math.isfinite(energy) and math.isfinite(window) and window > 0:
+        return energy / window
+    return telemetry.power_median_w
+
+
 def time_rounds(
     calls: dict[str, Callable[[], Any]],
     *,
@@ -96,7 +107,7 @@ def time_rounds(
                         timing.median_ms,
                         energy_per_call_j(timing),
                         telemetry.sm_clock_mhz,
-                        telemetry.power_median_w,
+                        mean_power_w(telemetry),
                     )
                 )
         on_round(r)
