@@ -191,7 +191,9 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
     monkeypatch.setattr(
         profile,
         "run_ncu",
-        lambda fam, v, dtype, size, out, metrics: asked.append(metrics) or profiled.append(v.name) or [],
+        lambda fam, v, dtype, size, out, metrics, sass=False: (
+            asked.append(metrics) or profiled.append(v.name) or ([], None)
+        ),
     )
     monkeypatch.setattr(profile, "ncu_row", lambda fam, v, dtype, size, counters, time_ms: (v.name, time_ms))
     monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: path)
@@ -205,6 +207,40 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
     assert len(metrics) == len(set(metrics)) and ncu.DRAM_READ in metrics and limiter.DRAM_PCT in metrics
     assert "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active" in metrics
     assert limiter.REGISTERS in metrics and limiter.ISSUE_PCT not in metrics
+
+
+def test_profile_sass_keeps_each_variant_s_main_kernel_and_writes_sass_csv(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from rooflint.analysis import sass
+    from rooflint.engine import device as device_module
+    from rooflint.engine import profile, timing
+    from rooflint.engine.timing import summarize
+
+    page = sass.parse_source_csv((Path(__file__).parent / "fixtures" / "ncu_source_sass.csv").read_text())
+    monkeypatch.setattr(device_module, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
+    monkeypatch.setattr("rooflint.core.specs.current_gpu_spec", lambda spec_file=None, gpu=None: get_spec("h100"))
+    monkeypatch.setattr(profile, "kernel_shares", lambda fn, device, name: [])
+    monkeypatch.setattr(timing, "time_cuda", lambda fn, l2_bytes: summarize([1.0], "cuda_events", True))
+    monkeypatch.setattr(profile.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(profile, "available_metrics", lambda: [])
+    real_build = profile.build
+    monkeypatch.setattr(profile, "build", lambda fam, v, size, dtype, device: real_build(fam, v, size, dtype, "cpu"))
+    asked = []
+    monkeypatch.setattr(
+        profile,
+        "run_ncu",
+        lambda fam, v, dtype, size, out, metrics, sass=False: asked.append(sass) or ([], sass and page[0]),
+    )
+    monkeypatch.setattr(profile, "ncu_row", lambda fam, v, dtype, size, counters, time_ms: (v.name, time_ms))
+    written = {}
+    monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: written.update({path.name: rows}) or path)
+    monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [])
+    outcome = profile.run_profile("vector_add", ["eager", "triton"], ncu=True, sass=True, out=tmp_path)
+    assert asked == [True, True]
+    assert list(outcome.sass) == ["eager", "triton"] and outcome.sass["eager"] is page[0]
+    assert {r.variant for r in written["sass.csv"]} == {"eager", "triton"}
 
 
 def test_profile_ncu_prints_what_limits_each_variant(tmp_path, monkeypatch):

@@ -67,7 +67,10 @@ def tensor_metrics(available: list[str]) -> list[str]:
     return sorted({f"{name}.sum" for name in available if is_tensor_flop_metric(name)})
 
 
-def profile_command(ncu: str, report: Path, filt: str, metrics: list[str], program: list[str]) -> list[str]:
+def profile_command(
+    ncu: str, report: Path, filt: str, metrics: list[str], program: list[str], sections: tuple[str, ...] = ()
+) -> list[str]:
+    """``sections``: ncu sections collected beside the metrics (SourceCounters for the SASS view)."""
     return [
         ncu,
         "--nvtx",
@@ -75,6 +78,7 @@ def profile_command(ncu: str, report: Path, filt: str, metrics: list[str], progr
         filt,
         "--metrics",
         ",".join(metrics),
+        *(arg for section in sections for arg in ("--section", section)),
         "--target-processes",
         "all",
         # ncu's default (--clock-control base) locks the GPU's clocks at base for the session. That
@@ -92,6 +96,12 @@ def profile_command(ncu: str, report: Path, filt: str, metrics: list[str], progr
 def import_command(ncu: str, report: Path) -> list[str]:
     """One row per kernel, one column per metric, values in base units (bytes, not Mbyte)."""
     return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def source_import_command(ncu: str, report: Path) -> list[str]:
+    """Each kernel's SASS, one row per instruction: its executions and its warps' stall samples
+    (analysis/sass.py reads it)."""
+    return [ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "sass"]
 
 
 def _number(text: str) -> float:

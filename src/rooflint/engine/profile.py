@@ -22,6 +22,7 @@ import torch
 
 from rooflint.analysis import limiter
 from rooflint.analysis import ncu as ncu_tools
+from rooflint.analysis import sass as sass_tools
 from rooflint.core.errors import UserError
 from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
@@ -191,8 +192,11 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
     )
 
 
-def run_ncu(family: Family, variant: Variant, dtype: str, size: str, out_dir: Path, metrics: list[str]):
-    """Profile one variant under ncu; returns the per-kernel counters of its NVTX range."""
+def run_ncu(
+    family: Family, variant: Variant, dtype: str, size: str, out_dir: Path, metrics: list[str], sass: bool = False
+):
+    """Profile one variant under ncu; returns the per-kernel counters of its NVTX range and, with
+    ``sass``, its main kernel's SASS with the stall samples (else None)."""
     ncu = ncu_tools.ncu_path()
     if ncu is None:
         raise UserError("--ncu needs Nsight Compute's `ncu` on PATH (it ships with the CUDA toolkit)")
@@ -205,6 +209,7 @@ def run_ncu(family: Family, variant: Variant, dtype: str, size: str, out_dir: Pa
         ncu_tools.nvtx_filter(family.name, variant.name, dtype, size),
         metrics,
         [sys.executable, "-m", "rooflint.engine.profile", job],
+        ("SourceCounters",) if sass else (),
     )
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not report.exists():
@@ -212,7 +217,17 @@ def run_ncu(family: Family, variant: Variant, dtype: str, size: str, out_dir: Pa
         raise RuntimeError(f"ncu failed for {stem} (exit {done.returncode}): {tail[0][:300]}")
     text = subprocess.run(ncu_tools.import_command(ncu, report), capture_output=True, text=True, check=True).stdout
     (out_dir / f"{stem}.csv").write_text(text)
-    return ncu_tools.parse_raw_csv(text)
+    kernel = None
+    if sass:
+        source = subprocess.run(ncu_tools.source_import_command(ncu, report), capture_output=True, text=True)
+        (out_dir / f"{stem}-sass.csv").write_text(source.stdout)
+        try:
+            if source.returncode != 0:
+                raise ValueError(f"ncu --import exited {source.returncode}: {source.stderr.strip()[-300:]}")
+            kernel = sass_tools.main_kernel(sass_tools.parse_source_csv(source.stdout))
+        except ValueError as error:
+            raise RuntimeError(f"ncu's source page for {stem}: {error}") from None
+    return ncu_tools.parse_raw_csv(text), kernel
 
 
 def available_metrics() -> list[str]:
@@ -268,6 +283,35 @@ def plot_ncu(rows: list[NcuRow], spec, out_base: Path, extra_ceilings=None) -> l
 
 
 @dataclass
+class SassRow:
+    """One line of sass.csv: a variant's main kernel, one class of instructions."""
+
+    variant: str
+    kernel: str
+    instructions: str  # what they do (analysis/sass.CLASSES)
+    executed: float  # warp-level instructions executed
+    stall_samples: float
+    samples_pct: float  # of the kernel's samples
+    top_reasons: str
+
+
+def sass_rows(kernels: dict[str, sass_tools.KernelSass]) -> list[SassRow]:
+    return [
+        SassRow(
+            variant,
+            sass_tools.short_name(kernel.name, 120),
+            share.name,
+            share.executed,
+            share.samples,
+            share.share_pct,
+            share.top_reasons,
+        )
+        for variant, kernel in kernels.items()
+        for share in sass_tools.class_shares(kernel)
+    ]
+
+
+@dataclass
 class ProfileOutcome:
     family: str
     dtype: str
@@ -275,6 +319,7 @@ class ProfileOutcome:
     device: str
     shares: list[KernelShare]
     ncu_rows: list[NcuRow] = field(default_factory=list)  # empty without ncu
+    sass: dict[str, sass_tools.KernelSass] = field(default_factory=dict)  # variant -> its main kernel (--sass)
     skipped: list[str] = field(default_factory=list)  # "variant: why" for variants ncu could not profile
     written: list[Path] = field(default_factory=list)
 
@@ -286,6 +331,7 @@ def run_profile(
     size: str | None = None,
     device: str | None = None,
     ncu: bool = False,
+    sass: bool = False,
     out: Path | None = None,
     spec_file: Path | str | None = None,
     gpu: str | None = None,
@@ -303,6 +349,8 @@ def run_profile(
     fam = get_family(family)
     dtype, size, out = dtype or DEFAULT_DTYPE, size or DEFAULT_SIZE, Path(out or DEFAULT_OUT)
     device = resolve_device(device)
+    if sass and not ncu:
+        raise UserError("--sass reads Nsight Compute's source page: add --ncu")
     if ncu and device != "cuda":
         raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
     if dtype not in fam.dtypes:
@@ -326,11 +374,11 @@ def run_profile(
     outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
     if spec is not None:
         torch.cuda.empty_cache()  # the ncu children need the memory
-        _profile_counters(fam, chosen, outcome, out, spec, on_note, times_ms)
+        _profile_counters(fam, chosen, outcome, out, spec, on_note, times_ms, sass)
     return outcome
 
 
-def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_note, times_ms) -> None:
+def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_note, times_ms, sass=False) -> None:
     """Each variant under ncu in a child process (which builds it there), beside its time here."""
     from rooflint.core.roofs import measured_overlay
 
@@ -341,14 +389,18 @@ def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_
         on_note(f"profiling {variant.name} under ncu ...")
         time_ms = times_ms[variant.name]
         try:
-            counters = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics)
+            counters, kernel = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics, sass)
         except RuntimeError as error:
             outcome.skipped.append(f"{variant.name}: {error}")
             on_note(f"skipped {variant.name}: {error}")
             continue
         outcome.ncu_rows.append(ncu_row(fam, variant, outcome.dtype, outcome.size, counters, time_ms))
+        if kernel is not None:
+            outcome.sass[variant.name] = kernel
     if outcome.ncu_rows:
         outcome.written.append(write_typed_csv(outcome.ncu_rows, out / "ncu.csv", NcuRow))
+    if outcome.sass:
+        outcome.written.append(write_typed_csv(sass_rows(outcome.sass), out / "sass.csv", SassRow))
         outcome.written += plot_ncu(outcome.ncu_rows, spec, out / "roofline_ncu", measured_overlay(spec))
 
 

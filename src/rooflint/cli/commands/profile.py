@@ -29,6 +29,15 @@ def profile_command(
             "(busiest unit, issue, occupancy, stall reasons).",
         ),
     ] = False,
+    sass: Annotated[
+        bool,
+        typer.Option(
+            "--sass",
+            help="With --ncu: where each variant's warps wait, instruction by instruction (ncu's SASS source "
+            "page): stall samples and executions by kind of instruction, the hottest instructions, and "
+            "against the first variant the opcodes whose counts differ most.",
+        ),
+    ] = False,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Directory for kernels.csv, ncu.csv and the ncu roofline (rooflint-out/profile)."),
@@ -41,6 +50,7 @@ def profile_command(
     Examples:
       rooflint profile gelu --size large
       rooflint profile softmax -V eager_unfused -V triton --size large --ncu --out reports/ncu
+      rooflint profile attention -V cuda_hopper,flash_attn_4 --size B=4,H=32,N=4096,D=128,causal=0 --ncu --sass
     """
     from rooflint.engine.profile import run_profile
 
@@ -51,6 +61,7 @@ def profile_command(
         size=size,
         device=device,
         ncu=ncu,
+        sass=sass,
         out=out,
         spec_file=spec_file,
         gpu=gpu,
@@ -62,6 +73,8 @@ def profile_command(
         console.print(_why_table(outcome))
         for r in outcome.ncu_rows:  # whole lines: a verdict folded inside a table cell is hard to read
             console.print(f"{r.variant}: {r.limiter}", highlight=False, soft_wrap=True)
+    for table in _sass_tables(outcome.sass):
+        console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in outcome.written))
     if ncu and not outcome.ncu_rows:
         raise typer.Exit(1)  # ncu profiled nothing: each variant's reason is printed above
@@ -155,3 +168,38 @@ def _why_table(outcome):
             r.top_stalls,
         )
     return table
+
+
+def _sass_tables(kernels):
+    """Per variant: its main kernel's samples by kind of instruction and its hottest instructions;
+    then each later variant's opcode counts against the first's."""
+    from rich.table import Table
+
+    from rooflint.analysis import sass
+    from rooflint.core.fmt import fmt
+
+    tables = []
+    for variant, kernel in kernels.items():
+        table = Table(title=f"{variant}: where the warps wait ({sass.short_name(kernel.name)}, ncu SASS samples)")
+        for column in ("instructions", "executed M", "samples %", "top stall reasons"):
+            table.add_column(column, overflow="fold")
+        for share in sass.class_shares(kernel):
+            table.add_row(share.name, fmt(share.executed / 1e6), f"{share.share_pct:.1f}", share.top_reasons)
+        tables.append(table)
+        hot = Table(title=f"{variant}: the instructions holding the most samples")
+        for column in ("address", "instruction", "executed M", "samples %", "reasons"):
+            hot.add_column(column, overflow="fold")
+        for line, share, reasons in sass.hottest(kernel):
+            hot.add_row(line.address[-6:], line.source[:70], fmt(line.executed / 1e6), f"{share:.1f}", reasons)
+        tables.append(hot)
+    names = list(kernels)
+    for variant in names[1:]:
+        first = names[0]
+        table = Table(title=f"{variant} against {first}: the opcodes whose executions differ most")
+        for column in ("opcode", f"{variant} M", f"{first} M", f"{variant} samples %", f"{first} samples %"):
+            table.add_column(column, overflow="fold")
+        for d in sass.opcode_deltas(kernels[variant], kernels[first]):
+            table.add_row(d.opcode, fmt(d.executed / 1e6), fmt(d.baseline_executed / 1e6),
+                          f"{d.samples_pct:.1f}", f"{d.baseline_samples_pct:.1f}")  # fmt: skip
+        tables.append(table)
+    return tables
