@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from rooflint.core.errors import UserError
@@ -36,9 +37,10 @@ def output_dir(path: Path) -> Path:
     """Create an output directory and prove it is writable, or fail with one line."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".rooflint-write-test"
-        probe.write_text("")
-        probe.unlink()
+        # A probe of its own (a unique name): two rooflint processes proving the same folder at once
+        # must not delete each other's.
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".rooflint-write-test-"):
+            pass
     except OSError as error:
         raise UserError(f"cannot write to output directory {path}: {error.strerror or error}") from None
     return path
