@@ -44,8 +44,8 @@ def ab_command(
     An entry is a variant, as installed, at a git ref (--ref) or from a file (--source), under each
     meta-parameter set (--config). A failing entry is reported and dropped. The table gives each
     entry's median, its speedup over the first entry with a 95% interval, its wins per round,
-    joules per call (NVML) and a verdict: faster, slower or within noise. Exit 1 when an entry failed
-    its check. docs/ab.md has the details.
+    joules per call, SM clock and board power (NVML) and a verdict: faster, slower or within noise.
+    Exit 1 when an entry failed its check. docs/ab.md has the details.
 
     Examples:
       rooflint ab attention --variants triton,triton_gluon --size large --dtype bf16
