@@ -197,8 +197,10 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
     )
     monkeypatch.setattr(profile, "ncu_row", lambda fam, v, dtype, size, counters, time_ms: (v.name, time_ms))
     monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: path)
-    monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [])
+    monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [base.with_suffix(".png")])
     outcome = profile.run_profile("vector_add", ["eager", "triton"], ncu=True, out=tmp_path)
+    assert tmp_path / "roofline_ncu.png" in outcome.written  # the ncu roofline, with or without --sass
+    assert not outcome.sass and tmp_path / "sass.csv" not in outcome.written
     assert built == ["eager", "triton"] and len(timed) == 2  # one build per variant, each timed once
     assert profiled == ["eager", "triton"]
     assert outcome.ncu_rows == [("eager", 1.0), ("triton", 1.0)]

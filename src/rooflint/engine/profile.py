@@ -399,9 +399,9 @@ def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_
             outcome.sass[variant.name] = kernel
     if outcome.ncu_rows:
         outcome.written.append(write_typed_csv(outcome.ncu_rows, out / "ncu.csv", NcuRow))
+        outcome.written += plot_ncu(outcome.ncu_rows, spec, out / "roofline_ncu", measured_overlay(spec))
     if outcome.sass:
         outcome.written.append(write_typed_csv(sass_rows(outcome.sass), out / "sass.csv", SassRow))
-        outcome.written += plot_ncu(outcome.ncu_rows, spec, out / "roofline_ncu", measured_overlay(spec))
 
 
 if __name__ == "__main__":
