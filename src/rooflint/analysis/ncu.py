@@ -104,7 +104,8 @@ def source_import_command(ncu: str, report: Path) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "sass"]
 
 
-def _number(text: str) -> float:
+def parse_number(text: str) -> float:
+    """A number as ncu's CSV export writes it (thousands separators; n/a or - for none: NaN)."""
     cleaned = text.strip().replace(",", "")
     if cleaned in ("", "n/a", "N/A", "-"):
         return math.nan
@@ -142,7 +143,7 @@ def parse_raw_csv(text: str) -> list[KernelCounters]:
     for row in body:
         if len(row) != len(header):
             continue
-        values = {column: _number(cell) for column, cell in zip(header, row) if "__" in column}
+        values = {column: parse_number(cell) for column, cell in zip(header, row) if "__" in column}
         kernels.append(KernelCounters(row[name_at], values))
     return kernels
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+
+from rooflint.analysis.ncu import parse_number
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
@@ -80,12 +83,10 @@ def opcode_class(opcode: str) -> str:
     return "other"
 
 
-def _number(text: str) -> float:
-    text = text.strip().replace(",", "")
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
+def _count(text: str) -> float:
+    """A sample or execution count; none given (n/a, -) is none counted."""
+    value = parse_number(text)
+    return 0.0 if math.isnan(value) else value
 
 
 def parse_source_csv(text: str) -> list[KernelSass]:
@@ -104,7 +105,7 @@ def parse_source_csv(text: str) -> list[KernelSass]:
         elif header is not None and kernels:
             cells = dict(zip(header, row, strict=False))
             stalls = {
-                name.removeprefix("stall_"): _number(value)
+                name.removeprefix("stall_"): _count(value)
                 for name, value in cells.items()
                 if name.startswith("stall_") and not name.endswith("(Not Issued)")
             }
@@ -112,8 +113,8 @@ def parse_source_csv(text: str) -> list[KernelSass]:
                 SassLine(
                     cells.get("Address", ""),
                     cells.get("Source", "").strip(),
-                    _number(cells.get(SAMPLES, "0")),
-                    _number(cells.get(EXECUTED, "0")),
+                    _count(cells.get(SAMPLES, "0")),
+                    _count(cells.get(EXECUTED, "0")),
                     {k: v for k, v in stalls.items() if v},
                 )
             )
