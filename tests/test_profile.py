@@ -239,9 +239,10 @@ def test_profile_sass_keeps_each_variant_s_main_kernel_and_writes_sass_csv(tmp_p
     written = {}
     monkeypatch.setattr(profile, "write_typed_csv", lambda rows, path, cls: written.update({path.name: rows}) or path)
     monkeypatch.setattr(profile, "plot_ncu", lambda rows, spec, base, extra: [])
-    outcome = profile.run_profile("vector_add", ["eager", "triton"], ncu=True, sass=True, out=tmp_path)
+    outcome = profile.run_profile("vector_add", ["triton", "eager"], ncu=True, sass=True, out=tmp_path)
     assert asked == [True, True]
-    assert list(outcome.sass) == ["eager", "triton"] and outcome.sass["eager"] is page[0]
+    # The variants in the order asked: the first named is the one the others are compared against.
+    assert list(outcome.sass) == ["triton", "eager"] and outcome.sass["triton"] is page[0]
     assert {r.variant for r in written["sass.csv"]} == {"eager", "triton"}
 
 

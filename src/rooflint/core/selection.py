@@ -40,6 +40,20 @@ def select_variants(family: Any, names: Iterable[str] = (), dtype: str | None = 
     ]
 
 
+def in_asked_order(chosen: Sequence[Any], names: Sequence[str] = ()) -> list[Any]:
+    """``chosen`` variants in the order ``names`` gives them (a variant by its name, else by its
+    kind), the rest after in their own order: the first variant a user names is the one others are
+    compared against."""
+
+    def place(variant: Any) -> int:
+        for i, name in enumerate(names):
+            if name == variant.name:
+                return i
+        return next((i for i, name in enumerate(names) if name == variant.kind), len(names))
+
+    return sorted(chosen, key=place)
+
+
 def select_dtypes(family: Any, asked: Sequence[str] = ()) -> tuple[str, ...]:
     """The dtypes of ``family`` a bench runs, in the order asked.
 

@@ -26,7 +26,7 @@ from rooflint.analysis import sass as sass_tools
 from rooflint.core.errors import UserError
 from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
-from rooflint.core.selection import check_variant_names, select_variants
+from rooflint.core.selection import check_variant_names, in_asked_order, select_variants
 from rooflint.engine.timing import nvtx_range
 from rooflint.outputs.results import read_typed_csv, write_typed_csv
 
@@ -374,7 +374,7 @@ def run_profile(
     outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
     if spec is not None:
         torch.cuda.empty_cache()  # the ncu children need the memory
-        _profile_counters(fam, chosen, outcome, out, spec, on_note, times_ms, sass)
+        _profile_counters(fam, in_asked_order(chosen, variants or []), outcome, out, spec, on_note, times_ms, sass)
     return outcome
 
 

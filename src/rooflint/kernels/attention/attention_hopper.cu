@@ -113,6 +113,22 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_RESCALE_EARLY 0
 #endif
 
+// Where a consumer waits for the next K tile: 0 at the top of the next iteration, between packing P
+// and taking its turn; 1 just before the wait for P V, so the mbarrier poll runs while P_{j-1} V_{j-1}
+// is still in flight instead of on the path from the softmax to the next S = Q K^T. That K was loaded
+// into the stage released two tiles back, so it is normally there long before.
+#ifndef ROOFLINT_FA3_K_WAIT_EARLY
+#define ROOFLINT_FA3_K_WAIT_EARLY 0
+#endif
+
+// The L2 promotion of the Q, K and V tensor maps, in bytes (0, 64, 128 or 256; -D for an A/B).
+#ifndef ROOFLINT_FA3_L2_PROMOTION
+#define ROOFLINT_FA3_L2_PROMOTION 256
+#endif
+static_assert(ROOFLINT_FA3_L2_PROMOTION == 0 || ROOFLINT_FA3_L2_PROMOTION == 64 || ROOFLINT_FA3_L2_PROMOTION == 128 ||
+                  ROOFLINT_FA3_L2_PROMOTION == 256,
+              "ROOFLINT_FA3_L2_PROMOTION: 0, 64, 128 or 256");
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -547,7 +563,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       const unsigned gj = g + j;
       const unsigned stage = gj % L::kStages;
       const unsigned previous = (gj - 1) % L::kStages;
-      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
+      if (!ROOFLINT_FA3_K_WAIT_EARLY || j == 1) mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
       if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
@@ -576,6 +592,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       softmax(j, alpha);
       if (ROOFLINT_FA3_SOFTMAX_FENCE == 1 || (ROOFLINT_FA3_SOFTMAX_FENCE == 2 && D == 128))
         st_shared_v2(fence_word, row_sum[0], row_sum[1]);
+      if (ROOFLINT_FA3_K_WAIT_EARLY && j + 1 < tiles) mbar_wait(k_full((gj + 1) % L::kStages), ((gj + 1) / L::kStages) & 1u);
       wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
       pin(o);
       pin(p);
@@ -646,7 +663,11 @@ int launch(const void* q, const void* k, const void* v, void* o, int* schedule, 
   const void* tensors[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
     const int box_rows = i == 0 ? kQBoxRows : Layout<D>::kBlockN;
-    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, box_rows);
+    constexpr CUtensorMapL2promotion kPromotion = ROOFLINT_FA3_L2_PROMOTION == 0    ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                                                  : ROOFLINT_FA3_L2_PROMOTION == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                  : ROOFLINT_FA3_L2_PROMOTION == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                                                     : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    const cudaError_t made = rooflint_tensor_map_rows<T>(&maps[i], tensors[i], heads, n, D, box_rows, kPromotion);
     if (made != cudaSuccess) return static_cast<int>(made);
   }
   auto kernel = attention_hopper_kernel<T, D, causal>;
