@@ -6,7 +6,7 @@
 # on an H200 with the CUDA and Gluon builds cold. FA4 travels as peers.sh's pieces (carry .peers1 and
 # .peers2 in one call, .peers3 in the next, to the same warm machine); the last call runs this:
 #   . scripts/device/peers.sh && bash scripts/device/attention_vs_fa4.sh
-# EXTRA_AB_ARGS is added to every ab: EXTRA_AB_ARGS="--config RESCALE_EARLY=0,1" makes two cuda_hopper
+# EXTRA_AB_ARGS is added to every ab: EXTRA_AB_ARGS="--config PINGPONG=2,0" makes two cuda_hopper
 # entries (the other two take no config and stay one entry each).
 set -u
 OUT=${OUT:?set OUT to the output directory}

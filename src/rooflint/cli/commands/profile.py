@@ -35,7 +35,7 @@ def profile_command(
             "--sass",
             help="With --ncu: where each variant's warps wait, instruction by instruction (ncu's SASS source "
             "page): stall samples and executions by kind of instruction, the hottest instructions, and "
-            "against the first variant the opcodes whose counts differ most.",
+            "against the first variant named the opcodes whose counts differ most.",
         ),
     ] = False,
     out: Annotated[

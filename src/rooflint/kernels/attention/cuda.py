@@ -60,9 +60,6 @@ HOPPER_CUDA_DEFINES = {
     "MAX_CHAINS_D64": "ROOFLINT_FA3_MAX_CHAINS_D64",
     "V_WAIT_LATE": "ROOFLINT_FA3_V_WAIT_LATE",
     "SOFTMAX_FENCE": "ROOFLINT_FA3_SOFTMAX_FENCE",
-    "RESCALE_EARLY": "ROOFLINT_FA3_RESCALE_EARLY",
-    "K_WAIT_EARLY": "ROOFLINT_FA3_K_WAIT_EARLY",
-    "L2_PROMOTION": "ROOFLINT_FA3_L2_PROMOTION",
     "D256": "ROOFLINT_FA3_D256",
     "STAGES_D256": "ROOFLINT_FA3_STAGES_D256",
 }
@@ -94,10 +91,6 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     for key in ("MAX_CHAINS", "MAX_CHAINS_D64"):
         if config.get(key) not in (None, 1, 2, 4, 8):
             raise VariantSkipped(f"{key} is 1, 2, 4 or 8 (the chains are folded in halves), not {config[key]}")
-    if config.get("L2_PROMOTION") not in (None, 0, 64, 128, 256):
-        raise VariantSkipped(
-            f"L2_PROMOTION is 0, 64, 128 or 256 (bytes a tensor map's L2 fetch), not {config['L2_PROMOTION']}"
-        )
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)

@@ -17,7 +17,7 @@ MAX_ROW_BLOCK = 16384
 def _rmsnorm_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, hidden, eps,
     BLOCK: tl.constexpr, RESIDUAL: tl.constexpr, ONE_TILE: tl.constexpr, W_FIRST: tl.constexpr = True,
-    EVICT: tl.constexpr = False, RSQRT: tl.constexpr = False,
+    EVICT: tl.constexpr = False,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     start = row * hidden
@@ -35,10 +35,7 @@ def _rmsnorm_kernel(
             tl.store(h_ptr + start + offs, h_out, mask=mask)
             # Normalize the stored (rounded) h, as the next layer's residual stream holds it.
             h = h_out.to(tl.float32)
-        if RSQRT:  # one MUFU.RSQ between the reduction and the stores, not a sqrt and an IEEE divide
-            rstd = tl.math.rsqrt(tl.sum(h * h, axis=0) / hidden + eps)
-        else:
-            rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / hidden + eps)
+        rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / hidden + eps)
         if not W_FIRST:  # w after the reduction: not live across it, so fewer registers a row
             w = tl.load(w_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last" if EVICT else "").to(
                 tl.float32
@@ -69,7 +66,7 @@ def _rmsnorm_kernel(
 
 
 # What `rooflint ab --config` may set (rooflint.engine.ab.configs); None: the launcher's choice.
-ROW_CONFIG = {"W_FIRST": None, "EVICT": None, "RSQRT": None, "num_warps": None}
+ROW_CONFIG = {"W_FIRST": None, "EVICT": None, "num_warps": None}
 
 
 def triton_rmsnorm(x, weight, y, residual=None, h=None, *, max_block: int | None = None, eps: float = EPS,
@@ -88,10 +85,7 @@ def triton_rmsnorm(x, weight, y, residual=None, h=None, *, max_block: int | None
     given = {name: value for name, value in (config or {}).items() if value is not None}
     # w loaded with x and no eviction hints: each measured faster on an H200 (docs/perf-notes/
     # llm-families.md; `rooflint ab rmsnorm -V triton --config W_FIRST=0,1 --config EVICT=0,1`).
-    meta = {
-        name: bool(given.get(name, default))
-        for name, default in (("W_FIRST", True), ("EVICT", False), ("RSQRT", False))
-    }
+    meta = {"W_FIRST": bool(given.get("W_FIRST", True)), "EVICT": bool(given.get("EVICT", False))}
     _rmsnorm_kernel[(rows,)](
         x, residual if has_residual else x, weight, y, h if has_residual else y, hidden, float(eps),
         BLOCK=block, RESIDUAL=has_residual, ONE_TILE=one_tile, num_warps=int(given.get("num_warps", warps)), **meta,

@@ -221,8 +221,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 rooflint_tensor_map_encoder() {
 // (a layout the encoder refuses).
 template <typename T>
 cudaError_t rooflint_tensor_map_rows(CUtensorMap* map, const void* base, long long planes, long long rows, long long cols,
-                              int box_rows,
-                              CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                              int box_rows) {
   const auto encode = rooflint_tensor_map_encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   const CUtensorMapDataType type =
@@ -235,6 +234,6 @@ cudaError_t rooflint_tensor_map_rows(CUtensorMap* map, const void* base, long lo
   const cuuint32_t steps[3] = {1, 1, 1};
   const CUresult made =
       encode(map, type, 3, const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return made == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
