@@ -110,12 +110,19 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #endif
 
 // K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
-// already hide the loads: a third (224 of the 227 KB) adds shared memory and no overlap.
+// were as fast as three at D=128, where a third stage of both (224 of the 227 KB) leaves room for
+// one Q buffer only (docs/perf-notes/attention.md).
 #ifndef ROOFLINT_FA3_STAGES_D128
 #define ROOFLINT_FA3_STAGES_D128 2
 #endif
 #ifndef ROOFLINT_FA3_STAGES_D64
 #define ROOFLINT_FA3_STAGES_D64 4
+#endif
+// K tiles in flight at D=128 where they differ from V's (-D for an A/B): a K is needed a turn before
+// its V, and with two stages the next K is loaded only once both consumers have finished the S of
+// the K two tiles back. Three K stages beside two V stages keep both Q buffers (226 of 227 KB).
+#ifndef ROOFLINT_FA3_K_STAGES_D128
+#define ROOFLINT_FA3_K_STAGES_D128 ROOFLINT_FA3_STAGES_D128
 #endif
 
 // D=256 (-D 0 leaves it out of the build): FlashAttention-3's and -4's tile, two consumers over
@@ -147,16 +154,27 @@ struct Layout {
   // Q: kBoxes column boxes of kBlockM rows each; consumer c's rows start c * 64 rows into each.
   static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
-  static constexpr int kStages = D == 64    ? ROOFLINT_FA3_STAGES_D64
-                                  : D == 128 ? ROOFLINT_FA3_STAGES_D128
-                                             : ROOFLINT_FA3_STAGES_D256;
-  static constexpr int kRingBytes = kStages * 2 * kTileBytes;
+  static constexpr int kVStages = D == 64    ? ROOFLINT_FA3_STAGES_D64
+                                   : D == 128 ? ROOFLINT_FA3_STAGES_D128
+                                              : ROOFLINT_FA3_STAGES_D256;
+  static constexpr int kKStages = D == 128 ? ROOFLINT_FA3_K_STAGES_D128 : kVStages;
+  static_assert(kKStages >= 2 && kVStages >= 2, "two K/V stages at least");
+  static constexpr int kRingBytes = (kKStages + kVStages) * kTileBytes;
+  // With as many K as V stages, stage s holds its K tile and then its V tile; otherwise the K stages
+  // come first and the V stages after them.
+  static constexpr bool kPaired = kKStages == kVStages;
+  static constexpr int kKStride = kPaired ? 2 * kTileBytes : kTileBytes;  // from one K stage to the next
+  static constexpr int kVStride = kKStride;
+  static constexpr int kVOffset = kPaired ? kTileBytes : kKStages * kTileBytes;  // V stage 0 after K stage 0's start
+  static_assert((kKStages - 1) * kKStride + kTileBytes <= kRingBytes &&
+                    kVOffset + (kVStages - 1) * kVStride + kTileBytes <= kRingBytes,
+                "every K and V stage inside the ring");
   // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
   // one's is still read), else one, released after the tile's last Q K^T.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
+  static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; K stage s at kK + s * kKStride, V at kK + kVOffset + s * kVStride
   static constexpr int kBarriers = kK + kRingBytes;
-  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;  // each Q buffer's tile: 2 ints
+  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 2 * (kKStages + kVStages)) * 8;  // each Q buffer's tile: 2 ints
   static constexpr int kScratch = kSlots + kQBuffers * 8;  // 8 bytes a consumer warp (SOFTMAX_FENCE)
   static constexpr int kBytes = kScratch + kConsumers * 4 * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
@@ -253,14 +271,16 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   auto q_empty = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + L::kBarriers + 8u * (L::kQBuffers + b); };
   const uint32_t ring_bars = base + L::kBarriers + 16u * L::kQBuffers;
   auto k_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * s; };
-  auto v_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kStages + s); };
+  auto v_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kKStages + s); };
   // K and V of a stage are released separately: K as soon as S = Q K^T is done, V after P V, so
   // the next K load does not wait for the P V that trails it by half an iteration.
-  auto k_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (2 * L::kStages + s); };
-  auto v_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (3 * L::kStages + s); };
+  auto k_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kKStages + L::kVStages + s); };
+  auto v_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE {
+    return ring_bars + 8u * (2 * L::kKStages + L::kVStages + s);
+  };
   auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
-  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
-  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
+  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * L::kKStride; };
+  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + L::kVOffset + s * L::kVStride; };
 
   // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
   // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
@@ -309,11 +329,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       mbar_init(q_full(b), 1);
       mbar_init(q_empty(b), kConsumers);  // one elected thread per consumer warpgroup
     }
-    for (int s = 0; s < L::kStages; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), kConsumers);
-      mbar_init(v_empty(s), kConsumers);
+    for (int s = 0; s < (L::kKStages > L::kVStages ? L::kKStages : L::kVStages); ++s) {
+      if (s < L::kKStages) mbar_init(k_full(s), 1);
+      if (s < L::kVStages) mbar_init(v_full(s), 1);
+      if (s < L::kKStages) mbar_init(k_empty(s), kConsumers);
+      if (s < L::kVStages) mbar_init(v_empty(s), kConsumers);
     }
     mbar_init_fence();
   }
@@ -346,10 +366,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
             tma_load_3d(q_tile(qb) + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full(qb), b * kBoxCols,
                         w.m0 + c * kQBoxRows, w.head);
         // Tile j of K (is_v false) or V into ring position gj, once the stage's previous tile
-        // (gj - kStages) is released by every consumer.
+        // (gj - its stage count) is released by every consumer.
         auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
-          const unsigned s = gj % L::kStages;
-          if (gj >= L::kStages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
+          const unsigned stages = is_v ? L::kVStages : L::kKStages;
+          const unsigned s = gj % stages;
+          if (gj >= stages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / stages) - 1) & 1u);
           const uint32_t full = is_v ? v_full(s) : k_full(s);
           mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
@@ -426,14 +447,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 
     const uint64_t q_desc = desc_advance(q_desc0, qb * L::kQBytes);
     auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t v_desc = desc_advance(v_desc0, stage * 2 * L::kTileBytes);
+      const uint64_t v_desc = desc_advance(v_desc0, stage * L::kVStride);
 #pragma unroll
       for (int kk = 0; kk < L::kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
         mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
     };
 
     auto issue_qk = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t k_desc = desc_advance(k_desc0, stage * 2 * L::kTileBytes);
+      const uint64_t k_desc = desc_advance(k_desc0, stage * L::kKStride);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
@@ -520,25 +541,25 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
     // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
     float alpha[2];
-    mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
+    mbar_wait(k_full(g % L::kKStages), (g / L::kKStages) & 1u);
     take_turn(0);
     pin(s);
     wgmma_fence();
-    issue_qk(g % L::kStages);
+    issue_qk(g % L::kKStages);
     wgmma_commit();
     pass_turn(0);
     wgmma_wait<0>();
     pin(s);
-    if (elected) mbar_arrive(k_empty(g % L::kStages));
+    if (elected) mbar_arrive(k_empty(g % L::kKStages));
     softmax(0, alpha);
     pack_p();
 
     for (int j = 1; j < tiles; ++j) {
       const unsigned gj = g + j;
-      const unsigned stage = gj % L::kStages;
-      const unsigned previous = (gj - 1) % L::kStages;
-      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
-      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+      const unsigned stage = gj % L::kKStages;
+      const unsigned previous = (gj - 1) % L::kVStages;  // V_{j-1}'s stage
+      mbar_wait(k_full(stage), (gj / L::kKStages) & 1u);
+      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
       // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
@@ -550,7 +571,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_commit();
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
-        mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+        mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
         wgmma_fence();
       }
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
@@ -572,8 +593,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Every Q K^T of this tile has retired: its Q buffer may be refilled.
     if (elected) mbar_arrive(q_empty(qb));
     // The last tile's P V.
-    const unsigned last = (g + tiles - 1) % L::kStages;
-    mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
+    const unsigned last = (g + tiles - 1) % L::kVStages;
+    mbar_wait(v_full(last), ((g + tiles - 1) / L::kVStages) & 1u);
     pin(o);
     pin(p);
     wgmma_fence();

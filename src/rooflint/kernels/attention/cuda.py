@@ -52,6 +52,7 @@ HOPPER_CUDA_DEFINES = {
     "CONSUMERS_D64": "ROOFLINT_FA3_CONSUMERS_D64",
     "STAGES_D64": "ROOFLINT_FA3_STAGES_D64",
     "STAGES_D128": "ROOFLINT_FA3_STAGES_D128",
+    "K_STAGES_D128": "ROOFLINT_FA3_K_STAGES_D128",
     "UNIFORM_WG": "ROOFLINT_FA3_UNIFORM_WARPGROUP",
     "PERSISTENT": "ROOFLINT_FA3_PERSISTENT",
     "PINGPONG": "ROOFLINT_FA3_PINGPONG",
@@ -91,6 +92,10 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     for key in ("MAX_CHAINS", "MAX_CHAINS_D64"):
         if config.get(key) not in (None, 1, 2, 4, 8):
             raise VariantSkipped(f"{key} is 1, 2, 4 or 8 (the chains are folded in halves), not {config[key]}")
+    if config.get("K_STAGES_D128") not in (None, 2, 3):
+        raise VariantSkipped(
+            f"K_STAGES_D128 is 2 or 3 (no more fit beside the V stages), not {config['K_STAGES_D128']}"
+        )
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)
