@@ -76,8 +76,16 @@ def test_a_recorded_pass_is_reused_only_for_the_same_inputs(tmp_path, monkeypatc
 @pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed on this machine")
 @pytest.mark.parametrize(
     "defines",
-    [(), (("ROOFLINT_FA3_K_STAGES_D128", 3), ("ROOFLINT_FA3_D256", 0))],
-    ids=["default", "three K stages at D=128"],
+    [
+        (),
+        (
+            ("ROOFLINT_FA3_K_STAGES_D128", 3),
+            ("ROOFLINT_FA3_RESCALE_EARLY", 1),
+            ("ROOFLINT_FA3_K_WAIT_EARLY", 1),
+            ("ROOFLINT_FA3_D256", 0),
+        ),
+    ],
+    ids=["default", "three K stages at D=128, O rescaled and K waited for early"],
 )
 def test_the_hopper_attention_builds_for_sm_90a_without_spills_or_serialized_wgmma(tmp_path, defines):
     # At -O3 ptxas reports each kernel's spills and any wgmma it had to serialize (C7510 and kin),

@@ -104,6 +104,23 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_SOFTMAX_FENCE 2
 #endif
 
+// Where O is rescaled by the softmax's alpha: 0 after the softmax, between the wait for P V and the
+// next turn; 1 after S_{j+1} = Q K^T is issued and before P_j V_j, so the rescale runs while the
+// tensor cores work on S and the next turn's GEMMs go out sooner (FlashAttention-3's and -4's
+// RescaleOBeforeGemm, which they use above D=128, where O is 128 registers a thread); 2 at D=256
+// only. The same multiplies in the same order, so the same bits.
+#ifndef ROOFLINT_FA3_RESCALE_EARLY
+#define ROOFLINT_FA3_RESCALE_EARLY 0
+#endif
+
+// Where a consumer waits for the next K tile: 0 at the top of the next iteration, between packing P
+// and taking its turn; 1 just before the wait for P V, so the mbarrier poll runs while P_{j-1} V_{j-1}
+// is still in flight instead of on the path from the softmax to the next S = Q K^T. With two K stages
+// that K is often not there yet (the wait then only moves); the knob is for three (K_STAGES_D128).
+#ifndef ROOFLINT_FA3_K_WAIT_EARLY
+#define ROOFLINT_FA3_K_WAIT_EARLY 0
+#endif
+
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
@@ -422,6 +439,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   for (int i = 0; i < L::kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
   float row_max[2], row_sum[2];
 
+  constexpr bool rescale_early = ROOFLINT_FA3_RESCALE_EARLY == 1 || (ROOFLINT_FA3_RESCALE_EARLY == 2 && D == 256);
   constexpr bool turns = ROOFLINT_FA3_PINGPONG == 1 || (ROOFLINT_FA3_PINGPONG == 2 && !(causal && D == 128));
   // Each wgmma's descriptors: the first stage's (and this consumer's rows of the first Q buffer)
   // built once, advanced by byte offsets. Built whole per wgmma, they cost a mask, shifts and ORs on
@@ -558,7 +576,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       const unsigned gj = g + j;
       const unsigned stage = gj % L::kKStages;
       const unsigned previous = (gj - 1) % L::kVStages;  // V_{j-1}'s stage
-      mbar_wait(k_full(stage), (gj / L::kKStages) & 1u);
+      if (!ROOFLINT_FA3_K_WAIT_EARLY || j == 1) mbar_wait(k_full(stage), (gj / L::kKStages) & 1u);
       if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
@@ -569,11 +587,15 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_fence();
       issue_qk(stage);
       wgmma_commit();
+      if (rescale_early) {
+        rescale_o(alpha);  // by S_{j-1}'s alpha, ahead of O += P_{j-1} V_{j-1}
+        pin(o);
+      }
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
         mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
-        wgmma_fence();
       }
+      if (ROOFLINT_FA3_V_WAIT_LATE || rescale_early) wgmma_fence();
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
       wgmma_commit();
       pass_turn(j);
@@ -583,11 +605,13 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       softmax(j, alpha);
       if (ROOFLINT_FA3_SOFTMAX_FENCE == 1 || (ROOFLINT_FA3_SOFTMAX_FENCE == 2 && D == 128))
         st_shared_v2(fence_word, row_sum[0], row_sum[1]);
+      if (ROOFLINT_FA3_K_WAIT_EARLY && j + 1 < tiles)
+        mbar_wait(k_full((gj + 1) % L::kKStages), ((gj + 1) / L::kKStages) & 1u);
       wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
       pin(o);
       pin(p);
       if (elected) mbar_arrive(v_empty(previous));
-      rescale_o(alpha);
+      if (!rescale_early) rescale_o(alpha);
       pack_p();
     }
     // Every Q K^T of this tile has retired: its Q buffer may be refilled.
@@ -595,6 +619,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // The last tile's P V.
     const unsigned last = (g + tiles - 1) % L::kVStages;
     mbar_wait(v_full(last), ((g + tiles - 1) / L::kVStages) & 1u);
+    if (rescale_early) rescale_o(alpha);  // by the last S's alpha
     pin(o);
     pin(p);
     wgmma_fence();
