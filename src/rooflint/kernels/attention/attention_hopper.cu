@@ -189,9 +189,11 @@ struct Layout {
   // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
   // one's is still read), else one, released after the tile's last Q K^T.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; K stage s at kK + s * kKStride, V at kK + kVOffset + s * kVStride
+  // Q at 0; K stage s at kK + s * kKStride, V stage s at kK + kVOffset + s * kVStride.
+  static constexpr int kK = kQBuffers * kQBytes;
   static constexpr int kBarriers = kK + kRingBytes;
-  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 2 * (kKStages + kVStages)) * 8;  // each Q buffer's tile: 2 ints
+  // Q full and empty per buffer, K/V full and empty per stage; then each Q buffer's tile, 2 ints.
+  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 2 * (kKStages + kVStages)) * 8;
   static constexpr int kScratch = kSlots + kQBuffers * 8;  // 8 bytes a consumer warp (SOFTMAX_FENCE)
   static constexpr int kBytes = kScratch + kConsumers * 4 * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
