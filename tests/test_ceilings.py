@@ -60,6 +60,28 @@ def test_a_slow_fallback_gemm_is_not_timed_at_full_size(monkeypatch, bf16_probe_
     monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
 
 
+def test_an_int8_gemm_faster_than_fp32_raises_the_int8_roof_and_a_slow_fp8_one_does_not(monkeypatch):
+    """A CPU with VNNI runs torch._int_mm several times faster than the fp32 GEMM: the int8 roof is
+    its measured rate, or scaled_gemm's int8 rows read as above the roof. The fp8 _scaled_mm
+    fallback is slower than fp32: its roof stays the fp32 GEMM's."""
+    rates = {torch.float32: (1.0, 4.0), torch.int8: (6.0, 32.0), torch.float8_e4m3fn: (0.05, 0.1)}
+    calls = []
+
+    def fake_rate(dtype, n):
+        calls.append((dtype, n))
+        probe, full = rates.get(dtype, (0.1, 0.2))
+        return probe if n == 256 else full
+
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
+    monkeypatch.setattr(ceilings, "_cpu_gemm_tflops", fake_rate)
+    monkeypatch.setattr(ceilings, "_wall_best", lambda fn, reps: 1.0)
+    monkeypatch.setattr(ceilings, "_copier", lambda n, device: lambda: None)
+    spec = ceilings.measure_cpu_ceilings(copy_mib=1)
+    assert spec.tensor_peak_tflops("int8") == 32.0 and (torch.int8, 1024) in calls
+    assert spec.tensor_peak_tflops("fp8") == 4.0 and (torch.float8_e4m3fn, 1024) not in calls
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
+
+
 def test_cache_dir_honours_rooflint_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
     assert roofs.cache_dir() == tmp_path / "ceilings"

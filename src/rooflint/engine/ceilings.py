@@ -45,8 +45,26 @@ def _wall_best(fn: Callable[[], object], reps: int) -> float:
 
 
 def _cpu_gemm_tflops(dtype: torch.dtype, n: int) -> float:
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    return 2 * n**3 / _wall_best(lambda: torch.mm(a, b), reps=3) / 1e12
+    """An n^3 GEMM's rate in ``dtype``: torch.mm; int8 through torch._int_mm (VNNI and AMX CPUs run
+    it several times faster than fp32), fp8 through torch._scaled_mm. 0 where torch has no such
+    GEMM on this CPU."""
+    one = torch.tensor(1.0)
+    if dtype == torch.int8:
+        a, b = (torch.randint(-128, 128, (n, n), dtype=torch.int8) for _ in range(2))
+    else:
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+
+    def gemm() -> torch.Tensor:
+        if dtype == torch.int8:
+            return torch._int_mm(a, b)
+        if dtype.itemsize == 1:  # fp8
+            return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        return torch.mm(a, b)
+
+    try:
+        return 2 * n**3 / _wall_best(gemm, reps=3) / 1e12
+    except (RuntimeError, NotImplementedError):
+        return 0.0
 
 
 def _copier(n: int, device: str) -> Callable[[], object]:
@@ -97,20 +115,21 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     # process, below the bf16 fallback's 1.3), which sent the fallback to its 20 s of full-size calls.
     probe, threads = 256, torch.get_num_threads()
     torch.set_num_threads(1)
+    # int8 and fp8 the same way: torch._int_mm on a CPU with VNNI ran 8x the fp32 GEMM (1.6 against
+    # 0.2 TFLOP/s on 2 cores), so an fp32 roof called its scaled_gemm rows impossible; elsewhere it
+    # and the fp8 _scaled_mm are fallbacks at 1 to 20 GFLOP/s, bounded by the fp32 rate.
+    low = (("bf16", torch.bfloat16), ("fp16", torch.float16), ("int8", torch.int8), ("fp8", torch.float8_e4m3fn))
     try:
         fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
-        probes = {dtype: _cpu_gemm_tflops(dtype, probe) for dtype in (torch.bfloat16, torch.float16)}
+        probes = {dtype: _cpu_gemm_tflops(dtype, probe) for _, dtype in low}
     finally:
         torch.set_num_threads(threads)
-    for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+    for precision, dtype in low:
         rate = probes[dtype]
         if rate >= fp32_probe / 2:
             rate = _cpu_gemm_tflops(dtype, matmul_n)
         peaks[f"tensor_{precision}_tflops"] = max(rate, peaks["tensor_fp32_tflops"])
     peaks["tensor_tf32_tflops"] = peaks["tensor_fp32_tflops"]  # no TF32 on a CPU: fp32 matmuls run fp32
-    # No fp8 or int8 matrix unit either: torch's CPU _scaled_mm and _int_mm ran at 1 to 20 GFLOP/s
-    # on a 2-core box against 45 for fp32, so the fp32 GEMM rate bounds them from above.
-    peaks["tensor_fp8_tflops"] = peaks["tensor_int8_tflops"] = peaks["tensor_fp32_tflops"]
     peaks["cuda_fp32_tflops"] = peaks["tensor_fp32_tflops"]
     peaks["l2_mib"] = llc / 2**20
     peaks["sm_count"] = float(os.cpu_count() or 1)
