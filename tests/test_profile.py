@@ -130,6 +130,41 @@ def test_ncu_csv_round_trip_plot_and_lint_counters(tmp_path):
     assert "bytes_disagree" in {f.rule for f in findings}
 
 
+def test_ncu_row_says_how_many_l2_bytes_each_byte_the_sms_received_took():
+    # FA4's K/V reads on an H200: 8.72 GB reached the SMs from 4.45 GB at the L2 slices (reads of the
+    # same lines by several SMs served once); cuda_hopper's took 8.56 GB.
+    family = get_family("vector_add")
+    variant = family.variants["eager"]
+    for l2, delivered, want in ((4.45e9, 8.72e9, 0.5103), (8.56e9, 8.72e9, 0.9817)):
+        counters = [ncu.KernelCounters("k", {ncu.L2_BYTES: l2, ncu.SM_FROM_L2: delivered})]
+        assert ncu_row(family, variant, "bf16", "large", counters, 1.0).l2_per_sm_byte == pytest.approx(want, abs=1e-4)
+    without = ncu_row(family, variant, "bf16", "large", [ncu.KernelCounters("k", {ncu.L2_BYTES: 1.0})], 1.0)
+    assert math.isnan(without.l2_per_sm_byte)  # a GPU whose ncu has no crossbar counter
+    assert ncu.delivery_metrics(["l1tex__m_xbar2l1tex_read_bytes", "lts__t_bytes"]) == [ncu.SM_FROM_L2]
+    assert ncu.delivery_metrics(["lts__t_bytes"]) == []
+
+
+def test_an_ncu_csv_from_before_the_l2_column_still_reads_and_a_torn_one_does_not(tmp_path):
+    family = get_family("vector_add")
+    row = ncu_row(family, family.variants["eager"], "bf16", "large", [ncu.KernelCounters("k", {})], 1.0)
+    record = dataclasses.asdict(row)
+    del record["l2_per_sm_byte"]
+    path = tmp_path / "old.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(record))
+        writer.writeheader()
+        writer.writerow(record)
+    [back] = read_ncu_csv(path)
+    assert back.variant == "eager" and math.isnan(back.l2_per_sm_byte)
+    del record["limiter"]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(record))
+        writer.writeheader()
+        writer.writerow(record)
+    with pytest.raises(UserError, match="missing columns limiter"):
+        read_ncu_csv(path)
+
+
 def test_kernel_shares_show_fusion_on_cpu():
     family = get_family("softmax")
     shares = {}

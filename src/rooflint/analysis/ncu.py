@@ -20,6 +20,10 @@ from rooflint.core.errors import UserError
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
 L2_BYTES = "lts__t_bytes.sum"
+# Bytes the SMs received from the L2 through the crossbar. Beside L2_BYTES it says whether the L2
+# served reads of the same lines by several SMs once: on an H200, FlashAttention-4's K/V reads
+# (8.72 GB delivered) took 4.45 GB at the L2 slices, `cuda_hopper`'s the same 8.72 GB took 8.56.
+SM_FROM_L2 = "l1tex__m_xbar2l1tex_read_bytes.sum"
 # Per-thread SASS instruction counts; an FMA is two FLOPs. Half-precision instructions are counted
 # per thread instruction as ncu's own roofline does: a packed HFMA2 does twice the work, so fp16
 # FLOPs from these counters are a lower bound when the compiler packs pairs.
@@ -60,6 +64,11 @@ def parse_query_metrics(text: str) -> list[str]:
         if "__" in word and word.replace("_", "").replace(".", "").isalnum():
             names.append(word)
     return names
+
+
+def delivery_metrics(available: list[str]) -> list[str]:
+    """SM_FROM_L2 where this ncu offers it for this GPU."""
+    return [SM_FROM_L2] if SM_FROM_L2.removesuffix(".sum") in set(available) else []
 
 
 def tensor_metrics(available: list[str]) -> list[str]:
@@ -159,6 +168,7 @@ class Measured:
     tensor_ops: float
     duration_ms: float
     notes: list[str]
+    sm_from_l2_bytes: float = math.nan  # SM_FROM_L2
 
     @property
     def dram_bytes(self) -> float:
@@ -192,6 +202,7 @@ def aggregate(kernels: list[KernelCounters], calls: int = 1) -> Measured:
         tensor_ops=tensor,
         duration_ms=duration / 1e6 if math.isfinite(duration) else math.nan,  # ns in base units
         notes=notes,
+        sm_from_l2_bytes=per(SM_FROM_L2),
     )
 
 

@@ -148,6 +148,10 @@ class NcuRow:
     cycles_per_issue: float  # warp cycles between two issued instructions
     top_stalls: str  # "reason cycles-per-instruction, ..." largest first
     limiter: str
+    # The L2 slices' bytes per byte the SMs received from the L2 (ncu.SM_FROM_L2): near 1 (or above,
+    # with writes) when each SM's reads are served apart, below 1 when several SMs' reads of the same
+    # lines are served once. NaN where the GPU's ncu has no such counter, or in an older ncu.csv.
+    l2_per_sm_byte: float = math.nan
 
 
 def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, time_ms: float) -> NcuRow:
@@ -189,6 +193,7 @@ def ncu_row(family: Family, variant: Variant, dtype: str, size: str, counters, t
         measured_ai=flops / dram if dram and math.isfinite(dram) else math.nan,
         notes="; ".join(notes),
         **limiter.columns(limiter.explain(counters)),
+        l2_per_sm_byte=measured.l2_bytes / measured.sm_from_l2_bytes if measured.sm_from_l2_bytes > 0 else math.nan,
     )
 
 
@@ -383,7 +388,12 @@ def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_
     from rooflint.core.roofs import measured_overlay
 
     available = available_metrics()
-    metrics = ncu_tools.BASE_METRICS + ncu_tools.tensor_metrics(available) + limiter.why_metrics(available)
+    metrics = [
+        *ncu_tools.BASE_METRICS,
+        *ncu_tools.delivery_metrics(available),
+        *ncu_tools.tensor_metrics(available),
+        *limiter.why_metrics(available),
+    ]
     metrics = list(dict.fromkeys(metrics))
     for variant in chosen:
         on_note(f"profiling {variant.name} under ncu ...")

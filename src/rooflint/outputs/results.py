@@ -241,7 +241,9 @@ def read_typed_csv(path: Path | str, cls: type, what: str) -> list[Any]:
         frame = pd.read_csv(path, keep_default_na=False, na_values=NA_VALUES)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a {what}: {str(error).splitlines()[0]}") from None
-    missing = [item.name for item in fields(cls) if item.name not in frame.columns]
+    # A column added later with a default (an older file has none) reads as that default.
+    required = [item for item in fields(cls) if item.default is dataclasses.MISSING]
+    missing = [item.name for item in required if item.name not in frame.columns]
     if missing:
         raise UserError(f"{path} is not a {what}: missing columns {', '.join(missing)}")
     return [from_record(cls, record) for record in frame.to_dict("records")]
