@@ -35,3 +35,7 @@ def test_profile_ncu_sass_writes_each_variant_s_instruction_kinds(tmp_path):
         assert sum(float(r["samples_pct"]) for r in mine) == pytest.approx(100.0, abs=0.5)
         assert sum(float(r["executed"]) for r in mine) > 0
     assert list(out.glob("*-sass.csv"))  # ncu's own page, kept beside
+    # The crossbar counter is asked for where ncu lists it (every GPU rooflint's tier runs on): a
+    # streaming kernel's L2 bytes are at least the bytes it read, so the ratio is a number above 0.
+    for row in csv.DictReader(open(out / "ncu.csv")):
+        assert float(row["l2_per_sm_byte"]) > 0, row["variant"]
