@@ -21,8 +21,8 @@ DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
 L2_BYTES = "lts__t_bytes.sum"
 # Bytes the SMs received from the L2 through the crossbar. Beside L2_BYTES it says whether the L2
-# served reads of the same lines by several SMs once: on an H200, FlashAttention-4's K/V reads
-# (8.72 GB delivered) took 4.45 GB at the L2 slices, `cuda_hopper`'s the same 8.72 GB took 8.56.
+# served reads of the same lines by several SMs once (FlashAttention-4's K/V reads) or once for each
+# SM (docs/profile.md, "L2 / SM byte").
 SM_FROM_L2 = "l1tex__m_xbar2l1tex_read_bytes.sum"
 # Per-thread SASS instruction counts; an FMA is two FLOPs. Half-precision instructions are counted
 # per thread instruction as ncu's own roofline does: a packed HFMA2 does twice the work, so fp16

@@ -115,9 +115,9 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     # process, below the bf16 fallback's 1.3), which sent the fallback to its 20 s of full-size calls.
     probe, threads = 256, torch.get_num_threads()
     torch.set_num_threads(1)
-    # int8 and fp8 the same way: torch._int_mm on a CPU with VNNI ran 8x the fp32 GEMM (1.6 against
-    # 0.2 TFLOP/s on 2 cores), so an fp32 roof called its scaled_gemm rows impossible; elsewhere it
-    # and the fp8 _scaled_mm are fallbacks at 1 to 20 GFLOP/s, bounded by the fp32 rate.
+    # int8 and fp8 the same way: on a CPU with VNNI or AMX, torch._int_mm runs several times faster
+    # than the fp32 GEMM, and an fp32 roof would call scaled_gemm's int8 rows impossible; elsewhere it
+    # and the fp8 _scaled_mm are scalar fallbacks, which the fp32 rate bounds (docs/quantized.md).
     low = (("bf16", torch.bfloat16), ("fp16", torch.float16), ("int8", torch.int8), ("fp8", torch.float8_e4m3fn))
     try:
         fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
