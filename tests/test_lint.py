@@ -376,6 +376,20 @@ def test_cli_bad_roof_is_refused_even_without_a_gpu_to_judge(tmp_path):
     assert result.exit_code == 2 and "valid: datasheet, measured" in result.output
 
 
+def test_a_timed_cpu_row_without_ceilings_takes_those_its_run_recorded(tmp_path):
+    # `rooflint model ... --device cpu` records the CPU's measured ceilings on its op rows but none on
+    # the whole-generation row: lint judged that row against no spec and refused the whole file.
+    recorded = dict(gpu="cpu", device_name="x86_64", timing_mode="cpu_wall", l2_bytes=32 * 2**20)
+    op = good_row(bandwidth_gbps=20.0, peak_tflops=0.1, median_ms=100.0, p20_ms=99.0, p80_ms=101.0, **recorded)
+    whole = dataclasses.replace(op, variant="generate", bandwidth_gbps=math.nan, peak_tflops=math.nan)
+    by_variant = {row.variant: rules(findings) for row, findings in lint_file(write_rows(tmp_path, [op, whole]))}
+    assert by_variant[op.variant] == by_variant["generate"]  # the same time and cost, the same roof
+    assert "above_roof" not in by_variant["generate"]
+    fast = dataclasses.replace(whole, median_ms=10.0, p20_ms=9.9, p80_ms=10.1)  # 161 GB/s on a 20 GB/s CPU
+    by_variant = {row.variant: rules(findings) for row, findings in lint_file(write_rows(tmp_path, [op, fast]))}
+    assert "above_roof" in by_variant["generate"]
+
+
 def test_untimed_cpu_rows_need_no_ceilings(tmp_path):
     # bench records no ceilings on rows it never timed (skipped, failed): lint must still read them.
     skipped = good_row(gpu="cpu", device_name="x86_64", status="skipped", median_ms=math.nan, variant="triton")

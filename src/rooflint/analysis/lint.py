@@ -554,6 +554,15 @@ def lint_file(
                 measured[i] = found
     specs = all_specs(spec_file)
     cache: dict[str, GpuSpec | None] = {}
+    # A timed row that recorded no ceilings of its own (a model run's whole-generation row) is judged
+    # against those its run recorded on the same GPU, as the report draws it.
+    by_gpu: dict[str, GpuSpec | None] = {}
+
+    def recorded_on(gpu: str) -> GpuSpec | None:
+        if gpu not in by_gpu:
+            by_gpu[gpu] = spec_from_rows(gpu, [r for r in data.rows if r.gpu == gpu], spec_file)
+        return by_gpu[gpu]
+
     clocks = _clock_findings(data.rows)  # the one rule that reads two rows: a speedup and its baseline
     out = []
     for i, (row, dram) in enumerate(zip(data.rows, measured)):
@@ -571,7 +580,7 @@ def lint_file(
                     cache[row.gpu] = None
                 if cache[row.gpu] is not None:
                     cache[row.gpu] = roof_spec(cache[row.gpu], roof)
-            spec = cache[row.gpu] or recorded_spec(row)
+            spec = cache[row.gpu] or recorded_spec(row) or recorded_on(row.gpu)
             if spec is None and row.status != OK:
                 out.append((row, _correctness(row)))  # nothing was timed: no ceiling needed
                 continue
