@@ -119,6 +119,13 @@ CASES = [
         ["bench", "vector_add", "--size", "n=100000000000000"],
         ["needs at least", "for its inputs and outputs", "pick a smaller --size"],
     ),
+    # A size that passes the parser and the cost model but no kernel takes: refused before any worker
+    # runs, not reported as every variant crashing.
+    (
+        "bench_attention_head_dim",
+        ["bench", "attention", "--size", "D=63"],
+        ["attention head_dim D must be one of (64, 128, 256), not 63"],
+    ),
     ("doctor_gpu_unknown", ["doctor", "--gpu", "nosuch"], ["unknown GPU 'nosuch'", "valid:"]),
     ("doctor_json_unwritable", ["doctor", "--json", "UNWRITABLE/d.json"], ["cannot write doctor report"]),
     ("model_unknown_config", ["model", "gpt2", "--config", "gpt2-huge"], ["unknown gpt2 config 'gpt2-huge'", "valid:"]),

@@ -182,6 +182,7 @@ class Family:
         tensor_precision: Callable[[str], str] | None = None,
         compare: Callable[[Any, Any], Any] | None = None,
         default_dtypes: Sequence[str] | None = None,
+        check: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if "small" not in sizes or "large" not in sizes:
             raise ValueError(f"family {name} must define 'small' and 'large' sizes")
@@ -206,6 +207,9 @@ class Family:
         self.tensor_precision = tensor_precision or tensor_precision_of
         # Optional: reduce (output, reference) to the tensors to compare, e.g. pick one of a tuple.
         self.compare = compare
+        # Optional: a rule over a size's parameters that the cost model cannot hold (attention's head
+        # dims: a model's cost asks for any head_dim); raises UserError for a size no variant takes.
+        self.check = check
         self.variants: dict[str, Variant] = {}
 
     def variant(
@@ -316,6 +320,8 @@ class Family:
         # from its cost model: checked here, so the command refuses the size in one line, where a
         # worker building the inputs would report each row as a crash.
         self.cost(params, self.dtypes[0])
+        if self.check is not None:
+            self.check(params)
         return [("custom", params)]
 
     def build_case(self, size: str, params: dict[str, Any], dtype: str, device: torch.device, seed: int = 0) -> Case:

@@ -29,9 +29,14 @@ CUDA_HEAD_DIMS = (64, 128)  # attention.cu's instantiations
 REFERENCE_CHUNK_SCORES = 1 << 28
 
 
-def make_inputs(params, dtype, device, generator):
+def check(params):
+    """The head dims the family's kernels take (its cost model takes any: a model's attention asks it)."""
     if params["D"] not in HEAD_DIMS:
         raise UserError(f"attention head_dim D must be one of {HEAD_DIMS}, not {params['D']}")
+
+
+def make_inputs(params, dtype, device, generator):
+    check(params)
     shape = [params["B"], params["H"], params["N"], params["D"]]
     if fp8.is_fp8(dtype):
         return fp8.make_inputs(shape, dtype, device, generator)
@@ -124,6 +129,7 @@ FAMILY = Family(
     make_inputs=make_inputs,
     reference=reference,
     cost=cost,
+    check=check,
     # fp8_e4m3 (fp8.py): per-tensor scaled codes, O in bf16; only where a variant has an fp8 form.
     dtypes=(*HALF_DTYPES, *fp8.FP8_DTYPES),
 )
