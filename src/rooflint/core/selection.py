@@ -45,13 +45,8 @@ def in_asked_order(chosen: Sequence[Any], names: Sequence[str] = ()) -> list[Any
     kind), the rest after in their own order: the first variant a user names is the one others are
     compared against."""
 
-    def place(variant: Any) -> int:
-        for i, name in enumerate(names):
-            if name == variant.name:
-                return i
-        return next((i for i, name in enumerate(names) if name == variant.kind), len(names))
-
-    return sorted(chosen, key=place)
+    first = {name: i for i, name in reversed(list(enumerate(names)))}  # a name's first place
+    return sorted(chosen, key=lambda v: first.get(v.name, first.get(v.kind, len(names))))
 
 
 def select_dtypes(family: Any, asked: Sequence[str] = ()) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,19 +49,15 @@ def _cpu_gemm_tflops(dtype: torch.dtype, n: int) -> float:
     """An n^3 GEMM's rate in ``dtype``: torch.mm; int8 through torch._int_mm (VNNI and AMX CPUs run
     it several times faster than fp32), fp8 through torch._scaled_mm. 0 where torch has no such
     GEMM on this CPU."""
-    one = torch.tensor(1.0)
     if dtype == torch.int8:
         a, b = (torch.randint(-128, 128, (n, n), dtype=torch.int8) for _ in range(2))
+        gemm = partial(torch._int_mm, a, b)
     else:
         a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-
-    def gemm() -> torch.Tensor:
-        if dtype == torch.int8:
-            return torch._int_mm(a, b)
+        gemm = partial(torch.mm, a, b)
         if dtype.itemsize == 1:  # fp8
-            return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        return torch.mm(a, b)
-
+            one = torch.tensor(1.0)
+            gemm = partial(torch._scaled_mm, a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     try:
         return 2 * n**3 / _wall_best(gemm, reps=3) / 1e12
     except (RuntimeError, NotImplementedError):

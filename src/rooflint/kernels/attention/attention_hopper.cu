@@ -180,16 +180,16 @@ struct Layout {
   // With as many K as V stages, stage s holds its K tile and then its V tile; otherwise the K stages
   // come first and the V stages after them.
   static constexpr bool kPaired = kKStages == kVStages;
-  static constexpr int kKStride = kPaired ? 2 * kTileBytes : kTileBytes;  // from one K stage to the next
-  static constexpr int kVStride = kKStride;
+  // From one K (or V) stage to the next.
+  static constexpr int kStageStride = kPaired ? 2 * kTileBytes : kTileBytes;
   static constexpr int kVOffset = kPaired ? kTileBytes : kKStages * kTileBytes;  // V stage 0 after K stage 0's start
-  static_assert((kKStages - 1) * kKStride + kTileBytes <= kRingBytes &&
-                    kVOffset + (kVStages - 1) * kVStride + kTileBytes <= kRingBytes,
+  static_assert((kKStages - 1) * kStageStride + kTileBytes <= kRingBytes &&
+                    kVOffset + (kVStages - 1) * kStageStride + kTileBytes <= kRingBytes,
                 "every K and V stage inside the ring");
   // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
   // one's is still read), else one, released after the tile's last Q K^T.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  // Q at 0; K stage s at kK + s * kKStride, V stage s at kK + kVOffset + s * kVStride.
+  // Q at 0; K stage s at kK + s * kStageStride, V stage s at kK + kVOffset + s * kStageStride.
   static constexpr int kK = kQBuffers * kQBytes;
   static constexpr int kBarriers = kK + kRingBytes;
   // Q full and empty per buffer, K/V full and empty per stage; then each Q buffer's tile, 2 ints.
@@ -298,8 +298,8 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     return ring_bars + 8u * (2 * L::kKStages + L::kVStages + s);
   };
   auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
-  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * L::kKStride; };
-  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + L::kVOffset + s * L::kVStride; };
+  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * L::kStageStride; };
+  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + L::kVOffset + s * L::kStageStride; };
 
   // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
   // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
@@ -467,14 +467,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 
     const uint64_t q_desc = desc_advance(q_desc0, qb * L::kQBytes);
     auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t v_desc = desc_advance(v_desc0, stage * L::kVStride);
+      const uint64_t v_desc = desc_advance(v_desc0, stage * L::kStageStride);
 #pragma unroll
       for (int kk = 0; kk < L::kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
         mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
     };
 
     auto issue_qk = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t k_desc = desc_advance(k_desc0, stage * L::kKStride);
+      const uint64_t k_desc = desc_advance(k_desc0, stage * L::kStageStride);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row

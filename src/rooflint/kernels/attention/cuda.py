@@ -67,6 +67,14 @@ HOPPER_CUDA_DEFINES = {
     "STAGES_D256": "ROOFLINT_FA3_STAGES_D256",
 }
 HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
+# The values the source's static_asserts take, refused before nvcc runs (its error would only say
+# that the build failed): meta-parameter -> (valid values, why no other).
+HOPPER_CUDA_VALUES = {
+    "CONSUMERS_D64": ((2, 3), "the register file holds no more"),
+    "MAX_CHAINS": ((1, 2, 4, 8), "the chains are folded in halves"),
+    "MAX_CHAINS_D64": ((1, 2, 4, 8), "the chains are folded in halves"),
+    "K_STAGES_D128": ((2, 3), "no more fit beside the V stages"),
+}
 
 
 @FAMILY.variant(
@@ -88,16 +96,10 @@ def cuda_hopper_variant(case, config=HOPPER_CUDA_CONFIG):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not t.is_contiguous():
             raise VariantSkipped(f"the wgmma attention takes contiguous tensors; {name} is strided")
-    if config.get("CONSUMERS_D64") not in (None, 2, 3):
-        consumers = config["CONSUMERS_D64"]
-        raise VariantSkipped(f"CONSUMERS_D64 is 2 or 3 (the register file holds no more), not {consumers}")
-    for key in ("MAX_CHAINS", "MAX_CHAINS_D64"):
-        if config.get(key) not in (None, 1, 2, 4, 8):
-            raise VariantSkipped(f"{key} is 1, 2, 4 or 8 (the chains are folded in halves), not {config[key]}")
-    if config.get("K_STAGES_D128") not in (None, 2, 3):
-        raise VariantSkipped(
-            f"K_STAGES_D128 is 2 or 3 (no more fit beside the V stages), not {config['K_STAGES_D128']}"
-        )
+    for key, (valid, why) in HOPPER_CUDA_VALUES.items():
+        if config.get(key) not in (None, *valid):
+            listed = ", ".join(map(str, valid[:-1])) + f" or {valid[-1]}"
+            raise VariantSkipped(f"{key} is {listed} ({why}), not {config[key]}")
     defines = tuple((HOPPER_CUDA_DEFINES[name], value) for name, value in config.items() if value is not None)
     library = cuda_build.load(ATTENTION_HOPPER_CU, None, defines)
     out = torch.empty_like(q)
