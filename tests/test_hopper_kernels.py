@@ -131,7 +131,6 @@ def test_wgmma_cuda_attention_is_offered_on_sm90_only(monkeypatch):
         ({"MAX_CHAINS": 3}, "MAX_CHAINS is 1, 2, 4 or 8"),
         ({"MAX_CHAINS_D64": 16}, "MAX_CHAINS_D64 is 1, 2, 4 or 8"),
         ({"CONSUMERS_D64": 4}, "CONSUMERS_D64 is 2 or 3"),
-        ({"K_STAGES_D128": 4}, "K_STAGES_D128 is 2 or 3"),
     ],
 )
 def test_a_cuda_hopper_config_the_kernel_cannot_take_is_a_skip_naming_the_valid_values(monkeypatch, config, reason):

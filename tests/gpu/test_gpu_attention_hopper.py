@@ -55,9 +55,7 @@ def test_the_d256_path_matches_float64(n, causal):
 # default's bits. UNIFORM_WG=0 derives the warpgroup index per thread; PINGPONG 0 and 1 drop or keep
 # the consumers' turns; V_WAIT_LATE=0 waits for V before issuing S; V_LAG=0 loads K and V together;
 # SOFTMAX_FENCE 0 and 1 leave ptxas free to hoist the P V wait above the softmax or keep it after at
-# every head dim; K_STAGES_D128=3 rings three K tiles beside two V tiles at D=128; RESCALE_EARLY=1
-# rescales O after the next S is issued (the same multiplies); K_WAIT_EARLY=1 waits for the next K
-# before the P V wait.
+# every head dim.
 # MAX_CHAINS is D=128's chain count, MAX_CHAINS_D64 D=64's.
 SCHEDULE_CONFIGS = [
     {"UNIFORM_WG": 0},
@@ -70,10 +68,6 @@ SCHEDULE_CONFIGS = [
     {"SOFTMAX_FENCE": 0},
     {"SOFTMAX_FENCE": 1},
     {"V_LAG": 0},
-    {"K_STAGES_D128": 3},
-    {"RESCALE_EARLY": 1},
-    {"K_WAIT_EARLY": 1},
-    {"K_STAGES_D128": 3, "RESCALE_EARLY": 1, "K_WAIT_EARLY": 1},
     {"PERSISTENT": 0},
 ]
 

@@ -104,42 +104,19 @@ static_assert(ROOFLINT_FA3_CHAINS_OK(ROOFLINT_FA3_MAX_CHAINS) && ROOFLINT_FA3_CH
 #define ROOFLINT_FA3_SOFTMAX_FENCE 2
 #endif
 
-// Where O is rescaled by the softmax's alpha: 0 after the softmax, between the wait for P V and the
-// next turn; 1 after S_{j+1} = Q K^T is issued and before P_j V_j, so the rescale runs while the
-// tensor cores work on S and the next turn's GEMMs go out sooner (FlashAttention-3's and -4's
-// RescaleOBeforeGemm, which they use above D=128, where O is 128 registers a thread); 2 at D=256
-// only. The same multiplies in the same order, so the same bits.
-#ifndef ROOFLINT_FA3_RESCALE_EARLY
-#define ROOFLINT_FA3_RESCALE_EARLY 0
-#endif
-
-// Where a consumer waits for the next K tile: 0 at the top of the next iteration, between packing P
-// and taking its turn; 1 just before the wait for P V, so the mbarrier poll runs while P_{j-1} V_{j-1}
-// is still in flight instead of on the path from the softmax to the next S = Q K^T. With two K stages
-// that K is often not there yet (the wait then only moves); the knob is for three (K_STAGES_D128).
-#ifndef ROOFLINT_FA3_K_WAIT_EARLY
-#define ROOFLINT_FA3_K_WAIT_EARLY 0
-#endif
-
 // The producer's order: 1 issues V_{j-1} after K_j, 0 K_j and V_j together (-D for an A/B).
 #ifndef ROOFLINT_FA3_V_LAG
 #define ROOFLINT_FA3_V_LAG 1
 #endif
 
 // K/V tiles in flight (-D overrides them for a sweep). With K and V released separately, two stages
-// were as fast as three at D=128, where a third stage of both (224 of the 227 KB) leaves room for
-// one Q buffer only (docs/perf-notes/attention.md).
+// already hide the loads at D=128: a third of both (224 of the 227 KB, one Q buffer left) and a third
+// of K alone (both Q buffers kept) were no faster (docs/perf-notes/attention.md).
 #ifndef ROOFLINT_FA3_STAGES_D128
 #define ROOFLINT_FA3_STAGES_D128 2
 #endif
 #ifndef ROOFLINT_FA3_STAGES_D64
 #define ROOFLINT_FA3_STAGES_D64 4
-#endif
-// K tiles in flight at D=128 where they differ from V's (-D for an A/B): a K is needed a turn before
-// its V, and with two stages the next K is loaded only once both consumers have finished the S of
-// the K two tiles back. Three K stages beside two V stages keep both Q buffers (226 of 227 KB).
-#ifndef ROOFLINT_FA3_K_STAGES_D128
-#define ROOFLINT_FA3_K_STAGES_D128 ROOFLINT_FA3_STAGES_D128
 #endif
 
 // D=256 (-D 0 leaves it out of the build): FlashAttention-3's and -4's tile, two consumers over
@@ -171,29 +148,16 @@ struct Layout {
   // Q: kBoxes column boxes of kBlockM rows each; consumer c's rows start c * 64 rows into each.
   static constexpr int kQBoxBytes = kBlockM * kBoxCols * 2;
   static constexpr int kQBytes = kBoxes * kQBoxBytes;
-  static constexpr int kVStages = D == 64    ? ROOFLINT_FA3_STAGES_D64
-                                   : D == 128 ? ROOFLINT_FA3_STAGES_D128
-                                              : ROOFLINT_FA3_STAGES_D256;
-  static constexpr int kKStages = D == 128 ? ROOFLINT_FA3_K_STAGES_D128 : kVStages;
-  static_assert(kKStages >= 2 && kVStages >= 2, "two K/V stages at least");
-  static constexpr int kRingBytes = (kKStages + kVStages) * kTileBytes;
-  // With as many K as V stages, stage s holds its K tile and then its V tile; otherwise the K stages
-  // come first and the V stages after them.
-  static constexpr bool kPaired = kKStages == kVStages;
-  // From one K (or V) stage to the next.
-  static constexpr int kStageStride = kPaired ? 2 * kTileBytes : kTileBytes;
-  static constexpr int kVOffset = kPaired ? kTileBytes : kKStages * kTileBytes;  // V stage 0 after K stage 0's start
-  static_assert((kKStages - 1) * kStageStride + kTileBytes <= kRingBytes &&
-                    kVOffset + (kVStages - 1) * kStageStride + kTileBytes <= kRingBytes,
-                "every K and V stage inside the ring");
+  static constexpr int kStages = D == 64    ? ROOFLINT_FA3_STAGES_D64
+                                  : D == 128 ? ROOFLINT_FA3_STAGES_D128
+                                             : ROOFLINT_FA3_STAGES_D256;
+  static constexpr int kRingBytes = kStages * 2 * kTileBytes;
   // Two Q buffers where shared memory allows (a persistent CTA loads the next tile's Q while this
   // one's is still read), else one, released after the tile's last Q K^T.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  // Q at 0; K stage s at kK + s * kStageStride, V stage s at kK + kVOffset + s * kStageStride.
-  static constexpr int kK = kQBuffers * kQBytes;
+  static constexpr int kK = kQBuffers * kQBytes;  // Q at 0; stage s of K at kK + s * 2 * kTileBytes, V just after
   static constexpr int kBarriers = kK + kRingBytes;
-  // Q full and empty per buffer, K/V full and empty per stage; then each Q buffer's tile, 2 ints.
-  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 2 * (kKStages + kVStages)) * 8;
+  static constexpr int kSlots = kBarriers + (2 * kQBuffers + 4 * kStages) * 8;  // each Q buffer's tile: 2 ints
   static constexpr int kScratch = kSlots + kQBuffers * 8;  // 8 bytes a consumer warp (SOFTMAX_FENCE)
   static constexpr int kBytes = kScratch + kConsumers * 4 * 8;
   static constexpr int kSmem = kBytes + 1024;  // the dynamic base is aligned up to 1024 B by hand
@@ -290,16 +254,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   auto q_empty = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + L::kBarriers + 8u * (L::kQBuffers + b); };
   const uint32_t ring_bars = base + L::kBarriers + 16u * L::kQBuffers;
   auto k_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * s; };
-  auto v_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kKStages + s); };
+  auto v_full = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kStages + s); };
   // K and V of a stage are released separately: K as soon as S = Q K^T is done, V after P V, so
   // the next K load does not wait for the P V that trails it by half an iteration.
-  auto k_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (L::kKStages + L::kVStages + s); };
-  auto v_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE {
-    return ring_bars + 8u * (2 * L::kKStages + L::kVStages + s);
-  };
+  auto k_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (2 * L::kStages + s); };
+  auto v_empty = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return ring_bars + 8u * (3 * L::kStages + s); };
   auto q_tile = [&](unsigned b) ROOFLINT_LAMBDA_INLINE { return base + b * L::kQBytes; };
-  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * L::kStageStride; };
-  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + L::kVOffset + s * L::kStageStride; };
+  auto k_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return base + L::kK + s * 2u * L::kTileBytes; };
+  auto v_tile = [&](unsigned s) ROOFLINT_LAMBDA_INLINE { return k_tile(s) + L::kTileBytes; };
 
   // The work: (query block, head) tiles, numbered so that the CTAs in flight share a few heads' K/V
   // in L2. Non-causal: a head's blocks in a row. Causal: heads in groups of head_group (as many as
@@ -348,11 +310,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       mbar_init(q_full(b), 1);
       mbar_init(q_empty(b), kConsumers);  // one elected thread per consumer warpgroup
     }
-    for (int s = 0; s < (L::kKStages > L::kVStages ? L::kKStages : L::kVStages); ++s) {
-      if (s < L::kKStages) mbar_init(k_full(s), 1);
-      if (s < L::kVStages) mbar_init(v_full(s), 1);
-      if (s < L::kKStages) mbar_init(k_empty(s), kConsumers);
-      if (s < L::kVStages) mbar_init(v_empty(s), kConsumers);
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), kConsumers);
+      mbar_init(v_empty(s), kConsumers);
     }
     mbar_init_fence();
   }
@@ -385,11 +347,10 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
             tma_load_3d(q_tile(qb) + b * L::kQBoxBytes + c * kQBoxRows * 128, &q_map, q_full(qb), b * kBoxCols,
                         w.m0 + c * kQBoxRows, w.head);
         // Tile j of K (is_v false) or V into ring position gj, once the stage's previous tile
-        // (gj - its stage count) is released by every consumer.
+        // (gj - kStages) is released by every consumer.
         auto load = [&](unsigned gj, int j, bool is_v) ROOFLINT_LAMBDA_INLINE {
-          const unsigned stages = is_v ? L::kVStages : L::kKStages;
-          const unsigned s = gj % stages;
-          if (gj >= stages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / stages) - 1) & 1u);
+          const unsigned s = gj % L::kStages;
+          if (gj >= L::kStages) mbar_wait(is_v ? v_empty(s) : k_empty(s), ((gj / L::kStages) - 1) & 1u);
           const uint32_t full = is_v ? v_full(s) : k_full(s);
           mbar_arrive_expect_tx(full, L::kTileBytes);
           for (int b = 0; b < L::kBoxes; ++b)
@@ -441,7 +402,6 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   for (int i = 0; i < L::kBlockN / 16; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
   float row_max[2], row_sum[2];
 
-  constexpr bool rescale_early = ROOFLINT_FA3_RESCALE_EARLY == 1 || (ROOFLINT_FA3_RESCALE_EARLY == 2 && D == 256);
   constexpr bool turns = ROOFLINT_FA3_PINGPONG == 1 || (ROOFLINT_FA3_PINGPONG == 2 && !(causal && D == 128));
   // Each wgmma's descriptors: the first stage's (and this consumer's rows of the first Q buffer)
   // built once, advanced by byte offsets. Built whole per wgmma, they cost a mask, shifts and ORs on
@@ -467,14 +427,14 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
 
     const uint64_t q_desc = desc_advance(q_desc0, qb * L::kQBytes);
     auto issue_pv = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t v_desc = desc_advance(v_desc0, stage * L::kStageStride);
+      const uint64_t v_desc = desc_advance(v_desc0, stage * 2 * L::kTileBytes);
 #pragma unroll
       for (int kk = 0; kk < L::kBlockN / 16; ++kk)  // keys 16kk..16kk+15 are rows 16kk.. of every V box
         mma_pv<T, D>(o, p[kk], desc_advance(v_desc, kk * 16 * 128));
     };
 
     auto issue_qk = [&](unsigned stage) ROOFLINT_LAMBDA_INLINE {
-      const uint64_t k_desc = desc_advance(k_desc0, stage * L::kStageStride);
+      const uint64_t k_desc = desc_advance(k_desc0, stage * 2 * L::kTileBytes);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t along = (kk % 4) * 32;  // k16 steps: 32 B along a swizzled row
@@ -561,25 +521,25 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
     // Tile 0 is peeled: it has no P V before it, so the loop below issues both GEMMs and waits the
     // same way every time (ptxas keeps wgmma pipelines asynchronous only across straight-line code).
     float alpha[2];
-    mbar_wait(k_full(g % L::kKStages), (g / L::kKStages) & 1u);
+    mbar_wait(k_full(g % L::kStages), (g / L::kStages) & 1u);
     take_turn(0);
     pin(s);
     wgmma_fence();
-    issue_qk(g % L::kKStages);
+    issue_qk(g % L::kStages);
     wgmma_commit();
     pass_turn(0);
     wgmma_wait<0>();
     pin(s);
-    if (elected) mbar_arrive(k_empty(g % L::kKStages));
+    if (elected) mbar_arrive(k_empty(g % L::kStages));
     softmax(0, alpha);
     pack_p();
 
     for (int j = 1; j < tiles; ++j) {
       const unsigned gj = g + j;
-      const unsigned stage = gj % L::kKStages;
-      const unsigned previous = (gj - 1) % L::kVStages;  // V_{j-1}'s stage
-      if (!ROOFLINT_FA3_K_WAIT_EARLY || j == 1) mbar_wait(k_full(stage), (gj / L::kKStages) & 1u);
-      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
+      const unsigned stage = gj % L::kStages;
+      const unsigned previous = (gj - 1) % L::kStages;
+      mbar_wait(k_full(stage), (gj / L::kStages) & 1u);
+      if (!ROOFLINT_FA3_V_WAIT_LATE) mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
       take_turn(j);
       // O was rescaled and P rewritten by ordinary instructions: finish them before the fence, or
       // ptxas serializes the wgmmas around registers defined inside their pipeline stage.
@@ -589,15 +549,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       wgmma_fence();
       issue_qk(stage);
       wgmma_commit();
-      if (rescale_early) {
-        rescale_o(alpha);  // by S_{j-1}'s alpha, ahead of O += P_{j-1} V_{j-1}
-        pin(o);
-      }
       if (ROOFLINT_FA3_V_WAIT_LATE) {
         // The wait's loop is a branch between the two GEMMs: P V opens a wgmma group of its own.
-        mbar_wait(v_full(previous), ((gj - 1) / L::kVStages) & 1u);
+        mbar_wait(v_full(previous), ((gj - 1) / L::kStages) & 1u);
+        wgmma_fence();
       }
-      if (ROOFLINT_FA3_V_WAIT_LATE || rescale_early) wgmma_fence();
       issue_pv(previous);  // O += P_{j-1} V_{j-1}, finishing while the softmax of S_j runs
       wgmma_commit();
       pass_turn(j);
@@ -607,21 +563,18 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
       softmax(j, alpha);
       if (ROOFLINT_FA3_SOFTMAX_FENCE == 1 || (ROOFLINT_FA3_SOFTMAX_FENCE == 2 && D == 128))
         st_shared_v2(fence_word, row_sum[0], row_sum[1]);
-      if (ROOFLINT_FA3_K_WAIT_EARLY && j + 1 < tiles)
-        mbar_wait(k_full((gj + 1) % L::kKStages), ((gj + 1) / L::kKStages) & 1u);
       wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O: its stage may be refilled, P rewritten
       pin(o);
       pin(p);
       if (elected) mbar_arrive(v_empty(previous));
-      if (!rescale_early) rescale_o(alpha);
+      rescale_o(alpha);
       pack_p();
     }
     // Every Q K^T of this tile has retired: its Q buffer may be refilled.
     if (elected) mbar_arrive(q_empty(qb));
     // The last tile's P V.
-    const unsigned last = (g + tiles - 1) % L::kVStages;
-    mbar_wait(v_full(last), ((g + tiles - 1) / L::kVStages) & 1u);
-    if (rescale_early) rescale_o(alpha);  // by the last S's alpha
+    const unsigned last = (g + tiles - 1) % L::kStages;
+    mbar_wait(v_full(last), ((g + tiles - 1) / L::kStages) & 1u);
     pin(o);
     pin(p);
     wgmma_fence();

@@ -82,7 +82,13 @@ FAMILY = Family(
     "weight_only_gemm",
     summary="y = x @ dequant(W_q)^T, int8/fp8 weights, bf16 activations, M <= 16",
     sizes={
-        "small": [{"m": 3, "k": 160, "n": 72, "group": 0}, {"m": 8, "k": 256, "n": 48, "group": 64}],
+        # Odd shapes for the Triton kernel (a K tail, a grouped weight), and one that the CUDA kernel,
+        # which splits K into 4-16 warps of whole k16 steps, also takes (K = 768: 4 warps of 12 steps).
+        "small": [
+            {"m": 3, "k": 160, "n": 72, "group": 0},
+            {"m": 8, "k": 256, "n": 48, "group": 64},
+            {"m": 5, "k": 768, "n": 40, "group": 0},
+        ],
         # Every linear of a GPT-2 and a Llama-3.2-1B decode step at 1, 8 and 16 sequences, per
         # channel; and Llama's MLP up-projection with 128-wide groups, the common per-block form.
         "large": [{"m": m, "k": k, "n": n, "group": 0} for k, n in GPT2 + LLAMA_1B for m in (1, 8, 16)]
