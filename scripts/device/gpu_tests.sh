@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU test tier (pytest marker `gpu`: tests/gpu and the GPU cases of the family tests) on a lent
 # GPU, from the checkout root:
-#   bash scripts/device/gpu_tests.sh
+#   bash scripts/device/gpu_tests.sh                # the whole tier (more than 30 minutes on an H200)
+#   bash scripts/device/gpu_tests.sh tests/gpu/test_gpu_attention_hopper.py ...   # a part of it
 # Writes the command, the GPU and pytest's summary line to $OUT/gpu-tests.txt (for reports/), and
-# the whole log, with each test's printed measurements, to $OUT/gpu-tests.log.
+# the whole log, with each test's printed measurements and the slowest tests' durations (so that
+# the tier can be split across device sessions by time), to $OUT/gpu-tests.log.
 set -u
 . scripts/device_setup.sh
 out=${OUT:-/tmp/rooflint-gpu-tests}
@@ -13,7 +15,7 @@ if ! python3 -c "import pytest" 2>/dev/null; then
     | tee "$out/gpu-tests.txt"
   exit 1
 fi
-command="python3 -m pytest -m gpu tests -q -s -rs -p no:cacheprovider"
+command="python3 -m pytest -m gpu ${*:-tests} -q -s -rs --durations=40 -p no:cacheprovider"
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)
 { echo "\$ $command"; echo "GPU: $gpu"; } >"$out/gpu-tests.log"
 $command >>"$out/gpu-tests.log" 2>&1
