@@ -37,6 +37,9 @@ A row ok in BASE and absent from NEW, where NEW measured its family on its GPU, 
 variant renamed or dropped). Families NEW did not run at all are listed as "only in base", never
 failed, so a run of a few families can be compared against a full reference.
 
+A row only in NEW that fails (failed, oom, error, crashed) is a regression too ("now <status>"): a
+variant added broken is listed among the failures, not among the rows only in NEW.
+
 A regression is any slower, now failing or now missing row; `rooflint compare` exits 1 if there is one.
 
 A model's op=step rows (rooflint model) carry their throughput, tokens_per_s: where both sides
@@ -240,6 +243,9 @@ def compare_frames(
     new_name: str = "NEW",
 ) -> Comparison:
     notes = []
+    for name, frame in ((base_name, base), (new_name, new)):
+        if frame.empty:  # said as it is, not as "measured on no GPU"
+            raise UserError(f"{name} has no result rows; compare two results files that hold rows")
     base, new = _by_gpu_type(base), _by_gpu_type(new)
     base, base_dups = dedupe(base)
     new, new_dups = dedupe(new)
@@ -289,7 +295,8 @@ def compare_frames(
         entry.base = Measured.of(b) if b is not None else None
         entry.new = Measured.of(n) if n is not None else None
         if b is None:
-            entry.verdict = NEW_ONLY
+            # A variant new in NEW that fails is no less broken for BASE never having had it.
+            entry.verdict = NOW_FAILING if entry.new.failing else NEW_ONLY
         elif n is None:
             family, on = str(b["family"]), str(b["gpu"])
             ran = (family, on) in covered if "gpu" in key else any(f == family for f, _ in covered)
@@ -369,7 +376,7 @@ def render_markdown(result: Comparison) -> str:
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
         "(reported, not failed). A variant that was ok and now fails, errors, skips, crashes or is missing "
-        "from a family NEW ran is a regression. "
+        "from a family NEW ran is a regression, and so is one new in NEW that fails. "
         "A pair where either side ran throttled, or beside another process on its GPU, is untrusted: "
         "its clock or its neighbour, not its code, may explain the change.",
     ]

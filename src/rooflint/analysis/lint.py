@@ -545,6 +545,9 @@ def lint_file(
         raise UserError(f"unknown roof {roof!r}; valid: {', '.join(ROOF_CHOICES)}")
     fixed = roof_spec(get_spec(gpu, spec_file), roof) if gpu else None
     data = read_lint_input(path)
+    if not data.rows:
+        # A header alone (a run killed before its first row) has nothing to judge: "clean" would pass a CI gate.
+        raise UserError(f"no result rows in {path}; lint a results file that holds rows")
     measured = list(data.measured_dram_bytes)
     if counters:
         by_key = read_counters(counters)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,16 @@ def plot_roofline(
     """
     # Extra columns (a projection's predicted_ms and model, say) travel into the CSV untouched.
     points = points.reindex(columns=POINT_COLUMNS + [c for c in points.columns if c not in POINT_COLUMNS])
-    fig, ceiling_rows = draw_roofline(points, spec, title, extra_ceilings)
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
     written = [beside(out_base, ".png"), beside(out_base, ".svg"), beside(out_base, ".csv")]
-    save_palette_png(fig, written[0])
-    fig.savefig(written[1])
+    with warnings.catch_warnings():
+        # A family or variant named in a script the font lacks (CJK, emoji) draws as boxes; matplotlib's
+        # two-line warning per glyph, with its source line, would read like a crash on the console.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+        fig, ceiling_rows = draw_roofline(points, spec, title, extra_ceilings)
+        save_palette_png(fig, written[0])
+        fig.savefig(written[1])
     plt.close(fig)
     data = pd.concat([points, pd.DataFrame(ceiling_rows)], ignore_index=True)
     data.to_csv(written[2], index=False)

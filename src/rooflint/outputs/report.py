@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -273,6 +274,21 @@ def _draw(points: pd.DataFrame, spec: GpuSpec, image_dir: Path, several: bool) -
 
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, indent=1, default=_clean)
+
+
+# The names the rooflines drawn beside a report take (outputs/plot.roofline_base): roofline.png,
+# .svg, .csv, or roofline-<gpu>.* for each of several GPUs.
+_IMAGE_NAME = re.compile(r"roofline(-.+)?\.(png|svg|csv)")
+
+
+def refuse_image_name(out: Path) -> None:
+    """A report named as one of the rooflines drawn beside it would overwrite that image (or be
+    overwritten by it), leaving a report that links to itself: refuse it before any work."""
+    if _IMAGE_NAME.fullmatch(out.name):
+        raise UserError(
+            f"--out {out}: the report draws its rooflines beside it as roofline.png/.svg/.csv "
+            "(roofline-<gpu>.* for several GPUs); give the report another name, e.g. report.md or index.html"
+        )
 
 
 def write_report(

@@ -6,6 +6,7 @@ anything that could be misread is refused with one line naming the file, the lin
 
 - a time that is not a number, or is not finite (NaN, inf, 1e300 on an ok row): a rate, % of roof
   or comparison made from it would be nonsense;
+- any other number that is infinite (but a failed row's rel_error): a rate or a count made from it;
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
@@ -36,6 +37,10 @@ TIMES = ("median_ms", "p20_ms", "p80_ms")  # an ok row's timing: finite, and med
 # No single kernel call takes a day: a time past it is a corrupted cell (1e300), not a measurement.
 MAX_TIME_MS = 86_400_000.0
 TRUE, FALSE = ("true", "1"), ("false", "0", "")
+# The one number rooflint writes as infinite: the error of an output holding NaN or Inf (a failed
+# row). Anywhere else inf is a corrupted cell, and a rate, a log-scale point or a count made from
+# it would crash a report or an int() (n_samples inf), so it is refused like an infinite time.
+INFINITE_OK = ("rel_error",)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,24 @@ def check_table(path: Path, required: tuple[str, ...]) -> None:
     published numbers): text, one header, every row as wide as it, nothing cut off."""
     where = _Where(path)
     _csv_records(_text_of(path, where), where, required)
+
+
+def refuse_reading_and_writing(out: Path, inputs: list[Path], option: str = "--out") -> None:
+    """Refuse an output path that names a file the command reads (a results or counters file): it
+    would be replaced by the report or diff, and the results lost, with nothing said."""
+    for source in inputs:
+        if _same_file(out, Path(source)):
+            raise UserError(
+                f"{option} {out} is also an input ({source}): writing there would replace a file this "
+                "command reads; give another path"
+            )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:  # one file by two spellings (./x.csv, a symlink) or by two names (a hard link)
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _text_of(path: Path, where: _Where) -> str:
@@ -230,8 +253,10 @@ def _number(place: str, name: str, value: Any, na_values: tuple[str, ...]) -> fl
         number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):
         _refuse(place, f"{name} {str(value)[:40]!r} is not a number")
-    if name.endswith("_ms") and not math.isfinite(number) and not math.isnan(number):
-        _refuse(place, f"{name} {number} is not a finite time; valid: a number of ms, or empty")
+    if math.isinf(number) and name not in INFINITE_OK:
+        if name.endswith("_ms"):
+            _refuse(place, f"{name} {number} is not a finite time; valid: a number of ms, or empty")
+        _refuse(place, f"{name} {number} is not a finite number; valid: a number, or empty")
     return number
 
 

@@ -39,9 +39,12 @@ def compare_command(
     """
     from rooflint.analysis.compare import compare_frames, parse_threshold
     from rooflint.core.paths import write_text
+    from rooflint.outputs.result_file import refuse_reading_and_writing
     from rooflint.outputs.results import read_results
 
     fraction = parse_threshold(threshold)
+    if out is not None:
+        refuse_reading_and_writing(out, [base, new])
     result = compare_frames(
         read_results(base), read_results(new), fraction, allow_gpu_mismatch, base_name=str(base), new_name=str(new)
     )

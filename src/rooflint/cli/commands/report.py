@@ -42,9 +42,12 @@ def report_command(
     """
     from rooflint.analysis.lint_input import read_counters
     from rooflint.core.paths import output_dir
-    from rooflint.outputs.report import write_report
+    from rooflint.outputs.report import refuse_image_name, write_report
+    from rooflint.outputs.result_file import refuse_reading_and_writing
 
     if out is not None:
+        refuse_reading_and_writing(out, [*results, *(counters or [])])
+        refuse_image_name(out)
         output_dir(out.parent)  # one line, before any work, where the report cannot be written
     measured: dict[tuple[str, str, str, str], float] = {}
     for path in counters or []:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import console, user_errors
+from rooflint.cli.console import console, err_console, user_errors
 from rooflint.cli.options import SpecFileOption
 
 
@@ -73,3 +73,21 @@ def roofline_command(
         base = roofline_base(out, spec.key, several=len(plots) > 1)
         written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
     console.print("wrote " + ", ".join(str(p) for p in written))
+    if frame is not None:
+        _say_what_failed(frame)
+
+
+def _say_what_failed(frame) -> None:
+    """A row that failed its check, errored, ran out of memory or crashed has no point to draw; name
+    it, so a broken variant does not just vanish from the plot (skipped rows are no failure)."""
+    from rooflint.outputs.results import FAILING_STATUSES
+
+    failing = frame[frame["status"].isin(FAILING_STATUSES)]
+    if failing.empty:
+        return
+    names = [f"{r.family}/{r.variant} {r.dtype} {r.shape}: {r.status}" for r in failing.itertuples()]
+    err_console.print(
+        f"[bold red]not drawn[/]: {len(names)} row{'s' * (len(names) != 1)} that did not pass: " + "; ".join(names),
+        highlight=False,
+        soft_wrap=True,
+    )
