@@ -109,3 +109,25 @@ def test_roofline_names_the_rows_it_could_not_draw(tmp_path):
     assert "not drawn: 1 row that did not pass: vector_add/triton bf16" in done.stderr
     assert "crashed" in done.stderr
     assert "Warning" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_negative_cost_rate_or_ceiling_is_refused_but_a_signed_column_is_read(tmp_path):
+    # A negative byte count or bandwidth would draw a point left of the roofline or a roof below
+    # the floor; only a call-minus-graph time and the CPU's device index -1 are signed.
+    for name, value in (("ideal_bytes", -100.0), ("bandwidth_gbps", -3.0), ("n_samples", -3)):
+        rows = run()
+        setattr(rows[0], name, value)
+        done = rooflint("lint", write(rows, tmp_path / name), cwd=tmp_path)
+        assert_refused(done, "line 2", f"{name} ", "is negative; valid: a number of 0 or more")
+    rows = run()
+    rows[0].launch_overhead_ms, rows[0].device_index = -0.001, -1
+    done = rooflint("lint", write(rows, tmp_path / "signed"), cwd=tmp_path)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stdout + done.stderr
+
+
+def test_an_ok_row_whose_p20_is_above_its_p80_is_refused(tmp_path):
+    # compare's interval test would read a reversed spread as no spread and fall back to the threshold.
+    rows = run()
+    rows[0].p20_ms, rows[0].p80_ms = rows[0].median_ms * 1.2, rows[0].median_ms * 0.8
+    done = rooflint("compare", write(run(), tmp_path / "base"), write(rows, tmp_path / "new"), cwd=tmp_path)
+    assert_refused(done, "line 2", "is above p80_ms")

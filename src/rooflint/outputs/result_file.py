@@ -7,6 +7,7 @@ anything that could be misread is refused with one line naming the file, the lin
 - a time that is not a number, or is not finite (NaN, inf, 1e300 on an ok row): a rate, % of roof
   or comparison made from it would be nonsense;
 - any other number that is infinite (but a failed row's rel_error): a rate or a count made from it;
+- a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80;
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
@@ -41,6 +42,11 @@ TRUE, FALSE = ("true", "1"), ("false", "0", "")
 # row). Anywhere else inf is a corrupted cell, and a rate, a log-scale point or a count made from
 # it would crash a report or an int() (n_samples inf), so it is refused like an infinite time.
 INFINITE_OK = ("rel_error",)
+# The numbers that may be below zero: a call time minus its CUDA-graph time (noise can make it
+# negative), the GPU index (-1 on a CPU), the memory beyond inputs and outputs (a call may free).
+# Any other negative count, cost, rate, clock or ceiling is a corrupted cell: it would draw a point
+# left of the roofline or a roof below the floor.
+SIGNED = ("launch_overhead_ms", "device_index", "peak_extra_memory_bytes")
 
 
 @dataclass(frozen=True)
@@ -231,8 +237,15 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
         else:
             row[name] = _text(value)
     row["status"] = status
+    for name, kind in schema.types.items():
+        if kind in ("float", "int") and name not in SIGNED and row[name] < 0:
+            _refuse(place, f"{name} {record.get(name)!r} is negative; valid: a number of 0 or more, or empty")
     for name in TIMES:
         _check_time(place, name, row[name], ok=status == schema.ok)
+    if status == schema.ok and row["p20_ms"] > row["p80_ms"]:  # NaN (no spread recorded) compares false
+        _refuse(
+            place, f"p20_ms {row['p20_ms']:g} is above p80_ms {row['p80_ms']:g}; a 20th percentile is at most the 80th"
+        )
     return row
 
 
