@@ -7,8 +7,11 @@ pandas and matplotlib load inside the command that needs them, so `rooflint --ve
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -79,10 +82,33 @@ def _root(
     """rooflint: roofline benchmarks, profiles and lint for GPU kernels."""
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (kill, a CI job's timeout, a scheduler's preemption) stops a command as Ctrl-C does: the
+    rows measured so far stay on disk beside results.json and the measuring worker is stopped. Its
+    default action would end this process at once, without results.json, its worker left running."""
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_DFL:  # one the caller ignores or handles stays theirs
+            signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (rooflint embedded in another program): as it was
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        code = app(standalone_mode=False)
+        with _sigterm_interrupts():
+            code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except UserError as error:
         err_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from rooflint.core.errors import UserError
+
 GpuOption = Annotated[
     str | None, typer.Option("--gpu", help="GPU spec to judge against (h100_sxm, t4, ...); default: the one here.")
 ]
@@ -46,3 +48,12 @@ NoReferenceCacheOption = Annotated[
 def split(values: list[str] | None) -> list[str]:
     """Repeated and comma-separated values as one list: -V a -V b,c -> [a, b, c]."""
     return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def split_named(values: list[str] | None, option: str, hint: str = "name (rooflint list)") -> list[str]:
+    """split(values), refusing an option given with nothing in it: `-V ,` or `--regime ''` (an empty
+    shell variable) must not quietly mean the default, every variant or every regime."""
+    names = split(values)
+    if values is not None and not names:
+        raise UserError(f"{option} {' '.join(values)!r} names nothing; give at least one {hint}")
+    return names

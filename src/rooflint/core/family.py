@@ -308,11 +308,16 @@ class Family:
             )
         template = self.sizes["small"][0]
         params = dict(template)
+        given: set[str] = set()
         for item in size.split(","):
             key, _, text = item.partition("=")
             key = key.strip()
             if key not in template:
                 raise UserError(f"unknown size key {key!r} for {self.name}; valid keys: {', '.join(template)}")
+            # `n=4096,n=8192` would silently run the last one, and the shape would not be the one asked for.
+            if key in given:
+                raise UserError(f"size key {key} is given twice in {size!r}; give each of {', '.join(template)} once")
+            given.add(key)
             # 0 is a valid value where the family's own sizes use it (weight_only_gemm's group=0: per channel).
             least = 0 if any(shape.get(key) == 0 for shapes in self.sizes.values() for shape in shapes) else 1
             params[key] = _parse_param(self.name, key, text.strip(), template[key], least)

@@ -32,9 +32,12 @@ from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
 # The measuring process, started so that Ctrl-C ends it the way the default action of SIGINT does:
 # at once and silently. A terminal's Ctrl-C reaches the whole process group, and Python's own
 # handler would otherwise print a KeyboardInterrupt traceback into worker.log from wherever the
-# child was (importing torch takes seconds). The parent reports the interruption.
+# child was (importing torch takes seconds). The parent reports the interruption. A SIGINT the
+# parent ignores (a shell's background job, nohup) stays ignored: else the worker alone would die
+# of it, and the row it was measuring would be a crash while the bench went on.
 WORKER_BOOT = (
-    "import signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "import signal; "
+    "signal.getsignal(signal.SIGINT) is signal.SIG_IGN or signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "import runpy; runpy.run_module('rooflint.engine.worker', run_name='__main__', alter_sys=True)"
 )
 
@@ -91,6 +94,12 @@ class MeasuringProcess:
             text=True,
             env=worker_env(self.device_index),
         )
+
+    def stop(self) -> None:
+        """End the child now, mid-job, rather than after its current job as close() lets it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # the worker keeps SIGTERM's default action: it ends at once, silently
+        self.close()
 
     def close(self) -> None:
         """Closing stdin ends the child after its current job."""
@@ -182,6 +191,11 @@ def run_worker(
             crashed = next(t for t in remaining if t.key == started)
             on_row(host_row(crashed, CRASHED, f"process died (exit {code}): {tail}", where))
             remaining = [t for t in remaining if t.key != started]
+    except KeyboardInterrupt:
+        # A terminal's Ctrl-C ends the worker too, but a SIGINT or SIGTERM sent to this process alone
+        # (kill, a CI job's timeout) would leave it measuring a row nobody keeps, up to close()'s 30 s.
+        process.stop()
+        raise
     finally:
         if own:
             process.close()

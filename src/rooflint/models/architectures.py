@@ -74,12 +74,37 @@ def read_config_file(path: Path) -> dict[str, Any]:
         fields = json.loads(path.read_text())
     except OSError as error:
         raise UserError(f"cannot read the model config {path}: {error.strerror or error}") from None
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # JSONDecodeError, and UnicodeDecodeError for a binary file
         raise UserError(f"{path} is not a JSON config: {error}") from None
     if not isinstance(fields, dict):
         raise UserError(f"{path} is not a Hugging Face config (a JSON object with model_type)")
     check_architecture(fields.get("model_type"), str(path))
+    check_shape(fields, str(path))
     return fields
+
+
+# The fields that size the model. transformers fills a missing one with its own default (Llama-2-7B's)
+# and accepts a negative or zero one, which then fails deep inside the build: checked here instead.
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+
+
+def check_shape(fields: dict[str, Any], source: str) -> None:
+    """Refuse, in one line, a config whose shape fields are missing, not positive integers, or whose
+    heads do not divide the way attention needs."""
+    optional = [name for name in ("num_key_value_heads", "head_dim") if fields.get(name) is not None]
+    for name in (*SHAPE_FIELDS, *optional):
+        value = fields.get(name)
+        if type(value) is not int or value < 1:  # bool is an int to Python, not to a config
+            got = "it is missing" if name not in fields else f"not {value!r}"
+            raise UserError(f"{source}: {name} must be a positive integer, {got}")
+    heads, kv_heads = fields["num_attention_heads"], fields.get("num_key_value_heads") or fields["num_attention_heads"]
+    if heads % kv_heads:
+        raise UserError(f"{source}: num_key_value_heads={kv_heads} must divide num_attention_heads={heads}")
+    if fields.get("head_dim") is None and fields["hidden_size"] % heads:
+        raise UserError(
+            f"{source}: hidden_size={fields['hidden_size']} must be a multiple of num_attention_heads={heads} "
+            "(or give head_dim)"
+        )
 
 
 def check_architecture(model_type: Any, source: str) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, SizeOption, VariantsOption, split
+from rooflint.cli.options import DeviceOption, SizeOption, VariantsOption, split, split_named
 
 
 @user_errors
@@ -52,7 +52,7 @@ def ab_command(
       rooflint ab softmax -V triton --ref HEAD~3 --ref HEAD
       rooflint ab softmax -V triton --source old.py --source src/rooflint/kernels/softmax/__init__.py
       rooflint ab softmax -V triton --config BLOCK_R=1,2,4 --config num_warps=4,8 --csv ab.csv
-      rooflint ab vector_add -V eager,eager_unfused --size small --rounds 3 --regime burst
+      rooflint ab softmax -V eager,eager_unfused --size small --rounds 3 --regime burst
     """
     from rooflint.engine.ab import AbSettings, run_ab
 
@@ -66,7 +66,7 @@ def ab_command(
         dtype=dtype,
         device=device,
         rounds=rounds,
-        regimes=tuple(split(regime)) or AbSettings.regimes,
+        regimes=tuple(split_named(regime, "--regime", "of burst, sustained")) or AbSettings.regimes,
     )
     if csv is not None:
         _check_writable(csv)

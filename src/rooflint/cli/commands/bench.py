@@ -16,7 +16,7 @@ from rooflint.cli.options import (
     SizeOption,
     SpecFileOption,
     VariantsOption,
-    split,
+    split_named,
 )
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import fmt
@@ -120,18 +120,15 @@ def bench_command(
         throttle_retries=throttle_retries,
         recovery_delay_s=recovery_delay,
     )
-    for option, given in (("--variants", variants), ("--dtype", dtype), ("families", families)):
-        if given is not None and not split(given):  # `--variants ''` must not mean "every variant"
-            raise UserError(f"{option} {' '.join(given)!r} names nothing; give at least one name (rooflint list)")
     request = BenchRequest(
-        families=split(families) or ["all"],
-        variants=split(variants),
-        dtypes=split(dtype),
+        families=split_named(families, "families") or ["all"],
+        variants=split_named(variants, "--variants"),
+        dtypes=split_named(dtype, "--dtype"),
         size=size,
         device=device,
         devices=_parse_devices(devices),
         scheduler=scheduler,
-        gpu_types=split([gpu_types] if gpu_types else None),
+        gpu_types=split_named(None if gpu_types is None else [gpu_types], "--gpu-types", "GPU type, e.g. h100_sxm"),
         spec_file=str(spec_file) if spec_file else None,
         gpu=gpu,
         roof=roof or DEFAULT_ROOF,
@@ -192,12 +189,15 @@ def progress_columns() -> tuple:
 
 
 def _parse_devices(text: str | None) -> list[int]:
-    if not text:
+    if text is None:
         return []
     try:
-        return [int(item) for item in text.split(",") if item.strip()]
+        indices = [int(item) for item in text.split(",") if item.strip()]
     except ValueError:
-        raise UserError(f"--devices {text!r} must be comma-separated GPU indices, e.g. 0,1") from None
+        indices = []
+    if not indices:  # `--devices ''` (an empty variable) must not quietly mean "the default GPU"
+        raise UserError(f"--devices {text!r} must be comma-separated GPU indices, e.g. 0,1")
+    return indices
 
 
 def results_table(rows):

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, split
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, split_named
 
 
 @user_errors
@@ -109,10 +109,11 @@ def model_command(
     sweeping = len(batches) > 1 or contexts is not None
     if quantized and sweeping:
         raise UserError("--weights-dtype int8/fp8 runs one --batch and no --context sweep (sweeps keep bf16 weights)")
+    sets = split_named(kernels, "--kernels", "kernel set: eager, compile, triton, cuda")
     request = ModelRequest(
         model=model, config=config, batch=batches[0], seq=seq, prompt=prompt, new_tokens=new_tokens, dtype=dtype,
         weights_dtype=quantized,
-        kernels=split(kernels) or None, weights=weights, layers=layers, out=out, device=device, gpu=gpu,
+        kernels=sets or None, weights=weights, layers=layers, out=out, device=device, gpu=gpu,
         spec_file=spec_file, hf_baseline=hf_baseline, plots=not no_plots,
         sweep_batches=batches if sweeping else None, sweep_contexts=contexts if sweeping else None,
     )  # fmt: skip

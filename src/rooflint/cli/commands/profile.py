@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, split
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, split_named
 
 
 @user_errors
@@ -56,7 +56,7 @@ def profile_command(
 
     outcome = run_profile(
         family,
-        variants=split(variants),
+        variants=split_named(variants, "--variants"),
         dtype=dtype,
         size=size,
         device=device,
