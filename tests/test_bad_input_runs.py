@@ -25,7 +25,7 @@ ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 
 pytestmark = [
     pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
-    pytest.mark.xdist_group("cli_explore_inputs"),
+    pytest.mark.xdist_group("bad_input_runs"),
 ]
 
 TINY = {
@@ -50,6 +50,13 @@ CASES = [
     ("bench_size_key_twice", ["bench", "vector_add", "--size", "n=4096,n=8192"], ["size key n is given twice"]),
     ("profile_size_key_twice", ["profile", "softmax", "--size", "rows=3,rows=4"], ["size key rows is given twice"]),
     ("ab_size_key_twice", ["ab", "softmax", "-V", "eager,eager_unfused", "--size", "rows=3,rows=4"], ["twice"]),
+    # A grouped-query size whose kv heads do not divide the query heads: every variant's inputs
+    # failed in its worker, so each row read "crashed" and the run exited 1.
+    (
+        "bench_decode_attention_groups",
+        ["bench", "decode_attention", "--size", "h=4,h_kv=3"],
+        ["h_kv must divide h", "h=4, h_kv=3"],
+    ),
     ("bench_devices_empty", ["bench", "vector_add", "--devices", ","], ["--devices ','", "e.g. 0,1"]),
     ("bench_gpu_types_empty", ["bench", "vector_add", "--gpu-types", ""], ["--gpu-types ''", "names nothing"]),
     ("ab_regime_empty", ["ab", "softmax", "-V", "eager,eager_unfused", "--regime", ","], ["--regime ','", "burst"]),

@@ -25,7 +25,7 @@ FIXTURES = str(Path(__file__).parent / "fixtures")
 
 pytestmark = [
     pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
-    pytest.mark.xdist_group("cli_explore_signals"),
+    pytest.mark.xdist_group("signals"),
 ]
 
 

@@ -17,16 +17,23 @@ import math
 
 import torch
 
+from rooflint.core.errors import UserError
 from rooflint.core.family import NEEDS_CUDA, Cost, Family, element_size, randn
 from rooflint.kernels.common.sdpa import BACKENDS, pinned
 
 LOG2E = 1.4426950408889634
 
 
+def check(params):
+    """Grouped-query attention shares each kv head among h / h_kv query heads: a whole number of them."""
+    if params["h"] % params["h_kv"]:
+        raise UserError(f"decode_attention h_kv must divide h (query heads per kv head), not h={params['h']}, "
+                        f"h_kv={params['h_kv']}")  # fmt: skip
+
+
 def make_inputs(params, dtype, device, generator):
+    check(params)
     b, h, h_kv, c, d = params["b"], params["h"], params["h_kv"], params["c"], params["d"]
-    if h % h_kv:
-        raise ValueError(f"h_kv={h_kv} must divide h={h}")
     return {
         "q": randn([b, h, 1, d], dtype, device, generator),
         "k": randn([b, h_kv, c, d], dtype, device, generator),
@@ -80,6 +87,7 @@ FAMILY = Family(
     make_inputs=make_inputs,
     reference=reference,
     cost=cost,
+    check=check,
     dtypes=("fp16", "bf16"),
 )
 
