@@ -35,17 +35,26 @@ def _alive(pid: int) -> bool:
 def holder(folder: Path) -> dict | None:
     """Who holds ``folder``'s lock, or None where it is free or its holder died on this host."""
     lock = Path(folder) / LOCK_NAME
+    text = _read(lock)
+    return None if text is None else _owner(text, lock)
+
+
+def _read(lock: Path) -> str | None:
     try:
-        text = lock.read_text()
+        return lock.read_text()
     except FileNotFoundError:
         return None
     except OSError as error:
         raise UserError(f"cannot read {lock}: {error.strerror or error}") from None
+
+
+def _owner(text: str, lock: Path) -> dict | None:
+    """The live holder a lock's text names, or None where that holder died on this host."""
     try:
         owner = json.loads(text)
         pid, host = int(owner["pid"]), str(owner["host"])
     except (ValueError, KeyError, TypeError):
-        # Written by a bench that is starting this instant, or garbage: never silently shared.
+        # Garbage (a lock is linked into place whole, never half-written): never silently shared.
         return {"pid": "?", "host": "?", "started": "?", "lock": str(lock)}
     if host == socket.gethostname() and (pid == os.getpid() or not _alive(pid)):
         return None
@@ -70,25 +79,32 @@ class FolderLock:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self.held = False
+        self.text = ""
 
     def __enter__(self) -> FolderLock:
         refuse_if_busy(self.folder)
-        self.path.unlink(missing_ok=True)  # free or stale: a dead holder's lock goes
         record = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
         }
-        # Written whole to a private name, then linked into place: link fails where another bench
-        # took the lock in between, and nobody ever reads a half-written lock.
+        # Written whole to a private name, then linked into place: link fails where a lock is there
+        # (another bench's, or a dead one's to clear first), and nobody reads a half-written lock.
         scratch = self.folder / f"{LOCK_NAME}.{os.getpid()}"
         try:
-            scratch.write_text(json.dumps(record))
-            os.link(scratch, self.path)
-        except FileExistsError:
-            refuse_if_busy(self.folder)
-            raise UserError(f"--out {self.folder} was taken by another bench as this one started") from None
+            self.text = json.dumps(record)
+            scratch.write_text(self.text)
+            for _ in range(3):
+                try:
+                    os.link(scratch, self.path)
+                    break
+                except FileExistsError:
+                    seen = _read(self.path)
+                    if seen is not None and not self.clear_stale(seen):
+                        refuse_if_busy(self.folder)
+            else:
+                raise UserError(f"--out {self.folder} was taken by another bench as this one started")
         except OSError as error:
             raise UserError(f"cannot lock output directory {self.folder}: {error.strerror or error}") from None
         finally:
@@ -96,7 +112,35 @@ class FolderLock:
         self.held = True
         return self
 
+    def clear_stale(self, seen: str) -> bool:
+        """Remove the lock whose text was ``seen`` if its holder is dead; False where it is live.
+
+        Two benches may both find one dead lock: the first clears it and links its own, and the
+        second must not then delete that fresh lock. So the lock is moved aside (atomic) and checked
+        to be the one judged dead; a different one is put back."""
+        if _owner(seen, self.path) is not None:
+            return False
+        aside = self.folder / f"{LOCK_NAME}.stale.{os.getpid()}"
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return True  # cleared by the other bench meanwhile
+        if aside.read_text() == seen:
+            aside.unlink()
+            return True
+        try:  # another bench's fresh lock: back where it was
+            os.link(aside, self.path)
+        except FileExistsError:
+            pass  # a third lock is in place meanwhile; the moved one's holder will find it gone
+        aside.unlink()
+        return False
+
     def __exit__(self, *exc) -> None:
         if self.held:
-            self.path.unlink(missing_ok=True)
+            try:
+                ours = _read(self.path) == self.text  # never another bench's, were ours ever lost
+            except UserError:
+                ours = False
+            if ours:
+                self.path.unlink(missing_ok=True)
             self.held = False
