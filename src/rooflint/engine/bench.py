@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -171,13 +172,22 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
     return BenchOutcome(writer.rows, written, writer.csv_path, interrupted, final)
 
 
+# The last run's rooflines (outputs/plot.roofline_base): roofline.* or roofline-<gpu>.* each.
+_LAST_ROOFLINE = re.compile(r"roofline(-[^.]+)?\.(png|svg|csv)")
+
+
 def keep_previous(out: Path) -> None:
     """The last run's results become results.prev.csv/.json: a run that is cut short, or measures
-    nothing, never takes the previous numbers with it."""
+    nothing, never takes the previous numbers with it. Its rooflines go with them (roofline.prev.png,
+    ...), so a run that draws none (--no-plots, or cut short) leaves no plot of other numbers beside
+    its results."""
     for name in ("results.csv", "results.json"):
         current = out / name
         if current.exists():
             current.replace(current.with_name(name.replace("results.", "results.prev.")))
+    for image in out.glob("roofline*"):
+        if _LAST_ROOFLINE.fullmatch(image.name):
+            image.replace(image.with_name(f"{image.stem}.prev{image.suffix}"))
 
 
 def write_plots(

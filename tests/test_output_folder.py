@@ -1,5 +1,6 @@
-"""The output folder's lock: one bench writes a folder at a time, a dead bench's lock is taken over,
-and two benches that find the same dead lock never both hold the folder."""
+"""The output folder: one bench writes it at a time (a dead bench's lock is taken over, and two
+benches that find the same dead lock never both hold it), and a new run moves the last one's
+results and rooflines aside before it writes its own."""
 
 from __future__ import annotations
 
@@ -66,3 +67,26 @@ def test_leaving_never_removes_another_benchs_lock(tmp_path, live_pid):
     (tmp_path / LOCK_NAME).write_text(_lock_text(live_pid))  # ours lost, another's in its place
     lock.__exit__(None, None, None)
     assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == live_pid
+
+
+def test_a_new_run_moves_the_last_runs_results_and_rooflines_aside(tmp_path):
+    # A rerun with --no-plots (or one cut short before its plots) must not leave the last run's
+    # roofline beside its own results as if it drew them.
+    from rooflint.engine.bench import keep_previous
+
+    names = ["results.csv", "results.json", "roofline.png", "roofline.svg", "roofline.csv", "roofline-h100_sxm.png"]
+    for name in [*names, "report.md", "roofline.prev.png"]:
+        (tmp_path / name).write_text(name)
+    keep_previous(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [
+            "report.md",
+            "results.prev.csv",
+            "results.prev.json",
+            "roofline.prev.png",
+            "roofline.prev.svg",
+            "roofline.prev.csv",
+            "roofline-h100_sxm.prev.png",
+        ]
+    )
+    assert (tmp_path / "roofline.prev.png").read_text() == "roofline.png"  # the last run's, not an older one
