@@ -166,7 +166,8 @@ def test_ctrl_c_keeps_every_row_received(fleet_env, tmp_path):
     leftover = []
     for process in psutil.Process().children(recursive=True):
         try:
-            if process.status() != psutil.STATUS_ZOMBIE and "rooflint.engine.worker" in process.cmdline():
+            running = process.status() != psutil.STATUS_ZOMBIE
+            if running and any("rooflint.engine.worker" in part for part in process.cmdline()):
                 leftover.append(process)
         except psutil.Error:
             pass  # gone meanwhile

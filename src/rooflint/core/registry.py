@@ -9,9 +9,10 @@ Three sources, in this order:
   family name and its value the module defining ``FAMILY`` (``fused_rmsnorm = "mykernels.rmsnorm"``);
 - quick experiments: ``ROOFLINT_FAMILY_MODULES=mykernels.rmsnorm,...``, modules that define FAMILY.
 
-A name claimed by two sources is an error naming both, never a silent pick. Modules are imported only
-when a family is asked for, except the environment variable's, whose family names are only known by
-importing them.
+A name claimed by two sources is an error naming both, never a silent pick, raised when that family is
+asked for (or `all`): one plugin's clash must not take every other family down with it. Modules are
+imported only when a family is asked for, except the environment variable's, whose family names are
+only known by importing them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import functools
 import importlib
 import os
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,7 @@ class FamilySource:
     name: str
     module: str  # importable module that defines FAMILY
     origin: str  # "built-in", "entry point <dist>", or the environment variable
+    clash: str = ""  # set when a second source claims the name: the error that asking for it raises
 
     def describe(self) -> str:
         return f"{self.module} ({self.origin})"
@@ -81,16 +83,13 @@ def _environment() -> list[FamilySource]:
 
 
 def sources() -> dict[str, FamilySource]:
-    """Every known family name and where it comes from; a clash of names is a UserError naming both."""
+    """Every known family name and where it comes from; a name claimed twice carries the error naming both."""
     found: dict[str, FamilySource] = {}
     for source in _builtins() + _entry_points() + _environment():
-        other = found.get(source.name)
-        if other is not None and other.module != source.module:
-            raise UserError(
-                f"family name {source.name!r} is claimed twice: by {other.describe()} and by {source.describe()}; "
-                "rename one of them"
-            )
-        found.setdefault(source.name, source)
+        other = found.setdefault(source.name, source)
+        if other.module != source.module and not other.clash:
+            clash = f"family name {source.name!r} is claimed twice: by {other.describe()} and by {source.describe()}"
+            found[source.name] = replace(other, clash=f"{clash}; rename one of them")
     return found
 
 
@@ -130,6 +129,8 @@ def get_family(name: str) -> Family:
     if name not in known:
         raise UserError(f"unknown family {name!r}; valid: {', '.join(known)} or all")
     source = known[name]
+    if source.clash:
+        raise UserError(source.clash)
     return _load(source.name, source.module, source.origin)
 
 

@@ -16,6 +16,7 @@ Where a spec comes from, one function each (nothing else builds one):
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -45,18 +46,11 @@ def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
             item = {"value": item, "source": where}
         if not isinstance(item, dict) or "value" not in item:
             raise UserError(f'{where}: [{key}] {name} must be a number or {{ value = ..., source = "..." }}')
-        try:
-            number = float(item["value"])
-        except (TypeError, ValueError):
-            raise UserError(f"{where}: [{key}] {name} value {item['value']!r} is not a number") from None
-        if number <= 0:
-            raise UserError(f"{where}: [{key}] {name} must be positive, got {number:g}")
-        values[name] = SpecValue(
-            number,
-            str(item.get("source", where)),
-            bool(item.get("halved_from_sparse", False)),
-            str(item.get("note", "")),
-        )
+        number = _positive_number(item["value"], f"{where}: [{key}] {name}")
+        sparse = item.get("halved_from_sparse", False)
+        if not isinstance(sparse, bool):  # bool("no") is True: a quoted flag would halve silently
+            raise UserError(f"{where}: [{key}] {name} halved_from_sparse must be true or false, got {sparse!r}")
+        values[name] = SpecValue(number, str(item.get("source", where)), sparse, str(item.get("note", "")))
     unknown = sorted(set(table) - set(NUMBER_FIELDS) - {"name", "match"})
     if unknown:
         raise UserError(f"{where}: [{key}] unknown fields {', '.join(unknown)}; valid: {', '.join(NUMBER_FIELDS)}")
@@ -64,7 +58,29 @@ def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
         raise UserError(f"{where}: [{key}] needs memory_bandwidth_gbps")
     if not any(n.endswith("_tflops") for n in values):
         raise UserError(f"{where}: [{key}] needs at least one peak, e.g. cuda_fp32_tflops")
-    return GpuSpec(key, str(table.get("name", key)), values, tuple(table.get("match", ())), origin)
+    match = _match(table.get("match", []), f"{where}: [{key}]")
+    return GpuSpec(key, str(table.get("name", key)), values, match, origin)
+
+
+def _positive_number(value: Any, what: str) -> float:
+    """A finite number above zero: TOML's true is not 1, and inf or nan would make every roof a lie."""
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None:
+        raise UserError(f"{what} value {value!r} is not a number")
+    if not math.isfinite(number) or number <= 0:
+        raise UserError(f"{what} must be a finite positive number, got {number:g}")
+    return number
+
+
+def _match(patterns: Any, what: str) -> tuple[str, ...]:
+    """Device-name substrings. A bare string would be taken letter by letter, matching almost any GPU."""
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p.strip() for p in patterns):
+        example = 'e.g. match = ["MI300X"]'
+        raise UserError(f"{what} match must be a list of device-name substrings, {example}; got {patterns!r}")
+    return tuple(patterns)
 
 
 def load_table(text: str, origin: str, where: str) -> dict[str, GpuSpec]:
@@ -72,7 +88,10 @@ def load_table(text: str, origin: str, where: str) -> dict[str, GpuSpec]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{where} is not valid TOML: {error}") from None
-    return {key: _parse(key, table, origin, where) for key, table in data.items() if isinstance(table, dict)}
+    stray = [key for key, table in data.items() if not isinstance(table, dict)]
+    if stray:  # a number above the first [gpu] line belongs to no GPU: it would be dropped unread
+        raise UserError(f"{where}: {', '.join(stray)} is outside any [gpu] table; put each field under its GPU's [key]")
+    return {key: _parse(key, table, origin, where) for key, table in data.items()}
 
 
 _BUILTIN: dict[str, GpuSpec] | None = None
@@ -97,7 +116,17 @@ def load_spec_file(path: Path | str) -> dict[str, GpuSpec]:
         raise UserError(f"spec file {path} is not a TOML text file (byte {error.start} is not UTF-8)") from None
     except OSError as error:
         raise UserError(f"cannot read spec file {path}: {error.strerror or error}") from None
-    return load_table(text, "user", str(path))
+    specs = load_table(text, "user", str(path))
+    if not specs:  # an empty file, or comments only: --spec-file was given for nothing
+        raise UserError(f"spec file {path} describes no GPU; each is a table: [mygpu] with memory_bandwidth_gbps = ...")
+    builtin = builtin_specs()
+    for key in specs:
+        if key in builtin:  # a silent replacement of the datasheet would move every roof of that GPU
+            raise UserError(
+                f"spec file {path}: [{key}] is rooflint's own {builtin[key].name}; a spec file adds GPUs the table "
+                f"lacks: give yours another key, e.g. [{key}_custom] (--roof measured judges against measured ceilings)"
+            )
+    return specs
 
 
 def all_specs(spec_file: Path | str | None = None) -> dict[str, GpuSpec]:

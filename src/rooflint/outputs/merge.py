@@ -73,7 +73,8 @@ def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:
     """Write results in rooflint's own schema: CSV by default, JSON when the name ends in .json."""
     path = Path(path)
     rows = rows_from_frame(frame)
-    if path.suffix != ".json":
+    # Case-blind, as the reader is: merged.JSON written as CSV could not be read back.
+    if path.suffix.lower() != ".json":
         return write_typed_csv(rows, path, ResultRow)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

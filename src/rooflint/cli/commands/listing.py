@@ -14,6 +14,7 @@ def list_command() -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from rooflint.core.errors import UserError
     from rooflint.core.family import DEFAULT_DTYPE
     from rooflint.core.registry import family_names, get_family
     from rooflint.engine.bench import resolve_device
@@ -28,7 +29,9 @@ def list_command() -> None:
         try:
             family = get_family(name)
         except Exception as error:  # noqa: BLE001 - a family that fails to import is reported, not fatal
-            table.add_row(name, "-", "-", f"[red]import failed: {escape(str(error))}[/]", "")
+            # A UserError says what failed itself (an import, or a name claimed twice).
+            why = str(error) if isinstance(error, UserError) else f"import failed: {error}"
+            table.add_row(name, "-", "-", f"[red]{escape(why)}[/]", "")
             continue
         if family.default_dtypes != (DEFAULT_DTYPE,):
             own_precisions.append(f"{name}: {', '.join(family.default_dtypes)}")

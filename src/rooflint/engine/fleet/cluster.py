@@ -109,7 +109,9 @@ def stop_measuring() -> None:
 
     for process in psutil.Process().children(recursive=True):
         try:
-            if "rooflint.engine.worker" in process.cmdline():
+            # Matched within each argument: the process starts as `python -c WORKER_BOOT`, whose code
+            # names the module, so no argument equals the module's name.
+            if any("rooflint.engine.worker" in argument for argument in process.cmdline()):
                 process.kill()
         except psutil.Error:
             pass  # already gone

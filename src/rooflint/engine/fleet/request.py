@@ -43,8 +43,25 @@ def settle(request: BenchRequest) -> None:
         return
     if not dask_installed():
         raise UserError(f"--scheduler needs Dask, which is not installed: {INSTALL_HINT}")
+    if request.scheduler != LOCAL:
+        check_address(request.scheduler)
     if request.scheduler != LOCAL and request.devices:
         raise UserError(
             "--devices picks GPUs of this machine; the workers of a cluster (--scheduler ADDRESS) "
             "each hold their own: choose with --gpu-types"
         )
+
+
+def check_address(address: str) -> None:
+    """Refuse a malformed scheduler address at once: Dask would retry a port past 65535 for the whole
+    connect timeout and then report a timeout, as if the scheduler were merely down."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    valid = "valid: local, or a scheduler address such as tcp://head:8786"
+    try:
+        scheme, location = parse_address(address)
+        port = parse_host_port(location)[1] if scheme in ("tcp", "tls") else 1
+    except ValueError as error:
+        raise UserError(f"--scheduler {address!r} is not a scheduler address ({error}); {valid}") from None
+    if not 0 < port < 65536:
+        raise UserError(f"--scheduler {address!r}: port {port} is not one of 1-65535; {valid}")

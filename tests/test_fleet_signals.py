@@ -1,0 +1,81 @@
+"""Ctrl-C to a fleet's client, as a user sends it: the installed `rooflint` console script runs
+`bench --scheduler local --device cpu` on the `fragile` family of tests/fixtures, whose `slow`
+variant waits for a file the test never writes until the end, so the signal lands mid-task.
+
+The rows received stay on disk, the exit is 130 without a traceback, and the measuring process of
+the cancelled task goes with the client instead of going on timing, orphaned, after it exited.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="the fleet tests need the rooflint[dask] extra")
+psutil = pytest.importorskip("psutil")
+
+_SCRIPT = Path(sys.executable).with_name("rooflint")
+ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+FIXTURES = str(Path(__file__).parent / "fixtures")
+
+pytestmark = [
+    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    pytest.mark.xdist_group("fleet_console"),
+]
+
+
+def measuring_processes(hold: str) -> list:
+    """This test's live measuring processes: started as `python -c WORKER_BOOT`, with its hold file."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any("rooflint.engine.worker" in part for part in process.cmdline()):
+                if process.environ().get("ROOFLINT_TEST_HOLD") == hold:
+                    found.append(process)
+        except psutil.Error:
+            pass  # gone meanwhile, or not ours to read
+    return found
+
+
+def test_ctrl_c_to_a_fleet_client_stops_its_measuring_process(tmp_path):
+    hold = str(tmp_path / "go")
+    env = dict(
+        os.environ,
+        ROOFLINT_CACHE=str(tmp_path / "cache"),
+        COLUMNS="200",
+        ROOFLINT_FAMILY_MODULES="fragile_family",
+        ROOFLINT_TEST_HOLD=hold,
+        PYTHONPATH=FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    env.pop("ROOFLINT_DEBUG", None)
+    argv = [ROOFLINT, "bench", "fragile", "--scheduler", "local", "--device", "cpu", "--dtype", "fp32"]
+    argv += ["--out", "out", "--no-plots"]
+    running = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not measuring_processes(hold):
+            assert running.poll() is None and time.monotonic() < deadline, "no measuring process started"
+            time.sleep(0.2)
+        time.sleep(3.0)  # eager and killed measured; the task is held inside `slow`
+        os.kill(running.pid, signal.SIGINT)
+        out, err = running.communicate(timeout=60)
+        assert running.returncode == 130, out + err
+        assert "interrupted" in err and "Traceback" not in out + err
+        time.sleep(1.0)  # a process killed as the client closes is gone by now
+        assert measuring_processes(hold) == []
+    finally:
+        Path(hold).touch()  # a measuring process left behind (the bug) finishes and exits
+        if running.poll() is None:
+            running.kill()
+            running.communicate()

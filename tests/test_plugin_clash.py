@@ -1,0 +1,82 @@
+"""Installed plugins that go wrong, through the installed `rooflint` console script: a distribution
+whose entry point claims a built-in family's name, and one whose module raises on import.
+
+Each costs only its own family: asking for it is one error line naming what is wrong (both claimants
+of a clashed name), exit 2, no traceback; `list` shows it; every other family lists and runs. The
+distributions are bare .dist-info folders on PYTHONPATH, which importlib.metadata reads as installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(sys.executable).with_name("rooflint")
+ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+
+pytestmark = [
+    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    pytest.mark.xdist_group("plugins_cli"),
+]
+
+CLASH = "softmax"  # a built-in family's name, claimed again by the plugin below
+
+
+def install(site: Path, dist: str, entry: str, module: str, source: str) -> None:
+    """A distribution `dist` with one rooflint.families entry point, as pip would leave its metadata."""
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[rooflint.families]\n{entry} = {module}\n")
+    (site / f"{module}.py").write_text(source)
+
+
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory) -> dict[str, str]:
+    site = tmp_path_factory.mktemp("site")
+    # The module is never imported for a clash: the name alone is claimed twice.
+    install(site, "clashing_plugin", CLASH, "their_softmax", "raise AssertionError('never imported')\n")
+    install(site, "raising_plugin", "boom", "boom_family", "raise RuntimeError('plugin bug at import')\n")
+    env = dict(os.environ, COLUMNS="250", PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["ROOFLINT_CACHE"] = str(site / "cache")
+    env.pop("ROOFLINT_DEBUG", None)
+    env.pop("ROOFLINT_FAMILY_MODULES", None)
+    return env
+
+
+def rooflint(env: dict[str, str], cwd: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([ROOFLINT, *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_clashing_plugin_costs_only_the_name_it_claims(plugin_env, tmp_path):
+    asked = rooflint(plugin_env, tmp_path, "bench", CLASH, "--device", "cpu", "--no-plots")
+    assert asked.returncode == 2, asked.stdout + asked.stderr
+    assert "Traceback" not in asked.stdout + asked.stderr
+    lines = asked.stderr.strip().splitlines()
+    assert len(lines) == 1, asked.stderr
+    assert f"'{CLASH}' is claimed twice" in lines[0]
+    assert "rooflint.kernels.softmax (built-in)" in lines[0]
+    assert "their_softmax (entry point of clashing_plugin)" in lines[0]
+    # Every other family still runs.
+    other = rooflint(plugin_env, tmp_path, "bench", "vector_add", "-V", "eager", "--device", "cpu", "--no-plots")
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "vector_add" in (tmp_path / "rooflint-out" / "results.csv").read_text()
+
+
+def test_list_shows_the_broken_plugins_beside_every_other_family(plugin_env, tmp_path):
+    listed = rooflint(plugin_env, tmp_path, "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "Traceback" not in listed.stdout + listed.stderr
+    text = listed.stdout  # a table: long messages wrap inside their cell
+    assert "is claimed twice" in text
+    assert "RuntimeError: plugin bug at import" in text
+    assert "vector_add" in text and "gelu" in text
+    # new-family reads the names too: it still works, and still refuses the clashed name.
+    assert rooflint(plugin_env, tmp_path, "new-family", "fresh_op", "--out", "new").returncode == 0
+    taken = rooflint(plugin_env, tmp_path, "new-family", CLASH, "--out", "new")
+    assert taken.returncode == 2 and "already exists" in taken.stderr
