@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from cli_in_process import rooflint_in_process
+from console_script import ROOFLINT, needs_console_script
 from filelock import FileLock
 from result_factory import run, write
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
-
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     # One xdist worker takes every case, so the module fixture's 30 subprocesses run once, not per worker.
     pytest.mark.xdist_group("cli_bad_input"),
 ]

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+from console_script import ROOFLINT, needs_console_script
 
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     pytest.mark.xdist_group("bad_input_runs"),
 ]
 

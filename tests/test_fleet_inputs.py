@@ -7,19 +7,15 @@ rooflint must be able to read back.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from console_script import ROOFLINT, needs_console_script
 from result_factory import run, write
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
-
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     pytest.mark.xdist_group("fleet_console"),
 ]
 

@@ -9,24 +9,21 @@ the cancelled task goes with the client instead of going on timing, orphaned, af
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from console_script import ROOFLINT, needs_console_script
 
 pytest.importorskip("distributed", reason="the fleet tests need the rooflint[dask] extra")
 psutil = pytest.importorskip("psutil")
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     pytest.mark.xdist_group("fleet_console"),
 ]
 

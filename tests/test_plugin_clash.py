@@ -9,18 +9,14 @@ distributions are bare .dist-info folders on PYTHONPATH, which importlib.metadat
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
+from console_script import ROOFLINT, needs_console_script
 
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     pytest.mark.xdist_group("plugins_cli"),
 ]
 

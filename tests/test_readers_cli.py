@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from console_script import ROOFLINT, needs_console_script
 from result_factory import row, run, write
 
 from rooflint.outputs.results import CRASHED, FAILED
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
-
-pytestmark = pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+pytestmark = needs_console_script
 
 
 def rooflint(*argv, cwd: Path) -> subprocess.CompletedProcess:

@@ -13,13 +13,12 @@ import csv
 import io
 import math
 import os
-import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from console_script import ROOFLINT, needs_console_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from result_factory import row, run, write
@@ -27,8 +26,6 @@ from result_factory import row, run, write
 from rooflint.core.errors import UserError
 from rooflint.outputs.results import COLUMNS, STATUSES, read_results
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 REAL = Path(__file__).parents[1] / "reports" / "h100" / "results.csv"
 
 
@@ -128,7 +125,7 @@ def outcomes(broken, tmp_path_factory) -> dict[tuple[str, str], subprocess.Compl
     return found
 
 
-@pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+@needs_console_script
 @pytest.mark.xdist_group("cli_malformed_files")
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("name", CASES)
@@ -171,7 +168,7 @@ def test_json_results_get_the_same_checks(tmp_path):
         read_results(tmp_path / "r.json")
 
 
-@pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+@needs_console_script
 def test_the_markdown_report_escapes_what_comes_from_the_file(tmp_path):
     hostile = [
         row("<script>alert(1)</script>", "eager```\n<b>", 0.5, message="x"),

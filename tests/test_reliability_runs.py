@@ -25,13 +25,12 @@ from types import SimpleNamespace
 
 import pytest
 from cli_in_process import rooflint_in_process
+from console_script import ROOFLINT, needs_console_script
 
-_SCRIPT = Path(sys.executable).with_name("rooflint")
-ROOFLINT = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("rooflint")
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 pytestmark = [
-    pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH"),
+    needs_console_script,
     pytest.mark.xdist_group("cli_runs"),
 ]
 
