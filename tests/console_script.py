@@ -5,6 +5,7 @@ the checkout is imported without being installed."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,3 +15,15 @@ _BESIDE = Path(sys.executable).with_name("rooflint")
 ROOFLINT = str(_BESIDE) if _BESIDE.exists() else shutil.which("rooflint")
 
 needs_console_script = pytest.mark.skipif(ROOFLINT is None, reason="no installed `rooflint` console script on PATH")
+
+
+def assert_refused(done: subprocess.CompletedProcess, *expected: str) -> None:
+    """Bad input's answer: exit 2, one error line on stderr saying what was wrong (each of
+    ``expected`` in it), nothing else, no traceback."""
+    everything = done.stdout + done.stderr
+    assert done.returncode == 2, everything
+    assert "Traceback" not in everything
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    for text in expected:
+        assert text in done.stderr, done.stderr

@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from console_script import ROOFLINT, needs_console_script
+from console_script import ROOFLINT, assert_refused, needs_console_script
 from result_factory import row, run, write
 
 from rooflint.outputs.results import CRASHED, FAILED
@@ -24,17 +24,6 @@ def rooflint(*argv, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [ROOFLINT, *map(str, argv)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env, check=False
     )
-
-
-def assert_refused(done: subprocess.CompletedProcess, *expected: str) -> None:
-    """Exit 2, one error line on stderr saying what was wrong, nothing else, no traceback."""
-    everything = done.stdout + done.stderr
-    assert done.returncode == 2, everything
-    assert "Traceback" not in everything
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
-    for text in expected:
-        assert text in done.stderr, done.stderr
 
 
 def test_an_infinite_rate_or_count_is_refused_not_a_crash(tmp_path):
