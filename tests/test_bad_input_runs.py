@@ -53,6 +53,9 @@ CASES = [
         ["bench", "decode_attention", "--size", "h=4,h_kv=3"],
         ["h_kv must divide h", "h=4, h_kv=3"],
     ),
+    ("bench_scheduler_empty", ["bench", "vector_add", "--scheduler", ""], ["--scheduler ''", "valid: local"]),
+    # Refused after the output folder was proved writable: no empty folder is left behind either.
+    ("bench_unknown_family", ["bench", "nosuch"], ["unknown family 'nosuch'"]),
     ("bench_devices_empty", ["bench", "vector_add", "--devices", ","], ["--devices ','", "e.g. 0,1"]),
     ("bench_gpu_types_empty", ["bench", "vector_add", "--gpu-types", ""], ["--gpu-types ''", "names nothing"]),
     ("ab_regime_empty", ["ab", "softmax", "-V", "eager,eager_unfused", "--regime", ","], ["--regime ','", "burst"]),
@@ -101,4 +104,6 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, P
 def test_bad_input_is_one_line_and_exit_2(outcomes, name, expected):
     done, out = outcomes[name]
     assert_refused(done, *expected)  # one line: no "building", no log
+    if name.startswith("bench_"):
+        assert not out.exists()  # not even an empty --out folder
     assert not (out / "results.csv").exists()  # nothing was measured

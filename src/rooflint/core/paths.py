@@ -46,6 +46,19 @@ def output_dir(path: Path) -> Path:
     return path
 
 
+def probe_output_dir(path: Path) -> None:
+    """Prove ``path`` can be an output directory, as output_dir does, without leaving behind the
+    folders it had to create: a flag refused after this check must not leave an empty one."""
+    path = Path(path)
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    output_dir(path)
+    for folder in missing:  # deepest first; each is empty again once the probe file is gone
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
 def write_text(path: Path, text: str, what: str = "file") -> None:
     """Write a text output, creating its directory, or fail with one line naming it."""
     try:

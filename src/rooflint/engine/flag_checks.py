@@ -9,7 +9,7 @@ through the Python API is checked the same way.
 from __future__ import annotations
 
 from rooflint.core.errors import UserError
-from rooflint.core.paths import output_dir, writable_file
+from rooflint.core.paths import probe_output_dir, writable_file
 from rooflint.core.registry import resolve_families
 from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.specs import get_spec, load_spec_file
@@ -23,7 +23,7 @@ def check_flags(request: BenchRequest) -> None:
     if request.spec_file:
         load_spec_file(request.spec_file)  # missing, binary or not TOML: refused before the run, not ignored
     # Every place a result goes is proved writable now, not after the measuring.
-    output_dir(request.out)
+    probe_output_dir(request.out)  # created by the run itself, once every flag has passed
     refuse_if_busy(request.out)
     if request.junit:
         writable_file(request.junit, "JUnit report")

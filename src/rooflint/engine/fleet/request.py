@@ -34,6 +34,8 @@ def settle(request: BenchRequest) -> None:
     Several ``--devices`` without ``--scheduler`` run on a local Dask cluster when Dask is
     installed; without it they keep the thread pool of one worker process per GPU.
     """
+    if request.scheduler is not None and not request.scheduler.strip():  # an empty variable: not "no fleet"
+        raise UserError("--scheduler '' names no scheduler; valid: local, or an address such as tcp://head:8786")
     if not request.scheduler and len(request.devices) > 1 and dask_installed():
         request.scheduler = LOCAL
     if request.gpu_types and not request.scheduler:
