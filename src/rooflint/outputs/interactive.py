@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 52, 16, 12, 42
 STRIP_HEIGHT = 34  # under the x axis: rows with no FLOPs, whose AI 0 lies at minus infinity
 RADIUS = 5.5
 NEAR = 6.0  # points closer than this (user units) are listed together in one tooltip
+NEAR_NAMES = 8  # the most of them a tooltip names; the rest are counted
 
 
 def _esc(value: Any) -> str:
@@ -48,9 +50,15 @@ def _positive(value: Any) -> bool:
     return finite(value) and value > 0
 
 
+# The script finds a row's twins with a CSS selector built from its data-point, where a quote or a
+# backslash from a family's name is a syntax error: each character outside these is written ~hex~.
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
+
+
 def point_id(section_index: int, family: str, row_index: int) -> str:
     """The data-point of a row: the same in both plots and on the row's table line."""
-    return f"g{section_index}-{family}-{row_index}"
+    safe = _ID_UNSAFE.sub(lambda match: f"~{ord(match.group()):x}~", family)
+    return f"g{section_index}-{safe}-{row_index}"
 
 
 def command(family: str, row: dict[str, Any]) -> str:
@@ -524,7 +532,8 @@ def render_section(section, section_index: int) -> str:
         if energy_svg
         else f'<figure class="plot noenergy"><p>{_esc(energy_caption)}</p></figure>'
     )
-    off = [i for i in items if not i.has_flops and not i.no_flops]
+    # Every row without a marker: a failed or crashed row is listed even where its file holds numbers.
+    off = [i for i in items if not (i.ok and (i.has_flops or i.no_flops))]
     listing = "".join(
         f"<li {i.attributes()}><b>{_esc(i.title())}</b> {_esc(i.row['dtype'])} "
         f"<code>{_esc(i.row['shape'])}</code>: {_esc(off_plot_reason(i))}</li>"
@@ -583,7 +592,9 @@ tr.hl td{background:#fff3c4}
 """
 
 # Tooltips (hover; click pins one so its command can be copied; Esc closes), highlighting a row's
-# twins in both plots and its table line, and the filters with their count of shown rows.
+# twins in both plots and its table line, and the filters with their count of shown rows. A tooltip
+# names NEAR_NAMES of the other points under the mouse and counts the rest: in a crowd (thousands of
+# rows) the whole list outgrew the window and hid the row's own numbers.
 SCRIPT = """
 (function () {
   var tip = document.getElementById("rooflint-tip"), pinned = null, NEAR = NEAR_UNITS;
@@ -608,7 +619,9 @@ SCRIPT = """
       if (o !== el && !o.classList.contains("hidden") &&
           Math.abs(o.dataset.x - x) < NEAR && Math.abs(o.dataset.y - y) < NEAR) near.push(source(o).dataset.title);
     });
-    tip.querySelector(".tip-near").textContent = near.length ? "also here: " + near.join("; ") : "";
+    var n = near.length;
+    if (n > NEAR_NAMES) near.splice(NEAR_NAMES, n, "and " + (n - NEAR_NAMES) + " more");
+    tip.querySelector(".tip-near").textContent = n ? "also here: " + near.join("; ") : "";
   }
   function place(ev) {
     var w = tip.offsetWidth, h = tip.offsetHeight, x = ev.clientX + 14, y = ev.clientY + 14;
@@ -666,4 +679,4 @@ SCRIPT = """
     apply();
   });
 })();
-""".replace("NEAR_UNITS", str(NEAR))
+""".replace("NEAR_UNITS", str(NEAR)).replace("NEAR_NAMES", str(NEAR_NAMES))

@@ -89,14 +89,14 @@ def ab_command(
 
 
 def _check_writable(path: Path) -> None:
+    """Open the file for writing before the rounds, not after them: a folder that exists but takes
+    no file (read-only, /proc) must cost one line and exit 2, not an A/B's minutes and a crash."""
     from rooflint.core.errors import UserError
+    from rooflint.core.paths import writable_file
 
     if path.is_dir():
         raise UserError(f"--csv {path} is a folder; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"--csv {path} cannot be written: {error.strerror or error}") from None
+    writable_file(path, "--csv file")
 
 
 def _table(outcome, shape: str):
