@@ -77,7 +77,9 @@ def ab_command(
         for label, why in failed.items():
             console.print(f"[red]failed its float64 check, not timed:[/] {label} at {shape}: {why}", highlight=False)
     console.print(
-        "x first: the first entry's time / this one's, the geometric mean of the per-round ratios with a "
+        # The first entry named, or the first that passed its check where an earlier one failed.
+        "x first: the baseline's time (the first entry timed) / this one's, the geometric mean of the per-round "
+        "ratios with a "
         f"{settings.confidence:.0%} t-interval; wins: rounds in which the entry was the fastest",
         style="dim",
     )
