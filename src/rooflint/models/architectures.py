@@ -80,7 +80,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise UserError(f"{path} is not a Hugging Face config (a JSON object with model_type)")
     check_architecture(fields.get("model_type"), str(path))
     check_shape(fields, str(path))
+    check_rope_type(fields, str(path))
     return fields
+
+
+def check_rope_type(fields: dict[str, Any], source: str) -> None:
+    """An unknown rope_type refused from the file's own fields: transformers' config class logs a
+    warning line about it while it is built, ahead of check_features' refusal."""
+    rope = fields.get("rope_parameters") or fields.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
+    if kind not in ROPE_TYPES:
+        raise UserError(f"{source}: rope_type={kind!r}, which rooflint's forward lacks; valid: {', '.join(ROPE_TYPES)}")
 
 
 # The fields that size the model. transformers fills a missing one with its own default (Llama-2-7B's)

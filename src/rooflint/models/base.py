@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,10 +178,7 @@ def build(
     if weights_dir is not None:
         if not Path(weights_dir).is_dir():
             raise UserError(f"--weights {weights_dir} is not a directory holding a saved checkpoint")
-        try:
-            hf = spec.hf_class().from_pretrained(str(weights_dir), local_files_only=True, attn_implementation="eager")
-        except (OSError, ValueError) as error:
-            raise UserError(f"cannot load a {spec.name} checkpoint from {weights_dir}: {error}") from None
+        hf = _load_checkpoint(spec, Path(weights_dir))
         if layers is not None:
             raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint")
         config_name = spec.config_name_of(hf.config)
@@ -199,6 +197,94 @@ def build(
         config_name = config if layers is None else f"{config}-L{layers}"
     hf = _cast_parameters(hf, device, dtype).eval()
     return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
+
+
+# safetensors dtypes a checkpoint's tensors may hold: any float is cast to the run's --dtype; an
+# integer or fp8 tensor is a quantized checkpoint (its scales elsewhere), which a cast would garble.
+FLOAT_CHECKPOINT_DTYPES = ("F16", "BF16", "F32", "F64")
+
+
+def _load_checkpoint(spec: ModelSpec, weights_dir: Path) -> Any:
+    """A save_pretrained checkpoint whose every tensor is a float of the model's shape, or one line.
+
+    from_pretrained fills a missing tensor, and (told to) a mismatched one, with random values after
+    printing a table of them, casts integer tensors to float as they are, and reports a broken
+    safetensors file as its own exception: each would be a run of a model that is not the checkpoint.
+    """
+    from transformers.utils import logging as hf_logging
+
+    check_checkpoint(spec, weights_dir)
+    loader = spec.hf_class()
+    where = f"cannot load a {spec.name} checkpoint from {weights_dir}"
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # its load report and progress bar: judged below in one line instead
+    hf_logging.disable_progress_bar()
+    try:
+        hf, info = loader.from_pretrained(str(weights_dir), local_files_only=True, attn_implementation="eager",
+                                          output_loading_info=True, ignore_mismatched_sizes=True)  # fmt: skip
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UserError(f"{where}: {' '.join(str(error).split())}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+    # Extra tensors are let through: older checkpoints hold buffers the model now computes (RoPE's
+    # inv_freq), and one of another architecture is refused by its model_type before this.
+    wrong = [f"{len(keys)} {what} (e.g. {_key_text(keys[0])})"
+             for what, keys in (("missing", list(info["missing_keys"])),
+                                ("of another shape than its config.json says", list(info["mismatched_keys"])))
+             if keys]  # fmt: skip
+    if wrong:
+        raise UserError(f"{where}: its tensors do not match its config.json: {'; '.join(wrong)}")
+    return hf
+
+
+def check_checkpoint(spec: ModelSpec, weights_dir: Path) -> None:
+    """What a checkpoint's files say without loading them (its architecture, its tensors' dtypes),
+    judged before anything is built or printed."""
+    _check_checkpoint_dtypes(weights_dir)
+    loader = spec.hf_class()
+    if hasattr(loader, "check_config"):  # a loader that picks the class from the config checks it itself
+        loader.check_config(weights_dir)
+    else:
+        _check_model_type(weights_dir, getattr(getattr(loader, "config_class", None), "model_type", None))
+
+
+def _key_text(key: Any) -> str:
+    """A loading-info entry: a tensor's name, or (name, checkpoint shape, model shape)."""
+    if isinstance(key, tuple):
+        name, stored, wanted = key
+        return f"{name}: {list(stored)} in the file, {list(wanted)} in the model"
+    return str(key)
+
+
+def _check_model_type(weights_dir: Path, expected: str | None) -> None:
+    """A checkpoint of another architecture refused by name, not loaded with its config's fields
+    unread (each then takes the class's default) and every tensor missing or unexpected."""
+    try:
+        found = json.loads((weights_dir / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return  # no readable config.json: from_pretrained says so in its own words
+    if expected and found != expected:
+        raise UserError(f"--weights {weights_dir} holds a model_type={found!r} checkpoint; valid: {expected!r}")
+
+
+def _check_checkpoint_dtypes(weights_dir: Path) -> None:
+    """Every tensor of the directory's safetensors files a float (read from their headers only)."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(weights_dir.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt") as handle:
+                for key in handle.keys():
+                    dtype = handle.get_slice(key).get_dtype()
+                    if dtype not in FLOAT_CHECKPOINT_DTYPES:
+                        raise UserError(
+                            f"--weights {path}: tensor {key} is {dtype}; valid: a float checkpoint "
+                            f"({', '.join(FLOAT_CHECKPOINT_DTYPES)}), not a quantized one"
+                        )
+        except SafetensorError as error:
+            raise UserError(f"--weights {path} is not a readable safetensors file: {error}") from None
 
 
 def config_with_layers(hf_config: Any, layers: int) -> Any:

@@ -154,11 +154,10 @@ class Llama(ModelSpec):
         return getattr(require_transformers(), architectures.ARCHITECTURES[hf_config.model_type][1])
 
     def hf_class(self):
-        # build() calls this without a config: every preset of one spec instance shares a class
-        types = {fields.get("model_type") for fields in self.configs.values()}
-        if len(types) != 1:
-            return _ByConfig(self)
-        return getattr(require_transformers(), architectures.ARCHITECTURES[types.pop()][1])
+        # Picked per config, also for a spec of one preset: a --weights checkpoint's own config.json
+        # decides its class, after architectures' checks (a gpt2 one, read as LlamaConfig, took
+        # Llama-2-7B's defaults for every field it lacks and built a 7B model until the OOM killer came).
+        return _ByConfig(self)
 
     def config_name_of(self, hf_config) -> str:
         keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -394,6 +393,9 @@ class _ByConfig:
 
     def __call__(self, hf_config):
         return self.spec.hf_class_of(hf_config)(hf_config)
+
+    def check_config(self, path) -> None:
+        architectures.read_config_file(Path(path))
 
     def from_pretrained(self, path, **kwargs):
         fields = architectures.read_config_file(Path(path))

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES, FLOAT_DTYPES
-from rooflint.core.specs import GpuSpec
+from rooflint.core.paths import probe_output_dir
+from rooflint.core.specs import GpuSpec, get_spec, load_spec_file
 from rooflint.engine import environment
 from rooflint.models import memory, peers, sweep
-from rooflint.models.base import require_transformers
+from rooflint.models.base import check_checkpoint, require_transformers
 from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
 from rooflint.models.isolation import run_set_isolated
@@ -43,13 +45,31 @@ def validate(request: ModelRequest) -> list[str]:
     unknown = [k for k in sets or [] if k not in ALL_SETS]
     if unknown:
         raise UserError(f"unknown kernel set {', '.join(map(repr, unknown))}; valid: {', '.join(ALL_SETS)}")
+    check_flags(request)
     return sets or []
+
+
+def check_flags(request: ModelRequest) -> None:
+    """The flags that are files, folders or names, judged before anything is built: each was once
+    refused (or silently ignored) only after the model was built and HF's reference computed."""
+    if request.weights is not None:
+        if not Path(request.weights).is_dir():
+            raise UserError(f"--weights {request.weights} is not a directory holding a saved checkpoint")
+        if request.layers is not None:
+            raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint (--weights)")
+    if request.spec_file:
+        load_spec_file(request.spec_file)  # missing, binary or not TOML: refused, not ignored on a CPU
+    if request.gpu is not None:
+        get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
+    probe_output_dir(request.out)  # created by the run itself, once every flag has passed
 
 
 def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: None) -> ModelOutcome:
     wanted = validate(request)
     spec_model = request.model_spec or get_model(request.model)
     require_transformers()
+    if request.weights is not None:
+        check_checkpoint(spec_model, Path(request.weights))  # its architecture and dtypes, before "building"
     device = resolve_device(request.device)
     default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]  # library sets only when asked for
     wanted = [k for k in ALL_SETS if k in wanted] if wanted else default
@@ -115,9 +135,13 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
                 emit(row)
         if points:
             passed = [result.name for result in outcome.sets if result.status == OK]
-            outcome.sweep = sweep.run_sweep(loaded, request, passed, device, gpu_spec, points, refused, log)
-            for row in sweep.sweep_rows(outcome.sweep, family, request, gpu_spec):
-                emit(row)
+
+            def point_done(point: sweep.SweepPoint) -> None:
+                outcome.sweep.append(point)
+                for row in sweep.sweep_rows([point], family, request, gpu_spec):
+                    emit(row)
+
+            sweep.run_sweep(loaded, request, passed, device, gpu_spec, points, refused, log, point_done)
     finally:
         writer.close()
         outcome.rows = writer.rows

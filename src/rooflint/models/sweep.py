@@ -92,15 +92,20 @@ def plan(dims: Dims, weights_bytes: int, batches, contexts, dtype: str, free: in
     return runnable, refused
 
 
-def run_sweep(loaded, request, set_names, device, gpu_spec, points, refused, log: Callable[[str], None]):
-    """Every point for every set in ``set_names``: a SweepPoint each, refused points included."""
+def run_sweep(loaded, request, set_names, device, gpu_spec, points, refused, log: Callable[[str], None],
+              done: Callable[[SweepPoint], None] = lambda point: None):  # fmt: skip
+    """Every point for every set in ``set_names``: a SweepPoint each, refused points included.
+    ``done`` gets each point as it is measured, so its row is on disk before the next point starts
+    (a Ctrl-C in a long sweep keeps every point measured so far)."""
     results = []
     for name in set_names:
         for (batch, context), why in refused.items():
             results.append(SweepPoint(name, batch, context, SKIPPED, why))
+            done(results[-1])
         for batch, context in points:
             log(f"sweep {name}: B={batch}, context {context}")
             results.append(_measure_point(loaded, request, name, device, gpu_spec, batch, context))
+            done(results[-1])
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
