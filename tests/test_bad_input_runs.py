@@ -61,6 +61,7 @@ CASES = [
     ("ab_regime_empty", ["ab", "softmax", "-V", "eager,eager_unfused", "--regime", ","], ["--regime ','", "burst"]),
     ("profile_variants_empty", ["profile", "softmax", "-V", ","], ["--variants ','", "names nothing"]),
     ("model_kernels_empty", ["model", "gpt2", "--layers", "1", "--kernels", ",", *MODEL], ["--kernels ','", "eager"]),
+    ("model_batch_twice", ["model", "gpt2", "--layers", "1", *MODEL[:2], "--batch", "1,1"], ["names 1 twice"]),
     ("model_config_binary", ["model", "CONFIG:binary", *MODEL], ["is not a JSON config"]),
     (
         "model_config_no_sizes",

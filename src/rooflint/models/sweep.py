@@ -57,6 +57,8 @@ def parse_sizes(text: str | None, option: str) -> list[int] | None:
             value = 0
         if value < 1:
             raise UserError(f"{option} takes positive integers separated by commas, like 1,8,32; got {text!r}")
+        if value in values:  # the same point twice: two rows of one shape, the second a wasted measurement
+            raise UserError(f"{option} {text!r} names {value} twice; give each value once")
         values.append(value)
     return values
 
