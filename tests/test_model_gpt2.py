@@ -280,7 +280,9 @@ def test_the_cuda_set_has_no_persistent_kernel_phases():
     assert CudaKernels.phase_shares(object.__new__(CudaKernels)) is None
 
 
-@pytest.mark.parametrize("ops_ms, verdict", [(95.0, "+5.0% (ok"), (105.0, "-5.0% (ok"), (80.0, "+20.0% (over 10%")])
+@pytest.mark.parametrize(
+    "ops_ms, verdict", [(95.0, "+5.0% (within 10%"), (105.0, "-5.0% (within 10%"), (80.0, "+20.0% (NOT within 10%")]
+)
 def test_the_sum_of_ops_check_reports_the_gap_to_the_timed_step(ops_ms, verdict):
     attribution = Attribution({"lm_head": OpTime(ms=ops_ms - 1.0, calls=1)}, 1.0, ops_ms + 2.0, "device kernels")
     phase = PhaseResult(Phase("prefill", 1, 8, 8), summarize([100.0], "cuda_events", True), 8, {}, attribution)
@@ -288,6 +290,9 @@ def test_the_sum_of_ops_check_reports_the_gap_to_the_timed_step(ops_ms, verdict)
     message = step_message(phase, SetResult("eager", OK, "", plan="layer_norm=eager"))
     assert f"ops sum {ops_ms:.4g} ms vs step 100 ms, gap {verdict}" in message
     assert "2 ms idle" in message
+    on_cpu = Attribution(attribution.ops, 1.0, ops_ms + 2.0, "cpu ranges")  # the op table says the same
+    cpu_phase = PhaseResult(phase.phase, phase.timing, 8, {}, on_cpu)
+    assert "(not checked on a CPU;" in step_message(cpu_phase, SetResult("eager", OK, "", plan="layer_norm=eager"))
 
 
 def test_rows_go_through_results_report_and_compare(eager_run, tmp_path):

@@ -78,6 +78,15 @@ class PhaseResult:
             return math.nan
         return 1 - self.attribution.total_ms / self.timing.median_ms
 
+    @property
+    def gap_verdict(self) -> str:
+        """Whether the ops add up to the step, said the same in the op table and the step row. On a
+        CPU the op ranges are host wall time with Python between them: not meant to match the step,
+        so the gap is shown, never judged."""
+        if self.attribution is not None and self.attribution.mode != "device kernels":
+            return "not checked on a CPU"
+        return f"{'within' if abs(self.gap) <= SUM_TOLERANCE else 'NOT within'} {SUM_TOLERANCE:.0%}"
+
 
 @dataclass
 class SetResult:

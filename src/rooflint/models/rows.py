@@ -22,7 +22,7 @@ from rooflint.core.specs import GpuSpec
 from rooflint.engine.timing import Timing
 from rooflint.models.attribution import UNATTRIBUTED
 from rooflint.models.base import Phase
-from rooflint.models.outcome import SUM_TOLERANCE, ModelRequest, PhaseResult, SetResult
+from rooflint.models.outcome import ModelRequest, PhaseResult, SetResult
 from rooflint.outputs.results import OK, ResultRow
 
 STEP = "step"
@@ -139,10 +139,9 @@ def step_message(phase: PhaseResult, result: SetResult) -> str:
     """What the columns cannot hold: how well the ops add up to the step, the check, the plan."""
     parts = []
     if phase.attribution is not None:
-        verdict = "ok" if abs(phase.gap) <= SUM_TOLERANCE else f"over {SUM_TOLERANCE:.0%}"
         parts.append(
-            f"ops sum {phase.attribution.total_ms:.4g} ms vs step {phase.timing.median_ms:.4g} ms, "
-            f"gap {phase.gap:+.1%} ({verdict}; the profiled step had {phase.attribution.idle_ms:.3g} ms idle)"
+            f"ops sum {phase.attribution.total_ms:.4g} ms vs step {phase.timing.median_ms:.4g} ms, gap "
+            f"{phase.gap:+.1%} ({phase.gap_verdict}; the profiled step had {phase.attribution.idle_ms:.3g} ms idle)"
         )
     if result.check is not None:
         parts.append(result.check.describe())

@@ -12,7 +12,7 @@ from pathlib import Path
 from rooflint.core.fmt import fmt
 from rooflint.core.paths import write_text
 from rooflint.models.attribution import UNATTRIBUTED
-from rooflint.models.outcome import SUM_TOLERANCE, ModelOutcome, PhaseResult
+from rooflint.models.outcome import ModelOutcome, PhaseResult
 from rooflint.models.rows import unit_cost
 from rooflint.outputs.results import OK
 
@@ -111,11 +111,7 @@ def op_table(outcome: ModelOutcome, set_name: str, phase: PhaseResult) -> Table:
                      "", *["-"] * 5, ""])  # fmt: skip
     idle = "GPU idle between kernels" if attribution.mode == "device kernels" else "Python between op ranges"
     rows.append([f"({idle})", fmt(attribution.idle_ms, 4), "", "", *["-"] * 5, "not work: not in the sum"])
-    verdict = f"{'within' if abs(phase.gap) <= SUM_TOLERANCE else 'NOT within'} {SUM_TOLERANCE:.0%}"
-    if attribution.mode != "device kernels":
-        # On a CPU the op ranges are host wall time with Python between them: the sum is not meant
-        # to match the step there, so the gap is shown, never judged.
-        verdict = "not checked on a CPU"
+    verdict = phase.gap_verdict
     shape = phase.phase
     title = (
         f"{set_name} {shape.name} (B={shape.batch}, T={shape.tokens}, context {shape.context}): "
