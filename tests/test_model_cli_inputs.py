@@ -174,6 +174,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_points_measured(tmp_path):
             process.kill()
     # 130 from the interrupt; 0 where Python swallowed it (it landed in a __del__) and the run finished
     assert process.returncode in (130, 0), seen
+    assert process.returncode == 0 or "interrupted: the rows measured before it are in" in seen, seen
     rows = (out / "results.csv").read_text().splitlines()
     swept = [row for row in rows if "sweep=1" in row]
     assert len(swept) >= 2, "\n".join(rows)

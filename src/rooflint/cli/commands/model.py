@@ -117,7 +117,11 @@ def model_command(
         spec_file=spec_file, hf_baseline=hf_baseline, plots=not no_plots,
         sweep_batches=batches if sweeping else None, sweep_contexts=contexts if sweeping else None,
     )  # fmt: skip
-    outcome = run_model(request, log=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
+    try:
+        outcome = run_model(request, log=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
+    except KeyboardInterrupt:  # said here: typer would turn it into a silent exit 130
+        err_console.print(f"[yellow]interrupted[/]: the rows measured before it are in {request.out / 'results.csv'}")
+        raise typer.Exit(130) from None
     for title, headers, rows in all_tables(outcome):
         table = Table(title=title, title_justify="left")
         for header in headers:
