@@ -56,6 +56,11 @@ CASES = [
     ("bench_scheduler_empty", ["bench", "vector_add", "--scheduler", ""], ["--scheduler ''", "valid: local"]),
     # Refused after the output folder was proved writable: no empty folder is left behind either.
     ("bench_unknown_family", ["bench", "nosuch"], ["unknown family 'nosuch'"]),
+    (
+        "bench_junit_over_results",
+        ["bench", "vector_add", "--junit", "out/results.csv"],
+        ["is the run's own results.csv"],
+    ),
     ("bench_devices_empty", ["bench", "vector_add", "--devices", ","], ["--devices ','", "e.g. 0,1"]),
     ("bench_gpu_types_empty", ["bench", "vector_add", "--gpu-types", ""], ["--gpu-types ''", "names nothing"]),
     ("ab_regime_empty", ["ab", "softmax", "-V", "eager,eager_unfused", "--regime", ","], ["--regime ','", "burst"]),

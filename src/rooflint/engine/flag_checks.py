@@ -8,6 +8,8 @@ through the Python API is checked the same way.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rooflint.core.errors import UserError
 from rooflint.core.paths import probe_output_dir, writable_file
 from rooflint.core.registry import resolve_families
@@ -26,8 +28,17 @@ def check_flags(request: BenchRequest) -> None:
     probe_output_dir(request.out)  # created by the run itself, once every flag has passed
     refuse_if_busy(request.out)
     if request.junit:
+        _refuse_junit_over_results(request)
         writable_file(request.junit, "JUnit report")
     if request.gpu is not None:
         get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
     resolve_families([name for name in request.families if name != "all"])
+
+
+def _refuse_junit_over_results(request: BenchRequest) -> None:
+    """--junit naming the run's own results.csv or .json would replace the rows with the XML."""
+    junit = Path(request.junit).resolve()
+    for name in ("results.csv", "results.json"):
+        if junit == (Path(request.out) / name).resolve():
+            raise UserError(f"--junit {request.junit} is the run's own {name}; give the JUnit report another name")

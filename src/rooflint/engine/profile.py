@@ -23,17 +23,18 @@ import torch
 from rooflint.analysis import limiter
 from rooflint.analysis import ncu as ncu_tools
 from rooflint.analysis import sass as sass_tools
-from rooflint.core.errors import UserError
+from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
 from rooflint.core.selection import check_variant_names, in_asked_order, select_variants
+from rooflint.engine.correctness import check
 from rooflint.engine.timing import nvtx_range
-from rooflint.outputs.results import read_typed_csv, write_typed_csv
+from rooflint.outputs.results import ERROR, FAILED, FAILING_STATUSES, OK, SKIPPED, read_typed_csv, write_typed_csv
 
 PROFILED_CALLS = 5  # calls under torch.profiler: enough to average, few enough to stay fast
-# What a profile looks at when the user says nothing: bf16 and the first shape of the small preset
-# (ncu replays every kernel dozens of times, so the large size costs minutes per variant).
-DEFAULT_DTYPE = "bf16"
+# What a profile looks at when the user says nothing: the family's first default dtype (bf16, or a
+# quantized family's own format) and the first shape of the small preset (ncu replays every kernel
+# dozens of times, so the large size costs minutes per variant).
 DEFAULT_SIZE = "small"
 DEFAULT_OUT = Path("rooflint-out/profile")
 
@@ -45,6 +46,10 @@ class KernelShare:
     calls_per_call: float  # launches of this kernel per variant call
     device_us_per_call: float
     share_pct: float
+    # A variant that failed its float64 check, raised, or cannot run here has one row saying so
+    # (kernel empty, numbers NaN) and is never profiled: every variant asked for is in kernels.csv.
+    status: str = OK
+    message: str = ""
 
 
 def build(family: Family, variant: Variant, size: str, dtype: str, device: str) -> tuple[Case, Any]:
@@ -53,6 +58,26 @@ def build(family: Family, variant: Variant, size: str, dtype: str, device: str) 
     preset, params = family.cases(size)[0]
     case = family.build_case(preset, params, dtype, torch.device(device))
     return case, variant.build(case)
+
+
+def not_profiled(variant: str, status: str, message: str) -> KernelShare:
+    """The row of a variant that was not profiled, and why."""
+    return KernelShare(variant, "", math.nan, math.nan, math.nan, status, message)
+
+
+def checked(fam: Family, variant: Variant, dtype: str, fn, reference) -> KernelShare | None:
+    """Run ``fn`` once against the float64 reference, as bench's gate does: None when it passes,
+    else the variant's failed or error row. A wrong kernel's kernel list proves nothing."""
+    try:
+        verdict = check(fam, dtype, fn(), reference)
+    except Exception as error:  # noqa: BLE001 - a broken variant is a row, not the end of the profile
+        return not_profiled(variant.name, ERROR, _describe(error))
+    return None if verdict.passed else not_profiled(variant.name, FAILED, verdict.message)
+
+
+def _describe(error: Exception) -> str:
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first}".strip()
 
 
 def kernel_shares(fn, device: str, variant: str, calls: int = PROFILED_CALLS) -> list[KernelShare]:
@@ -328,6 +353,11 @@ class ProfileOutcome:
     skipped: list[str] = field(default_factory=list)  # "variant: why" for variants ncu could not profile
     written: list[Path] = field(default_factory=list)
 
+    @property
+    def failed(self) -> list[KernelShare]:
+        """The variants that failed their check or raised: the profile's exit code is 1."""
+        return [s for s in self.shares if s.status in FAILING_STATUSES]
+
 
 def run_profile(
     family: str,
@@ -345,14 +375,14 @@ def run_profile(
     """`rooflint profile`: kernels per call of each runnable variant (kernels.csv), then with ``ncu``
     each variant's counters beside its analytic model (ncu.csv, roofline_ncu.*). Everything is
     checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
-    from rooflint.core.paths import output_dir
+    from rooflint.core.paths import output_dir, writable_file
     from rooflint.core.specs import current_gpu_spec
     from rooflint.engine import timing
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
 
     fam = get_family(family)
-    dtype, size, out = dtype or DEFAULT_DTYPE, size or DEFAULT_SIZE, Path(out or DEFAULT_OUT)
+    dtype, size, out = dtype or fam.default_dtypes[0], size or DEFAULT_SIZE, Path(out or DEFAULT_OUT)
     device = resolve_device(device)
     if sass and not ncu:
         raise UserError("--sass reads Nsight Compute's source page: add --ncu")
@@ -362,22 +392,41 @@ def run_profile(
         raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
     fam.cases(size)  # an unknown size is bad input before anything runs
     check_variant_names(variants or [], [fam])
-    chosen = [v for v in select_variants(fam, variants or [], dtype) if missing_requirement(v, device) is None]
+    asked = select_variants(fam, variants or [], dtype)
+    missing = {v.name: missing_requirement(v, device) for v in asked}
+    chosen = [v for v in asked if missing[v.name] is None]
     if not chosen:
         raise UserError(f"no variant of {family} can run on {device}")
     spec = current_gpu_spec(spec_file, gpu) if ncu else None  # ncu's roofline: this GPU's datasheet
     output_dir(out)
-    shares, times_ms = [], {}
-    for variant in chosen:
-        _, fn = build(fam, variant, size, dtype, device)  # once per variant: shares and, with ncu, time
+    writable_file(out / "kernels.csv", "kernel list")  # before the profiling, not after it
+    shares = [not_profiled(v.name, SKIPPED, missing[v.name]) for v in asked if missing[v.name]]
+    times_ms, reference = {}, None
+    for variant in list(chosen):
+        try:
+            case, fn = build(fam, variant, size, dtype, device)  # once per variant: shares and, with ncu, time
+            if reference is None:  # every build has the same seeded inputs: one float64 answer for all
+                reference = fam.reference(case.inputs, case.params)
+        except VariantSkipped as skipped:  # this shape or GPU is not one it takes (bench skips it too)
+            failure = not_profiled(variant.name, SKIPPED, str(skipped))
+        except Exception as error:  # noqa: BLE001 - a variant that cannot be built is a row, not the end
+            failure = not_profiled(variant.name, ERROR, _describe(error))
+        else:
+            failure = checked(fam, variant, dtype, fn, reference)
+        if failure is not None:  # failed or broken: reported, never profiled or put under ncu
+            shares.append(failure)
+            chosen.remove(variant)
+            continue
         shares += kernel_shares(fn, device, variant.name)
         if spec is not None:  # timed here, not under ncu, whose replays distort time
             times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
         del fn
         gc.collect()
+    place = {v.name: i for i, v in enumerate(asked)}
+    shares.sort(key=lambda s: place[s.variant])  # run order, the skipped among them (a stable sort)
     outcome = ProfileOutcome(fam.name, dtype, size, device, shares)
     outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
-    if spec is not None:
+    if spec is not None and chosen:
         torch.cuda.empty_cache()  # the ncu children need the memory
         _profile_counters(fam, in_asked_order(chosen, variants or []), outcome, out, spec, on_note, times_ms, sass)
     return outcome

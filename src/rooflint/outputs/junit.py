@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rooflint.core.errors import UserError
 from rooflint.outputs.results import FAILED, OK, SKIPPED, ResultRow
+
+# Characters XML 1.0 cannot hold, escaped or not: ElementTree writes them as they are and every
+# parser then rejects the whole file. A compiler's coloured error (ESC) in one row's message would
+# cost CI every row's result.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("?", text)
 
 
 def write_junit(rows: list[ResultRow], path: Path) -> None:
@@ -26,20 +36,20 @@ def write_junit(rows: list[ResultRow], path: Path) -> None:
             suite,
             "testcase",
             classname=f"rooflint.{row.family}",
-            name=f"{row.variant}[{row.dtype},{row.shape}]",
+            name=_xml(f"{row.variant}[{row.dtype},{row.shape}]"),
             time=f"{(row.median_ms or 0) / 1e3:.6f}" if row.status == OK else "0",
         )
         if row.status == FAILED:
             tally["failures"] += 1
             ET.SubElement(
-                case, "failure", message=row.message
+                case, "failure", message=_xml(row.message)
             ).text = f"relative error {row.rel_error:.3g} > tolerance {row.tolerance:.3g} against the float64 reference"
         elif row.status == SKIPPED:
             tally["skipped"] += 1
-            ET.SubElement(case, "skipped", message=row.message)
+            ET.SubElement(case, "skipped", message=_xml(row.message))
         elif row.status != OK:
             tally["errors"] += 1
-            ET.SubElement(case, "error", message=f"{row.status}: {row.message}")
+            ET.SubElement(case, "error", message=_xml(f"{row.status}: {row.message}"))
     for family, suite in suites.items():
         for key, value in counts[family].items():
             suite.set(key, str(value))

@@ -29,7 +29,12 @@ def ab_command(
     ] = None,
     size: SizeOption = None,
     dtype: Annotated[
-        str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default: bf16 where the family has it).")
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="One dtype the family has: fp32, fp16, bf16, fp8_e4m3, int8, w8a16, ... "
+            "(default: bf16 where the family has it, else its first).",
+        ),
     ] = None,
     device: DeviceOption = None,
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds; each times every entry once per regime.")] = 5,

@@ -25,13 +25,16 @@ def new_family_command(
     One module is a whole family; grown, it becomes a package like rooflint's own (NAME/__init__.py
     with one module per implementation and NAME.cu beside them), as NAME.py's docstring says.
 
-    Example: rooflint new-family rmsnorm --out mykernels
+    Example: rooflint new-family my_rmsnorm --out mykernels
     """
+    import shlex
+
     written = write_family(name, out)
     for path in written:
         console.print(f"wrote {path}", highlight=False)
+    folder = shlex.quote(str(out))  # a folder with a space or a quote in its name still pastes as one word
     console.print(
-        f"try it: cd {out} && PYTHONPATH=. ROOFLINT_FAMILY_MODULES={name} rooflint bench {name} --device cpu "
+        f"try it: cd {folder} && PYTHONPATH=. ROOFLINT_FAMILY_MODULES={name} rooflint bench {name} --device cpu "
         f"--size small; python -m pytest test_{name}.py",
         highlight=False,
         soft_wrap=True,
@@ -50,7 +53,7 @@ def write_family(name: str, out: Path) -> list[Path]:
     from rooflint.core.registry import family_names
 
     if not name.isidentifier() or keyword.iskeyword(name) or not name.isascii():
-        raise UserError(f"family name {name!r} is not a Python identifier; valid: letters, digits and _, e.g. rmsnorm")
+        raise UserError(f"family name {name!r} is not a Python identifier; valid: letters, digits and _, e.g. my_op")
     if name in family_names():
         raise UserError(f"a family named {name!r} already exists (see rooflint list); pick another name")
     targets = {out / f"{name}.py": "my_family.py", out / f"test_{name}.py": "my_family_checks.py"}

@@ -16,7 +16,14 @@ from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, Varian
 def profile_command(
     family: Annotated[str, typer.Argument(help="The family to profile, e.g. gelu.")],
     variants: VariantsOption = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default bf16).")] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="One dtype the family has: fp32, fp16, bf16, fp8_e4m3, int8, w8a16, ... "
+            "(default bf16, else the family's own).",
+        ),
+    ] = None,
     size: Annotated[
         str | None, typer.Option("--size", help="small (default), large, or key=value,... (first shape of a preset).")
     ] = None,
@@ -76,6 +83,10 @@ def profile_command(
     for table in _sass_tables(outcome.sass):
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in outcome.written))
+    if outcome.failed:  # a wrong or broken variant fails the profile, as it fails a bench
+        names = ", ".join(s.variant for s in outcome.failed)
+        err_console.print(f"not profiled, failed their check or errored: {names} (see the table)", highlight=False)
+        raise typer.Exit(1)
     if ncu and not outcome.ncu_rows:
         raise typer.Exit(1)  # ncu profiled nothing: each variant's reason is printed above
 
@@ -89,7 +100,8 @@ def _kernels_table(outcome):
     for column in ("variant", "kernel", "launches/call", "us/call", "share %"):
         table.add_column(column, overflow="fold")
     for s in outcome.shares:
-        table.add_row(s.variant, s.kernel[:90], fmt(s.calls_per_call), fmt(s.device_us_per_call), fmt(s.share_pct))
+        kernel = s.kernel[:90] if s.status == "ok" else f"{s.status}: {s.message}"  # not profiled, and why
+        table.add_row(s.variant, kernel, fmt(s.calls_per_call), fmt(s.device_us_per_call), fmt(s.share_pct))
     return table
 
 
