@@ -209,6 +209,7 @@ class Family:
         self.compare = compare
         # Optional: a rule over a size's parameters that the cost model cannot hold (attention's head
         # dims: a model's cost asks for any head_dim); raises UserError for a size no variant takes.
+        # Checked with a custom size (cases) and with every case built (build_case).
         self.check = check
         self.variants: dict[str, Variant] = {}
 
@@ -330,6 +331,8 @@ class Family:
         return [("custom", params)]
 
     def build_case(self, size: str, params: dict[str, Any], dtype: str, device: torch.device, seed: int = 0) -> Case:
+        if self.check is not None:  # a preset's shape too, and a case built through the Python API
+            self.check(params)
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
         inputs = self.make_inputs(params, DTYPES[dtype], device, generator)
