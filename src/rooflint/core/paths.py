@@ -59,6 +59,15 @@ def probe_output_dir(path: Path) -> None:
             break
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: by two spellings (./x.csv, a symlink), or by two names (a
+    hard link). A file not written yet is judged by its spelling alone."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
 def write_text(path: Path, text: str, what: str = "file") -> None:
     """Write a text output, creating its directory, or fail with one line naming it."""
     try:

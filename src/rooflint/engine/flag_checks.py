@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rooflint.core.errors import UserError
-from rooflint.core.paths import probe_output_dir, writable_file
+from rooflint.core.paths import probe_output_dir, same_file, writable_file
 from rooflint.core.registry import resolve_families
 from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.specs import get_spec, load_spec_file
@@ -38,7 +38,6 @@ def check_flags(request: BenchRequest) -> None:
 
 def _refuse_junit_over_results(request: BenchRequest) -> None:
     """--junit naming the run's own results.csv or .json would replace the rows with the XML."""
-    junit = Path(request.junit).resolve()
     for name in ("results.csv", "results.json"):
-        if junit == (Path(request.out) / name).resolve():
+        if same_file(Path(request.junit), Path(request.out) / name):
             raise UserError(f"--junit {request.junit} is the run's own {name}; give the JUnit report another name")

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from rooflint.core.errors import UserError
-from rooflint.core.paths import existing_file
+from rooflint.core.paths import existing_file, same_file
 
 REQUIRED = ("family", "variant", "dtype", "shape", "status", "median_ms")
 TIMES = ("median_ms", "p20_ms", "p80_ms")  # an ok row's timing: finite, and median_ms above 0
@@ -86,18 +86,11 @@ def refuse_reading_and_writing(out: Path, inputs: list[Path], option: str = "--o
     """Refuse an output path that names a file the command reads (a results or counters file): it
     would be replaced by the report or diff, and the results lost, with nothing said."""
     for source in inputs:
-        if _same_file(out, Path(source)):
+        if same_file(out, Path(source)):
             raise UserError(
                 f"{option} {out} is also an input ({source}): writing there would replace a file this "
                 "command reads; give another path"
             )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:  # one file by two spellings (./x.csv, a symlink) or by two names (a hard link)
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
 
 
 def _text_of(path: Path, where: _Where) -> str:
