@@ -7,3 +7,9 @@ class UserError(Exception):
 
 class VariantSkipped(Exception):
     """A variant cannot run here (no GPU, no nvcc, a build error); the run goes on."""
+
+
+def describe(error: BaseException) -> str:
+    """An error in one line for a row's message: its type and its message's first line."""
+    text = str(error)
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".strip()

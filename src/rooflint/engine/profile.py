@@ -23,7 +23,7 @@ import torch
 from rooflint.analysis import limiter
 from rooflint.analysis import ncu as ncu_tools
 from rooflint.analysis import sass as sass_tools
-from rooflint.core.errors import UserError, VariantSkipped
+from rooflint.core.errors import UserError, VariantSkipped, describe
 from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
 from rooflint.core.selection import check_variant_names, in_asked_order, select_variants
@@ -71,13 +71,8 @@ def checked(fam: Family, variant: Variant, dtype: str, fn, reference) -> KernelS
     try:
         verdict = check(fam, dtype, fn(), reference)
     except Exception as error:  # noqa: BLE001 - a broken variant is a row, not the end of the profile
-        return not_profiled(variant.name, ERROR, _describe(error))
+        return not_profiled(variant.name, ERROR, describe(error))
     return None if verdict.passed else not_profiled(variant.name, FAILED, verdict.message)
-
-
-def _describe(error: Exception) -> str:
-    first = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}: {first}".strip()
 
 
 def kernel_shares(fn, device: str, variant: str, calls: int = PROFILED_CALLS) -> list[KernelShare]:
@@ -410,7 +405,7 @@ def run_profile(
         except VariantSkipped as skipped:  # this shape or GPU is not one it takes (bench skips it too)
             failure = not_profiled(variant.name, SKIPPED, str(skipped))
         except Exception as error:  # noqa: BLE001 - a variant that cannot be built is a row, not the end
-            failure = not_profiled(variant.name, ERROR, _describe(error))
+            failure = not_profiled(variant.name, ERROR, describe(error))
         else:
             failure = checked(fam, variant, dtype, fn, reference)
         if failure is not None:  # failed or broken: reported, never profiled or put under ncu

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rooflint.core.errors import VariantSkipped
+from rooflint.core.errors import VariantSkipped, describe
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
 from rooflint.core.registry import get_family
 from rooflint.core.roofline import analyse, copy_to_row
@@ -203,9 +203,8 @@ class Worker:
             return self._stamp(base_row(task, variant.kind, OOM, "out of memory"))
         except Exception as error:  # a broken variant is a row, not the end of the run
             where = traceback.extract_tb(error.__traceback__)[-1]
-            message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} "
-            message += f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
-            return self._stamp(base_row(task, variant.kind, ERROR, message.strip()))
+            message = f"{describe(error)} ({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+            return self._stamp(base_row(task, variant.kind, ERROR, message))
 
     def _measure(self, family: Family, variant: Variant, task: Task, case: Case, reference: Any) -> ResultRow:
         row = base_row(task, variant.kind, OK)
