@@ -176,11 +176,8 @@ def build(
     """Random weights from the preset's config (no network), or a local checkpoint with --weights."""
     require_transformers()
     if weights_dir is not None:
-        if not Path(weights_dir).is_dir():
-            raise UserError(f"--weights {weights_dir} is not a directory holding a saved checkpoint")
+        check_weights_flags(weights_dir, layers)
         hf = _load_checkpoint(spec, Path(weights_dir))
-        if layers is not None:
-            raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint")
         config_name = spec.config_name_of(hf.config)
     else:
         if config not in spec.configs:
@@ -197,6 +194,14 @@ def build(
         config_name = config if layers is None else f"{config}-L{layers}"
     hf = _cast_parameters(hf, device, dtype).eval()
     return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
+
+
+def check_weights_flags(weights_dir: Path, layers: int | None) -> None:
+    """--weights names a checkpoint folder, and a loaded checkpoint keeps its own depth."""
+    if not Path(weights_dir).is_dir():
+        raise UserError(f"--weights {weights_dir} is not a directory holding a saved checkpoint")
+    if layers is not None:
+        raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint (--weights)")
 
 
 # safetensors dtypes a checkpoint's tensors may hold: any float is cast to the run's --dtype; an

@@ -21,7 +21,7 @@ from rooflint.core.paths import probe_output_dir
 from rooflint.core.specs import GpuSpec, get_spec, load_spec_file
 from rooflint.engine import environment
 from rooflint.models import memory, peers, sweep
-from rooflint.models.base import check_checkpoint, require_transformers
+from rooflint.models.base import check_checkpoint, check_weights_flags, require_transformers
 from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
 from rooflint.models.isolation import run_set_isolated
@@ -53,10 +53,7 @@ def check_flags(request: ModelRequest) -> None:
     """The flags that are files, folders or names, judged before anything is built: each was once
     refused (or silently ignored) only after the model was built and HF's reference computed."""
     if request.weights is not None:
-        if not Path(request.weights).is_dir():
-            raise UserError(f"--weights {request.weights} is not a directory holding a saved checkpoint")
-        if request.layers is not None:
-            raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint (--weights)")
+        check_weights_flags(request.weights, request.layers)
     if request.spec_file:
         load_spec_file(request.spec_file)  # missing, binary or not TOML: refused, not ignored on a CPU
     if request.gpu is not None:
