@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -223,29 +222,3 @@ def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(rer
     assert reported.returncode == 0, reported.stderr
     assert (tmp_path / "report" / "roofline.png").exists()
     assert "](roofline.png)" in (tmp_path / "report" / "report.md").read_text()
-
-
-def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
-    env = environment(tmp_path, ROOFLINT_TEST_SLEEP_S="30")
-    argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "out", "--no-plots"]
-    # A session of its own, so SIGINT reaches the bench and its worker together, as a terminal's Ctrl-C does.
-    running = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    log = tmp_path / "out" / "worker.log"
-    deadline = time.monotonic() + 120
-    results = tmp_path / "out" / "results.csv"
-    while not (results.exists() and "eager" in rows(results)):
-        if running.poll() is not None or time.monotonic() > deadline:
-            running.kill()
-            out, err = running.communicate()
-            raise AssertionError(f"the bench ended (exit {running.returncode}) before it was interrupted: {out}{err}")
-        time.sleep(0.2)
-    time.sleep(1.0)  # the worker is now inside the slow variant
-    os.killpg(running.pid, signal.SIGINT)
-    out, err = running.communicate(timeout=120)
-    assert running.returncode == 130, out + err
-    assert "interrupted" in err and "Traceback" not in out + err
-    assert "Traceback" not in log.read_text() and "BrokenPipeError" not in log.read_text()
-    assert "eager" in rows(tmp_path / "out" / "results.csv")  # the rows measured before it are kept
-    assert not (tmp_path / "out" / ".rooflint.lock").exists()

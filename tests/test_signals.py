@@ -1,6 +1,6 @@
-"""A bench stopped by a signal keeps what it measured: SIGTERM (kill, a CI job's timeout) stops it as
-Ctrl-C does, results.json and all, with its worker; a SIGINT the bench was started to ignore (a
-shell's background job) reaches no row. Each runs the installed `rooflint` console script on the
+"""A bench stopped by a signal keeps what it measured: Ctrl-C stops it and its worker without a
+traceback; SIGTERM (kill, a CI job's timeout) stops it as Ctrl-C does, results.json and all, with
+its worker; a SIGINT the bench was started to ignore (a shell's background job) reaches no row. Each runs the installed `rooflint` console script on the
 CPU with the `fragile` family of tests/fixtures, whose `slow` variant waits for a file the test
 writes, so the signal lands while a row is being measured, not before or after the run.
 """
@@ -90,3 +90,14 @@ def test_a_sigint_the_bench_ignores_reaches_no_row(tmp_path):
     out, err = running.communicate(timeout=120)
     assert running.returncode == 0, out + err
     assert statuses(tmp_path / "out" / "results.csv") == {"eager": "ok", "killed": "ok", "slow": "ok"}
+
+
+def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
+    running = start(tmp_path)
+    os.killpg(running.pid, signal.SIGINT)  # the bench and its worker together, as a terminal's Ctrl-C
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 130, out + err
+    assert "interrupted" in err and "Traceback" not in out + err
+    log = (tmp_path / "out" / "worker.log").read_text()
+    assert "Traceback" not in log and "BrokenPipeError" not in log
+    assert statuses(tmp_path / "out" / "results.csv") == {"eager": "ok", "killed": "ok"}  # kept
