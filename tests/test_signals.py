@@ -1,8 +1,9 @@
 """A bench stopped by a signal keeps what it measured: Ctrl-C stops it and its worker without a
 traceback; SIGTERM (kill, a CI job's timeout) stops it as Ctrl-C does, results.json and all, with
-its worker; a SIGINT the bench was started to ignore (a shell's background job) reaches no row. Each runs the installed `rooflint` console script on the
-CPU with the `fragile` family of tests/fixtures, whose `slow` variant waits for a file the test
-writes, so the signal lands while a row is being measured, not before or after the run.
+its worker; a SIGINT the bench was started to ignore (a shell's background job) reaches no row.
+Each runs the installed `rooflint` console script on the CPU with the `fragile` family of
+tests/fixtures, whose `slow` variant waits for a file the test writes, so the signal lands while a
+row is being measured, not before or after the run.
 """
 
 from __future__ import annotations
