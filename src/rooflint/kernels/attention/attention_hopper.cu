@@ -66,14 +66,6 @@ constexpr int kQBoxRows = 64;                     // Q comes in [64 rows x 64 co
 #define ROOFLINT_FA3_PERSISTENT 1
 #endif
 
-// Launched as thread-block clusters of this many CTAs (0: a plain launch). The clusters use nothing
-// of each other; the launch only changes where the block scheduler places the CTAs (a cluster's in
-// one GPC), and so which SMs' K/V reads the L2 request coalescer can merge.
-#ifndef ROOFLINT_FA3_CLUSTER
-#define ROOFLINT_FA3_CLUSTER 0
-#endif
-static_assert(ROOFLINT_FA3_CLUSTER >= 0 && ROOFLINT_FA3_CLUSTER <= 8, "clusters of 0 (none) to 8 CTAs");
-
 // Whether consumers take turns at the tensor cores: 1 always, 0 never (each issues as soon as its
 // data is in), 2 all but causal D=128. There the diagonal tile's mask makes one consumer's softmax
 // longer than the other's, and a fixed order makes the other wait for it.
@@ -279,10 +271,6 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
   // there is one CTA a tile and the loops below run once.
   const int m_blocks = (n + kBlockM - 1) / kBlockM;
   const int items = m_blocks * heads;
-#if ROOFLINT_FA3_CLUSTER > 1
-  // A grid rounded up to whole clusters has CTAs past the last tile.
-  if (static_cast<int>(blockIdx.x) >= items) return;
-#endif
   struct Tile {
     int m0, head, tiles;
   };
@@ -662,42 +650,15 @@ int launch(const void* q, const void* k, const void* v, void* o, int* schedule, 
   if (status != cudaSuccess) return static_cast<int>(status);
   // A causal persistent CTA claims its tiles through schedule[0..1] (zero between launches).
   if (ROOFLINT_FA3_PERSISTENT && causal && schedule == nullptr) return static_cast<int>(cudaErrorInvalidValue);
-  long long ctas = ROOFLINT_FA3_PERSISTENT ? std::min<long long>(items, sms) : items;
+  const long long ctas = ROOFLINT_FA3_PERSISTENT ? std::min<long long>(items, sms) : items;
   // Causal heads go in groups whose K and V fill half of L2 (the rest holds the Q and O streams).
   const long long head_kv_bytes = 2 * n * D * static_cast<long long>(sizeof(T));
   const long long head_group = std::max(1ll, std::min(heads, l2_bytes / 2 / head_kv_bytes));
   constexpr float kLog2e = 1.4426950408889634f;
-#if ROOFLINT_FA3_CLUSTER
-  constexpr int kCluster = ROOFLINT_FA3_CLUSTER;
-  cudaLaunchConfig_t config = {};
-  config.blockDim = dim3(Layout<D>::kThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kCluster;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  if (ROOFLINT_FA3_PERSISTENT) {
-    // Only as many clusters as fit at once: a GPC's SMs need not split into whole clusters.
-    config.gridDim = dim3(static_cast<unsigned>((ctas + kCluster - 1) / kCluster * kCluster));
-    int clusters = 0;
-    status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
-    if (status != cudaSuccess) return static_cast<int>(status);
-    if (clusters > 0) ctas = std::min<long long>(ctas, static_cast<long long>(clusters) * kCluster);
-  }
-  config.gridDim = dim3(static_cast<unsigned>((ctas + kCluster - 1) / kCluster * kCluster));
-  status = cudaLaunchKernelEx(&config, kernel, maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n),
-                              static_cast<int>(heads), static_cast<int>(head_group), schedule, scale * kLog2e);
-  return static_cast<int>(status == cudaSuccess ? cudaGetLastError() : status);
-#else
   kernel<<<static_cast<unsigned>(ctas), Layout<D>::kThreads, kSmem, stream>>>(
       maps[0], maps[1], maps[2], static_cast<T*>(o), static_cast<int>(n), static_cast<int>(heads),
       static_cast<int>(head_group), schedule, scale * kLog2e);
   return static_cast<int>(cudaGetLastError());
-#endif
 }
 
 }  // namespace

@@ -54,7 +54,6 @@ HOPPER_CUDA_DEFINES = {
     "STAGES_D128": "ROOFLINT_FA3_STAGES_D128",
     "UNIFORM_WG": "ROOFLINT_FA3_UNIFORM_WARPGROUP",
     "PERSISTENT": "ROOFLINT_FA3_PERSISTENT",
-    "CLUSTER": "ROOFLINT_FA3_CLUSTER",
     "PINGPONG": "ROOFLINT_FA3_PINGPONG",
     "V_LAG": "ROOFLINT_FA3_V_LAG",
     "MAX_CHAINS": "ROOFLINT_FA3_MAX_CHAINS",
@@ -68,7 +67,6 @@ HOPPER_CUDA_CONFIG = MappingProxyType(dict.fromkeys(HOPPER_CUDA_DEFINES))
 # The values the source's static_asserts take, refused before nvcc runs (its error would only say
 # that the build failed): meta-parameter -> (valid values, why no other).
 HOPPER_CUDA_VALUES = {
-    "CLUSTER": ((0, 1, 2, 4, 8), "a cluster holds at most 8 CTAs"),
     "CONSUMERS_D64": ((2, 3), "the register file holds no more"),
     "MAX_CHAINS": ((1, 2, 4, 8), "the chains are folded in halves"),
     "MAX_CHAINS_D64": ((1, 2, 4, 8), "the chains are folded in halves"),
