@@ -96,3 +96,61 @@ def test_chained_decode_kernels_in_a_graph_match_float64(dtype, pdl, monkeypatch
         torch.cuda.synchronize()
         error = ((out.double() - want).abs().max() / want.abs().max()).item()
         assert error < tolerance, f"relative error {error:.3g} exceeds {tolerance}"
+
+
+def test_the_llama_norm_and_swiglu_kernels_in_a_pdl_chain_read_what_was_written_just_before_them():
+    """Llama's decode links that are not GEMMs (the residual RMSNorm and the SwiGLU of the gate/up
+    halves), each right after a held GEMM that lets it in early, in a graph over three steps with new
+    inputs: launched with PDL every output equals the chain with them launched plainly, bit for bit
+    (one that read its input before the wait would see another step's), and matches float64."""
+    from rooflint.kernels.rmsnorm.triton import triton_rmsnorm
+    from rooflint.kernels.swiglu.triton import triton_swiglu
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs sm_90 (griddepcontrol)")
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(3)
+    d, ffn, rows = 2048, 8192, 8  # Llama-3.2-1B's widths at B=8
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device=device) * scale).to(torch.bfloat16)
+
+    o_w, norm_w = randn(d, d, scale=d**-0.5), randn(d, scale=0.2) + 1
+    gate_up_w, down_w = randn(2 * ffn, d, scale=d**-0.5), randn(d, ffn, scale=ffn**-0.5)
+    sources = [(randn(rows, d), randn(rows, d)) for _ in range(3)]
+    x, residual = torch.empty_like(sources[0][0]), torch.empty_like(sources[0][1])
+
+    def chain(pdl):
+        outs = []
+        for source_x, source_r in sources:
+            x.copy_(source_x)
+            residual.copy_(source_r)
+            o = skinny.skinny_linear(x, o_w)  # the projection before the norm, which lets it in early
+            y, h = triton_rmsnorm(o, norm_w, torch.empty_like(o), residual, torch.empty_like(o), pdl=pdl)
+            gate_up = skinny.skinny_linear(y, gate_up_w)
+            act = torch.empty(rows, ffn, dtype=x.dtype, device=device)
+            act = triton_swiglu(gate_up[:, :ffn], gate_up[:, ffn:], act, pdl=pdl)
+            outs.append((o, h, y, act, skinny.skinny_linear(act, down_w, None, residual=h)))
+        return outs
+
+    results = []
+    with decode_chain():  # the GEMMs launch with PDL in both chains
+        for pdl in (False, True):
+            chain(pdl)  # compile outside the capture
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outs = chain(pdl)
+            graph.replay()
+            torch.cuda.synchronize()
+            results.append(outs)
+    for want, got in zip(*results):
+        for a, b in zip(want, got):
+            assert torch.equal(a, b)
+    x64, r64 = (t.double() for t in sources[-1])
+    h64 = x64 @ o_w.double().T + r64
+    y64 = h64 * torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + 1e-6) * norm_w.double()
+    gate_up64 = y64 @ gate_up_w.double().T
+    out64 = h64 + (F.silu(gate_up64[:, :ffn]) * gate_up64[:, ffn:]) @ down_w.double().T
+    error = ((results[1][-1][4].double() - out64).abs().max() / out64.abs().max()).item()
+    assert error < 5e-2, f"relative error {error:.3g}"

@@ -308,20 +308,24 @@ class LlamaTriton(LlamaSlots, TritonKernels):
     def rms_norm(self, x, w, residual=None):
         if self.plan["rms_norm"] != "triton":
             return super().rms_norm(x, w, residual)
+        from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.rmsnorm.triton import triton_rmsnorm
 
         y = torch.empty_like(x)
+        pdl = pdl_enabled(x.device)  # in a decode step: a link of its PDL chain, as the GEMMs are
         if residual is None:
-            return triton_rmsnorm(x, w, y, eps=self.eps), x
-        return triton_rmsnorm(x, w, y, residual, torch.empty_like(x), eps=self.eps)
+            return triton_rmsnorm(x, w, y, eps=self.eps, pdl=pdl), x
+        return triton_rmsnorm(x, w, y, residual, torch.empty_like(x), eps=self.eps, pdl=pdl)
 
     def silu_mul(self, gate, up):
         if self.plan["swiglu"] != "triton":
             return super().silu_mul(gate, up)
+        from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.swiglu.triton import triton_swiglu
 
         # gate and up are the two column halves of one GEMM's output: the kernel reads them strided
-        return triton_swiglu(gate, up, torch.empty(gate.shape, dtype=gate.dtype, device=gate.device))
+        out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+        return triton_swiglu(gate, up, out, pdl=pdl_enabled(gate.device))
 
     def attend_prefill_gqa(self, q, k, v):
         if self.plan["prefill_attention"].startswith("eager"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
-from rooflint.core.triton_compat import tl, triton
+from rooflint.core.triton_compat import gdc_wait, tl, triton
+from rooflint.kernels.common.pdl import launch_next, pdl_launch
 from rooflint.kernels.rmsnorm import EPS, FAMILY
 
 # Widest row kept in registers as one tile (fp32: 64 KiB over 16 warps, 32 registers a thread).
@@ -17,10 +18,14 @@ MAX_ROW_BLOCK = 16384
 def _rmsnorm_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, hidden, eps,
     BLOCK: tl.constexpr, RESIDUAL: tl.constexpr, ONE_TILE: tl.constexpr, W_FIRST: tl.constexpr = True,
-    EVICT: tl.constexpr = False,
+    EVICT: tl.constexpr = False, PDL: tl.constexpr = False,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     start = row * hidden
+    if PDL:
+        # In a decode step's chain (kernels/common/pdl.py): the next GEMM's blocks come in now and
+        # start on their weights while this norm waits for the projection before it.
+        launch_next()
     if ONE_TILE:
         # The row in registers: read once, written once; the sum of squares needs no second pass.
         offs = tl.arange(0, BLOCK)
@@ -28,6 +33,8 @@ def _rmsnorm_kernel(
         stream: tl.constexpr = "evict_first" if EVICT else ""
         if W_FIRST:  # w's L2 round trip under x's instead of after the reduction (16 more registers a row)
             w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if PDL:  # w is a weight, no kernel writes it: read before the wait; the row after it
+            gdc_wait()
         h = tl.load(x_ptr + start + offs, mask=mask, other=0.0, eviction_policy=stream).to(tl.float32)
         if RESIDUAL:
             r = tl.load(r_ptr + start + offs, mask=mask, other=0.0, eviction_policy=stream)
@@ -44,6 +51,8 @@ def _rmsnorm_kernel(
     else:
         # Rows wider than a register tile: a pass for the sum of squares (writing h on the way),
         # then a pass that normalizes, re-reading h. The second read is the price of any width.
+        if PDL:
+            gdc_wait()
         total = tl.zeros([BLOCK], dtype=tl.float32)
         for tile in range(0, hidden, BLOCK):
             offs = tile + tl.arange(0, BLOCK)
@@ -70,10 +79,11 @@ ROW_CONFIG = {"W_FIRST": None, "EVICT": None, "num_warps": None}
 
 
 def triton_rmsnorm(x, weight, y, residual=None, h=None, *, max_block: int | None = None, eps: float = EPS,
-                   config: dict | None = None):  # fmt: skip
+                   config: dict | None = None, pdl: bool = False):  # fmt: skip
     """Launch the kernel over the rows of x; with ``residual``, h = x + residual is written to ``h``
     and normalized. ``max_block`` caps the register tile (tests force the looped path with it);
-    ``config``: ROW_CONFIG's names."""
+    ``config``: ROW_CONFIG's names; ``pdl``: launched as a link of a decode step's PDL chain
+    (pass kernels.common.pdl.pdl_enabled's answer)."""
     rows, hidden = x.shape
     block = max(triton.next_power_of_2(hidden), 32)  # at least a warp's width
     limit = max_block or MAX_ROW_BLOCK
@@ -89,6 +99,7 @@ def triton_rmsnorm(x, weight, y, residual=None, h=None, *, max_block: int | None
     _rmsnorm_kernel[(rows,)](
         x, residual if has_residual else x, weight, y, h if has_residual else y, hidden, float(eps),
         BLOCK=block, RESIDUAL=has_residual, ONE_TILE=one_tile, num_warps=int(given.get("num_warps", warps)), **meta,
+        PDL=pdl, **pdl_launch(pdl),
     )  # fmt: skip
     return (y, h) if has_residual else y
 
