@@ -98,11 +98,11 @@ def test_chained_decode_kernels_in_a_graph_match_float64(dtype, pdl, monkeypatch
         assert error < tolerance, f"relative error {error:.3g} exceeds {tolerance}"
 
 
-def test_the_llama_norm_and_swiglu_kernels_in_a_pdl_chain_read_what_was_written_just_before_them():
-    """Llama's decode links that are not GEMMs (the residual RMSNorm and the SwiGLU of the gate/up
-    halves), each right after a held GEMM that lets it in early, in a graph over three steps with new
-    inputs: launched with PDL every output equals the chain with them launched plainly, bit for bit
-    (one that read its input before the wait would see another step's), and matches float64."""
+def test_the_llama_norm_in_a_pdl_chain_reads_what_was_written_just_before_it():
+    """Llama's residual RMSNorm right after a held GEMM that lets it in early, and before one it lets
+    in early, in a graph over three steps with new inputs: launched with PDL every output equals the
+    chain with the norm launched plainly, bit for bit (a norm that read its input before the wait
+    would see another step's), and the step matches float64."""
     from rooflint.kernels.rmsnorm.triton import triton_rmsnorm
     from rooflint.kernels.swiglu.triton import triton_swiglu
 
@@ -129,7 +129,7 @@ def test_the_llama_norm_and_swiglu_kernels_in_a_pdl_chain_read_what_was_written_
             y, h = triton_rmsnorm(o, norm_w, torch.empty_like(o), residual, torch.empty_like(o), pdl=pdl)
             gate_up = skinny.skinny_linear(y, gate_up_w)
             act = torch.empty(rows, ffn, dtype=x.dtype, device=device)
-            act = triton_swiglu(gate_up[:, :ffn], gate_up[:, ffn:], act, pdl=pdl)
+            act = triton_swiglu(gate_up[:, :ffn], gate_up[:, ffn:], act)
             outs.append((o, h, y, act, skinny.skinny_linear(act, down_w, None, residual=h)))
         return outs
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
-from rooflint.core.triton_compat import gdc_wait, tl, triton
-from rooflint.kernels.common.pdl import launch_next, pdl_launch
+from rooflint.core.triton_compat import tl, triton
 from rooflint.kernels.swiglu import FAMILY, projected_bytes
 
 # Elements a program covers: 2048 divides Llama's 14336 (7 programs a row, no partial tile) and keeps
@@ -28,11 +27,8 @@ def _silu_mul(gate, up):
 
 
 @triton.jit
-def _swiglu_flat_kernel(gate_ptr, up_ptr, out_ptr, n, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+def _swiglu_flat_kernel(gate_ptr, up_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # Contiguous gate, up and out: one flat index, no per-row address arithmetic.
-    if PDL:  # a link of a decode step's PDL chain: the next GEMM starts on its weights meanwhile
-        launch_next()
-        gdc_wait()
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     gate = tl.load(gate_ptr + offs, mask=mask, other=0.0)
@@ -41,13 +37,8 @@ def _swiglu_flat_kernel(gate_ptr, up_ptr, out_ptr, n, BLOCK: tl.constexpr, PDL: 
 
 
 @triton.jit
-def _swiglu_rows_kernel(
-    gate_ptr, up_ptr, out_ptr, cols, in_stride, out_stride, BLOCK: tl.constexpr, PDL: tl.constexpr = False
-):
+def _swiglu_rows_kernel(gate_ptr, up_ptr, out_ptr, cols, in_stride, out_stride, BLOCK: tl.constexpr):
     # gate and up as column slices of one [rows, 2 * cols] tensor (a projection's two halves).
-    if PDL:  # a link of a decode step's PDL chain: the next GEMM starts on its weights meanwhile
-        launch_next()
-        gdc_wait()
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols
@@ -56,24 +47,19 @@ def _swiglu_rows_kernel(
     tl.store(out_ptr + row * out_stride + offs, _silu_mul(gate, up).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def triton_swiglu(gate, up, out, *, block: int | None = None, num_warps: int = NUM_WARPS, pdl: bool = False):
+def triton_swiglu(gate, up, out, *, block: int | None = None, num_warps: int = NUM_WARPS):
     """out = silu(gate) * up over [rows, cols]; gate and up may be column slices of one tensor (the
-    halves of a projection), sharing a row stride; out is contiguous. ``pdl``: launched as a link of
-    a decode step's PDL chain (pass kernels.common.pdl.pdl_enabled's answer)."""
+    halves of a projection), sharing a row stride; out is contiguous."""
     rows, cols = gate.shape
     assert gate.stride() == up.stride() and gate.stride(1) == 1 and out.is_contiguous()
     if gate.is_contiguous():
         n = rows * cols
         block = block or min(BLOCK, max(triton.next_power_of_2(n), 128))
-        _swiglu_flat_kernel[(triton.cdiv(n, block),)](
-            gate, up, out, n, BLOCK=block, num_warps=num_warps, PDL=pdl, **pdl_launch(pdl)
-        )
+        _swiglu_flat_kernel[(triton.cdiv(n, block),)](gate, up, out, n, BLOCK=block, num_warps=num_warps)
         return out
     block = block or min(BLOCK, max(triton.next_power_of_2(cols), 128))
     grid = (rows, triton.cdiv(cols, block))
-    _swiglu_rows_kernel[grid](
-        gate, up, out, cols, gate.stride(0), out.stride(0), BLOCK=block, num_warps=num_warps, PDL=pdl, **pdl_launch(pdl)
-    )
+    _swiglu_rows_kernel[grid](gate, up, out, cols, gate.stride(0), out.stride(0), BLOCK=block, num_warps=num_warps)
     return out
 
 
