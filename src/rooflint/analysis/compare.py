@@ -92,7 +92,7 @@ def parse_threshold(text: str | float) -> float:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%?\s*", str(text))
     value = float(match.group(1)) / 100 if match else math.nan
     if not match or not 0 < value < 10:
-        raise UserError(f"bad threshold {text!r}; give a percentage above 0, e.g. 5% or 2.5")
+        raise UserError(f"bad threshold {text!r}; give a percentage above 0 and under 1000, e.g. 5% or 2.5")
     return value
 
 

@@ -124,6 +124,13 @@ def main() -> None:
         # Usage errors come from the click that typer uses (its own bundled copy since typer 0.29, the
         # click package before): recognise them by shape, so rooflint imports no click of its own.
         show, code = getattr(error, "show", None), getattr(error, "exit_code", None)
+        if isinstance(code, int) and type(error).__name__ == "NoArgsIsHelpError":
+            # A bare `rooflint`: the help is the answer (rich has printed it already, leaving the
+            # message empty), not an "error:" line with nothing in it.
+            message = error.format_message() if hasattr(error, "format_message") else ""
+            if message.strip():
+                typer.echo(message)
+            sys.exit(code)
         if isinstance(code, int) and callable(show):
             # click prints Usage, Try and Error on three lines; one line says it all and where to look.
             message = error.format_message() if hasattr(error, "format_message") else str(error)

@@ -33,6 +33,18 @@ def existing_file(path: Path | str, what: str = "file", example: str = "") -> Pa
     return path
 
 
+def why_not(path: Path | str, error: OSError) -> str:
+    """Why ``path`` could not be written, in words: where a folder on its way is a file (mkdir says
+    "File exists", open says "Not a directory"), name that file, so the answer is not read as "the
+    output already exists"."""
+    for folder in Path(path).parents:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{folder} is a file, not a folder"
+            break
+    return error.strerror or str(error)
+
+
 def output_dir(path: Path) -> Path:
     """Create an output directory and prove it is writable, or fail with one line."""
     try:
@@ -42,7 +54,7 @@ def output_dir(path: Path) -> Path:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".rooflint-write-test-"):
             pass
     except OSError as error:
-        raise UserError(f"cannot write to output directory {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write to output directory {path}: {why_not(path / 'probe', error)}") from None
     return path
 
 
@@ -74,7 +86,7 @@ def write_text(path: Path, text: str, what: str = "file") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     except OSError as error:
-        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {what} {path}: {why_not(path, error)}") from None
 
 
 def writable_file(path: Path | str, what: str = "file") -> Path:
@@ -89,7 +101,7 @@ def writable_file(path: Path | str, what: str = "file") -> Path:
         with path.open("a"):
             pass
     except OSError as error:
-        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {what} {path}: {why_not(path, error)}") from None
     if not existed:
         path.unlink(missing_ok=True)
     return path

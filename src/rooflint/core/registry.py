@@ -127,7 +127,7 @@ def _load(name: str, module: str, origin: str) -> Family:
 def get_family(name: str) -> Family:
     known = sources()
     if name not in known:
-        raise UserError(f"unknown family {name!r}; valid: {', '.join(known)} or all")
+        raise UserError(f"unknown family {name!r}; valid: {', '.join(known)}")
     source = known[name]
     if source.clash:
         raise UserError(source.clash)

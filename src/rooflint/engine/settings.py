@@ -7,6 +7,7 @@ as one JSON object (``to_dict``/``from_dict``) and to a fleet's Dask workers ins
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -47,8 +48,9 @@ class ThrottlePolicy:
             raise UserError(f"--throttle-threshold {self.threshold} must be in (0, 1], e.g. 0.9")
         if self.retries < 0:
             raise UserError(f"--throttle-retries {self.retries} must be 0 or more")
-        if not self.recovery_delay_s >= 0:
-            raise UserError(f"--recovery-delay {self.recovery_delay_s} must be 0 or more seconds")
+        # inf would wait forever (time.sleep refuses it mid-run) before a throttled row's re-timing.
+        if not 0 <= self.recovery_delay_s < math.inf:
+            raise UserError(f"--recovery-delay {self.recovery_delay_s} must be 0 or more seconds, and finite")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import shlex
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -61,17 +62,21 @@ def point_id(section_index: int, family: str, row_index: int) -> str:
     return f"g{section_index}-{safe}-{row_index}"
 
 
-def command(family: str, row: dict[str, Any]) -> str:
-    """The bench command that measures this row again: one variant, one dtype, its exact shape."""
+def command(family: str, row: dict[str, Any], verb: str = "bench") -> str:
+    """The bench (or profile) command that measures this row again: one variant, one dtype, its exact
+    shape, each word quoted for the shell (names come from the results file: `a|b` must paste as one
+    word, not a pipe). "" for a model's row: `rooflint bench` has no family "model:<config>"."""
+    if family.startswith("model:"):
+        return ""
     size = row.get("shape") or row.get("size") or ""
-    parts = ["rooflint bench", family]
+    parts = [family]
     if row.get("variant"):
         parts += ["--variants", row["variant"]]
     if row.get("dtype"):
         parts += ["--dtype", row["dtype"]]
     if size:
         parts += ["--size", size]
-    return " ".join(parts)
+    return " ".join(["rooflint", verb, *(shlex.quote(str(part)) for part in parts)])
 
 
 # --------------------------------------------------------------------------------------- the rows
@@ -370,8 +375,8 @@ def _twin(item: Item, axes: LogAxes, y_value: float) -> list[str]:
         f"DRAM traffic {row['measured_dram_bytes'] / 1e9:.4g} GB, {ratio:.2f}x the modelled bytes\n"
         "same FLOPs and time as the analytic point"
     )
-    size = row.get("shape") or row.get("size")
-    profile = f"rooflint profile {item.family} --variants {row['variant']} --dtype {row['dtype']} --size {size} --ncu"
+    profile = command(item.family, row, "profile")
+    profile += " --ncu" if profile else ""
     return [
         f'<line class="link" x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{item.colour}" '
         f"{item.attributes()}/>",
@@ -588,6 +593,7 @@ tr.hl td{background:#fff3c4}
 .tip-body{white-space:pre-line;overflow-wrap:anywhere}
 .tip-cmd{display:block;margin-top:4px;background:#f3f3f3;padding:2px 4px;user-select:all;overflow-wrap:anywhere}
 .tip-cmd span{white-space:nowrap}
+.tip-cmd:empty{display:none}
 .tip-near{color:#555;margin-top:3px}
 """
 
@@ -609,7 +615,7 @@ SCRIPT = """
     tip.querySelector(".tip-body").textContent = src.dataset.tip || "";
     var cmd = tip.querySelector(".tip-cmd");  // short words kept whole: no line breaks inside "--dtype"
     cmd.textContent = "";
-    (src.dataset.cmd || "").split(" ").forEach(function (word, i) {
+    (src.dataset.cmd ? src.dataset.cmd.split(" ") : []).forEach(function (word, i) {
       if (i) cmd.appendChild(document.createTextNode(" "));
       if (word.length > 24) cmd.appendChild(document.createTextNode(word));
       else cmd.appendChild(document.createElement("span")).textContent = word;

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rooflint.core.errors import UserError
+from rooflint.core.paths import why_not
 from rooflint.outputs.results import FAILED, OK, SKIPPED, ResultRow
 
 # Characters XML 1.0 cannot hold, escaped or not: ElementTree writes them as they are and every
@@ -57,4 +58,4 @@ def write_junit(rows: list[ResultRow], path: Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     except OSError as error:
-        raise UserError(f"cannot write JUnit file {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write JUnit file {path}: {why_not(path, error)}") from None

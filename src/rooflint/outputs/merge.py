@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from rooflint.core.errors import UserError
+from rooflint.core.paths import why_not
 from rooflint.outputs.results import COLUMNS, ResultRow, read_results, rows_from_frame, write_json, write_typed_csv
 
 # The columns that identify a row, read off ResultRow.key() itself (a row whose every field holds
@@ -80,5 +81,5 @@ def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(rows, path)
     except OSError as error:
-        raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {path}: {why_not(path, error)}") from None
     return path

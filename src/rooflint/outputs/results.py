@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from rooflint.core.errors import UserError
+from rooflint.core.paths import why_not
 
 SCHEMA_VERSION = 2
 
@@ -135,7 +136,8 @@ class ResultWriter:
             self.csv_path = self.out_dir / "results.csv"
             self._file = self.csv_path.open("w", newline="")
         except OSError as error:
-            raise UserError(f"cannot write to output directory {self.out_dir}: {error.strerror}") from None
+            why = why_not(self.out_dir / "results.csv", error)
+            raise UserError(f"cannot write to output directory {self.out_dir}: {why}") from None
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
         self._writer.writeheader()
         self._file.flush()
@@ -260,5 +262,5 @@ def write_typed_csv(rows: Iterable[Any], path: Path | str, cls: type) -> Path:
             for row in rows:
                 writer.writerow(dataclasses.asdict(row))
     except OSError as error:
-        raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {path}: {why_not(path, error)}") from None
     return path

@@ -25,7 +25,10 @@ def merge_command(
     Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
     """
     from rooflint.outputs.merge import merge_files, write_frame
+    from rooflint.outputs.result_file import refuse_reading_and_writing
 
+    # Merged over an input, that file's older duplicates (and a results.json's run record) would be gone.
+    refuse_reading_and_writing(out, results)
     merged = merge_files(results)
     write_frame(merged.frame, out)
     err_console.print(f"{merged.describe()} -> {out}", highlight=False, soft_wrap=True)

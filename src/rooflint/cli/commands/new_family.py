@@ -54,6 +54,8 @@ def write_family(name: str, out: Path) -> list[Path]:
 
     if not name.isidentifier() or keyword.iskeyword(name) or not name.isascii():
         raise UserError(f"family name {name!r} is not a Python identifier; valid: letters, digits and _, e.g. my_op")
+    if name == "all":  # `rooflint bench all` means every family: one named all could never be run alone
+        raise UserError("family name 'all' is reserved: `rooflint bench all` runs every family; pick another name")
     if name in family_names():
         raise UserError(f"a family named {name!r} already exists (see rooflint list); pick another name")
     targets = {out / f"{name}.py": "my_family.py", out / f"test_{name}.py": "my_family_checks.py"}

@@ -54,6 +54,12 @@ def roofline_command(
 
     if spec_file is not None:
         load_spec_file(spec_file)  # refused up front, whether or not a row would need it
+    if ceilings is not None and not ceilings.is_dir():
+        # A mistyped folder, or the .toml itself, must not quietly draw no measured ceilings.
+        what = "is a file" if ceilings.exists() else "does not exist"
+        raise UserError(
+            f"--ceilings {ceilings} {what}; give the folder `rooflint ceilings --out` wrote <gpu>.toml into"
+        )
     output_dir(out)
     frame = read_results(results) if results is not None else None
     if gpu or frame is None:
@@ -71,7 +77,10 @@ def roofline_command(
     written = []
     for spec, points, title in plots:
         base = roofline_base(out, spec.key, several=len(plots) > 1)
-        written += plot_roofline(points, spec, base, title, measured_overlay(spec, ceilings))
+        overlay = measured_overlay(spec, ceilings)
+        if ceilings is not None and not overlay and spec.origin != "measured":
+            err_console.print(f"note: {ceilings} holds no {spec.key}.toml; no measured ceilings drawn", highlight=False)
+        written += plot_roofline(points, spec, base, title, overlay)
     console.print("wrote " + ", ".join(str(p) for p in written))
     if frame is not None:
         _say_what_failed(frame)
