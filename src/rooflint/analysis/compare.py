@@ -68,6 +68,7 @@ from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, row_from_r
 SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
 NOW_FAILING, NOW_MISSING, FIXED, STILL_FAILING = "now failing", "now missing", "fixed", "still failing"
 SKIPPED_NOW = "skipped"
+OTHER_REGIME = "other regime"  # each side timed the row in a regime the other did not: no comparison
 BASE_ONLY, NEW_ONLY = "only in base", "only in new"
 REGRESSIONS = (SLOWER, NOW_FAILING, NOW_MISSING)
 # Table order: what fails the build first, then what a reviewer should look at.
@@ -76,14 +77,15 @@ _ORDER = {
     NOW_FAILING: 1,
     NOW_MISSING: 2,
     UNTRUSTED: 3,
-    NOISY: 4,
-    FASTER: 5,
-    FIXED: 6,
-    STILL_FAILING: 7,
-    SKIPPED_NOW: 8,
-    SAME: 9,
-    BASE_ONLY: 10,
-    NEW_ONLY: 11,
+    OTHER_REGIME: 4,
+    NOISY: 5,
+    FASTER: 6,
+    FIXED: 7,
+    STILL_FAILING: 8,
+    SKIPPED_NOW: 9,
+    SAME: 10,
+    BASE_ONLY: 11,
+    NEW_ONLY: 12,
 }
 
 
@@ -273,9 +275,14 @@ def compare_frames(
             "only rows of the same GPU are compared, the others are listed as missing"
         )
 
-    def index(frame: pd.DataFrame) -> dict[tuple, dict]:
-        return {tuple(str(r[k]) for k in key): r for r in frame.to_dict("records")}
+    def index(frame: pd.DataFrame) -> dict[tuple, dict[str, dict]]:
+        """key -> {regime: row}; after dedupe a key holds one untimed row ("") or timed rows only."""
+        rows: dict[tuple, dict[str, dict]] = {}
+        for r in frame.to_dict("records"):
+            rows.setdefault(tuple(str(r[k]) for k in key), {})[text(r.get("regime"))] = r
+        return rows
 
+    _refuse_other_regimes(base, new, base_name, new_name)
     base_rows, new_rows = index(base), index(new)
     if not set(base_rows) & set(new_rows):
         raise UserError(
@@ -283,32 +290,77 @@ def compare_frames(
             f"({', '.join(key)}) row: nothing to compare; compare results of the same families, shapes and GPU"
         )
     # Where NEW ran a family on a GPU, every variant BASE had ok there should be in it.
-    covered = {(str(r["family"]), str(r["gpu"])) for r in new_rows.values()}
+    covered = {(str(r["family"]), str(r["gpu"])) for rows in new_rows.values() for r in rows.values()}
     entries = []
     for k in list(base_rows) + [k for k in new_rows if k not in base_rows]:
-        b, n = base_rows.get(k), new_rows.get(k)
-        record = b if b is not None else n
-        gpu = str(record["gpu"])
-        if "gpu" not in key and b is not None and n is not None:
-            gpu = f"{b['gpu']} -> {n['gpu']}"
-        entry = Entry(record["family"], record["variant"], record["dtype"], record["shape"], gpu, "")
-        entry.base = Measured.of(b) if b is not None else None
-        entry.new = Measured.of(n) if n is not None else None
-        if b is None:
-            # A variant new in NEW that fails is no less broken for BASE never having had it.
-            entry.verdict = NOW_FAILING if entry.new.failing else NEW_ONLY
-        elif n is None:
-            family, on = str(b["family"]), str(b["gpu"])
-            ran = (family, on) in covered if "gpu" in key else any(f == family for f, _ in covered)
-            entry.verdict = NOW_MISSING if ran and entry.base.ok else BASE_ONLY
-        else:
-            entry.verdict, entry.change = classify(entry.base, entry.new, threshold)
-            upgrade = library_change(b, n)
-            if upgrade:
-                notes.append(f"{entry.family} / {entry.variant} / {entry.dtype} / {entry.shape}: {upgrade}")
-        entries.append(entry)
-    entries.sort(key=lambda e: (_ORDER[e.verdict], e.family, e.variant, e.dtype, e.shape))
+        for b, n, regime_note in pair_regimes(base_rows.get(k, {}), new_rows.get(k, {})):
+            entries.append(_entry(b, n, regime_note, key, covered, threshold, notes))
+    entries.sort(key=lambda e: (_ORDER[e.verdict], e.family, e.variant, e.dtype, e.shape, e.gpu))
     return Comparison(entries, threshold, base_name, new_name, notes)
+
+
+def _refuse_other_regimes(base: pd.DataFrame, new: pd.DataFrame, base_name: str, new_name: str) -> None:
+    """Two runs timed in no common regime (one burst, one sustained) have no time to compare: a
+    number is only meaningful with its regime (docs/timing.md), and sustained's settled clock would
+    read as a slowdown of every compute-bound row."""
+    regimes = []
+    for frame in (base, new):
+        column = frame["regime"] if "regime" in frame else pd.Series(dtype=str)
+        regimes.append(sorted({text(r) for r in column} - {""}))
+    if regimes[0] and regimes[1] and not set(regimes[0]) & set(regimes[1]):
+        raise UserError(
+            f"{base_name} was timed in the {', '.join(regimes[0])} regime and {new_name} in the "
+            f"{', '.join(regimes[1])} regime; compare runs timed in the same --regime (docs/timing.md)"
+        )
+
+
+def pair_regimes(base: dict[str, dict], new: dict[str, dict]) -> list[tuple[dict | None, dict | None, str]]:
+    """The (BASE row, NEW row, note) pairs of one key, from each side's {regime: row}: rows of the
+    same regime pair; an untimed row ("": skipped, failed, crashed) pairs with every row of the other
+    side; a timed row whose regime the other side never timed, where that side timed the key in
+    another, pairs with nothing and is noted (listed, not a regression: its twin is in the other regime)."""
+    if not base or not new or "" in base or "" in new:
+        if not base or not new:
+            return [(base.get(r) if base else None, new.get(r) if new else None, "") for r in (base or new)]
+        if "" in base:
+            return [(base[""], row, "") for row in new.values()]
+        return [(row, new[""], "") for row in base.values()]
+    pairs = [(base[r], new[r], "") for r in base if r in new]
+    unmatched_base = [r for r in base if r not in new]
+    unmatched_new = [r for r in new if r not in base]
+    if not pairs:  # every regime differs: one entry, neither time compared
+        return [(base[unmatched_base[0]], new[unmatched_new[0]], f"{unmatched_base[0]} -> {unmatched_new[0]}")]
+    pairs += [(base[r], None, r) for r in unmatched_base]
+    pairs += [(None, new[r], r) for r in unmatched_new]
+    return pairs
+
+
+def _entry(b, n, regime_note: str, key: list[str], covered: set, threshold: float, notes: list[str]) -> Entry:
+    record = b if b is not None else n
+    gpu = str(record["gpu"])
+    if "gpu" not in key and b is not None and n is not None:
+        gpu = f"{b['gpu']} -> {n['gpu']}"
+    if regime_note:
+        gpu += f" ({regime_note})"  # which of the key's regimes this row is
+    entry = Entry(record["family"], record["variant"], record["dtype"], record["shape"], gpu, "")
+    entry.base = Measured.of(b) if b is not None else None
+    entry.new = Measured.of(n) if n is not None else None
+    if b is not None and n is not None and regime_note:
+        entry.verdict = OTHER_REGIME
+    elif b is None:
+        # A variant new in NEW that fails is no less broken for BASE never having had it.
+        entry.verdict = NOW_FAILING if entry.new.failing else NEW_ONLY
+    elif n is None:
+        family, on = str(b["family"]), str(b["gpu"])
+        ran = (family, on) in covered if "gpu" in key else any(f == family for f, _ in covered)
+        # Not missing where NEW timed this key in another regime only: its twin is there.
+        entry.verdict = NOW_MISSING if ran and entry.base.ok and not regime_note else BASE_ONLY
+    else:
+        entry.verdict, entry.change = classify(entry.base, entry.new, threshold)
+        upgrade = library_change(b, n)
+        if upgrade:
+            notes.append(f"{entry.family} / {entry.variant} / {entry.dtype} / {entry.shape}: {upgrade}")
+    return entry
 
 
 def library_change(base: dict, new: dict) -> str:
@@ -336,6 +388,8 @@ def _verdict_cell(entry: Entry) -> str:
     if entry.verdict == SKIPPED_NOW:
         why = entry.new.message.splitlines()[0][:80] if entry.new.message else ""
         return "skipped" + (f": {md_text(why)}" if why else "")
+    if entry.verdict == OTHER_REGIME:
+        return "other regime: timed in different regimes, not compared"
     if entry.verdict == UNTRUSTED:
         sides = [(name, m.throttled) for name, m in (("base", entry.base), ("new", entry.new)) if m and m.throttled]
         return "untrusted: " + "; ".join(f"{name}: {md_text(why)}" for name, why in sides)

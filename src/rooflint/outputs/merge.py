@@ -1,9 +1,10 @@
 """Merge results from several machines or GPUs into one long-format table.
 
-Rows are identified by ResultRow.key(): family, variant, dtype, shape and GPU. Two files that
-measured the same key (a re-run, or the same machine's results passed twice) would otherwise
-count twice in reports and make compare ambiguous, so only the row with the newest timestamp is
-kept. Timestamps are ISO 8601 as rooflint writes them; a row without a readable timestamp loses
+Rows are identified by ResultRow.key(): family, variant, dtype, shape and GPU, and by the regime
+they were timed in. Two files that measured the same key in the same regime (a re-run, or the same
+machine's results passed twice) would otherwise count twice in reports and make compare ambiguous,
+so only the row with the newest timestamp is kept; a burst run and a sustained run of the same rows
+both stay (dedupe). Timestamps are ISO 8601 as rooflint writes them; a row without a readable timestamp loses
 to one with it, and on a tie the file named later on the command line wins.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from rooflint.core.errors import UserError
+from rooflint.core.fmt import text
 from rooflint.core.paths import why_not
 from rooflint.outputs.results import COLUMNS, ResultRow, read_results, rows_from_frame, write_json, write_typed_csv
 
@@ -42,18 +44,31 @@ class Merged:
 
 
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
-    """Keep one row per key: the newest timestamp, then the later position in the frame."""
+    """Keep one row per key and regime: the newest timestamp, then the later position in the frame.
+
+    A number is only meaningful with the regime it was timed in (docs/timing.md), so a burst row and
+    a sustained row of one key are two measurements and both stay. A row that was never timed (a
+    skip, a failed check, a crash: no regime) is the key's newest state in every regime: it replaces
+    the key's older rows, and a newer timed row replaces it."""
     frame = frame.reset_index(drop=True)
     when = pd.to_datetime(frame["timestamp"].astype(str), utc=True, errors="coerce", format="ISO8601")
     order = pd.DataFrame({"when": when, "position": range(len(frame))})
     # Unreadable timestamps sort first, so any dated row beats them.
     order = order.sort_values(["when", "position"], na_position="first", kind="stable")
     ranked = frame.loc[order.index]
-    keys = ranked[KEY].astype(str)
-    dropped_mask = keys.duplicated(keep="last")
-    dropped = [tuple(k) for k in keys[dropped_mask].itertuples(index=False)]
-    kept = ranked[~dropped_mask].sort_index().reset_index(drop=True)
-    return kept, dropped
+    keys = ranked[KEY].astype(str).itertuples(index=False, name=None)
+    regimes = ranked["regime"].map(text) if "regime" in ranked else pd.Series("", index=ranked.index)
+    held: dict[tuple, dict[str, int]] = {}  # key -> {regime: row index}, oldest to newest
+    dropped: list[tuple[str, ...]] = []
+    for index, key, regime in zip(ranked.index, keys, regimes):
+        rows = held.setdefault(key, {})
+        replaced = list(rows) if not regime else [r for r in (regime, "") if r in rows]
+        for old in replaced:
+            del rows[old]
+            dropped.append(key)
+        rows[regime] = index
+    kept = sorted(index for rows in held.values() for index in rows.values())
+    return frame.loc[kept].reset_index(drop=True), dropped
 
 
 def merge_frames(frames: Iterable[pd.DataFrame], sources: Iterable[str] = ()) -> Merged:

@@ -104,14 +104,22 @@ class GpuSection:
     points: pd.DataFrame | None = None
 
 
-_SHAPE_KEY = ["family", "dtype", "shape", "gpu"]
+# A row's baselines are rows of its family, dtype, shape and GPU timed in its regime: a burst row
+# is never judged against a sustained one (a merge of both runs holds the two).
+_SHAPE_KEY = ["family", "dtype", "shape", "gpu", "regime"]
 # core.family.LIBRARY_KIND, spelt out: core.family imports torch, which a report never needs.
 LIBRARY_KIND = "library"
 
 
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """frame with its regime column as text ("" where empty or absent), so that it groups and matches."""
+    regime = frame["regime"].map(text_cell) if "regime" in frame else ""
+    return frame.assign(regime=regime)
+
+
 def _base_over_row(frame: pd.DataFrame, base_ms: dict[tuple, float]) -> pd.Series:
-    """base_ms[(family, dtype, shape, gpu)] / the row's median for each ok row with a base, else NaN."""
-    keys = frame[_SHAPE_KEY].itertuples(index=False, name=None)
+    """base_ms[(family, dtype, shape, gpu, regime)] / the row's median for each ok row with a base, else NaN."""
+    keys = _keyed(frame)[_SHAPE_KEY].itertuples(index=False, name=None)
     base = pd.Series([base_ms.get(key, math.nan) for key in keys], index=frame.index, dtype=float)
     median = pd.to_numeric(frame["median_ms"], errors="coerce")
     return (base / median).where((frame["status"] == OK) & (median > 0) & (base > 0))
@@ -121,7 +129,7 @@ def _speedups(frame: pd.DataFrame) -> pd.Series:
     """speedup_vs_eager as recorded, or eager median / this median where the row lacks it."""
     eager = frame[(frame["kind"] == "eager") & (frame["status"] == OK)]
     recorded = pd.to_numeric(frame["speedup_vs_eager"], errors="coerce")
-    computed = _base_over_row(frame, eager.groupby(_SHAPE_KEY)["median_ms"].last().to_dict())
+    computed = _base_over_row(frame, _keyed(eager).groupby(_SHAPE_KEY)["median_ms"].last().to_dict())
     return recorded.where(recorded.abs() < math.inf, computed)
 
 
@@ -131,14 +139,14 @@ def _vs_best_compile(frame: pd.DataFrame) -> pd.Series:
     form, the built-in op, max-autotune), never the weakest (softmax's unfused compile
     was 1.5x slower than its natural form)."""
     compiled = frame[(frame["kind"] == "compile") & (frame["status"] == OK)]
-    return _base_over_row(frame, compiled.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
+    return _base_over_row(frame, _keyed(compiled).groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
 
 
 def _vs_best_library(frame: pd.DataFrame) -> pd.Series:
     """The fastest ok library peer (FlashAttention, FlashInfer, Liger, quack) of the same family,
     dtype, shape and GPU over this row's median: above 1 where the row beats every library that ran."""
     peers = frame[(frame["kind"] == LIBRARY_KIND) & (frame["status"] == OK)]
-    return _base_over_row(frame, peers.groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
+    return _base_over_row(frame, _keyed(peers).groupby(_SHAPE_KEY)["median_ms"].min().to_dict())
 
 
 def build_report(
