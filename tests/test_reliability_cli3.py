@@ -122,3 +122,13 @@ def test_a_threshold_past_the_limit_says_the_limit(tmp_path):
     results = write(run(), tmp_path / "run")
     done = rooflint("compare", str(results), str(results), "--threshold", "1000")
     assert_refused(done, "bad threshold '1000'", "under 1000")
+
+
+def test_a_gpu_named_for_a_cpu_run_is_refused_not_ignored(tmp_path):
+    # CPU rows are judged on the CPU's measured ceilings, and its ceilings stored as cpu.toml: --gpu
+    # h100_sxm changed nothing, without a word.
+    done = rooflint("bench", "vector_add", "--device", "cpu", "--gpu", "h100_sxm", "--out", str(tmp_path / "b"))
+    assert_refused(done, "--gpu h100_sxm", "--device cpu")
+    assert not (tmp_path / "b").exists()
+    done = rooflint("ceilings", "--device", "cpu", "--gpu", "h100_sxm", "--out", str(tmp_path / "c"))
+    assert_refused(done, "--gpu h100_sxm", "CPU")

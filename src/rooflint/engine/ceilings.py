@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from rooflint.core.errors import UserError
 from rooflint.core.specs import GpuSpec, measured_spec
 from rooflint.engine.device import resolve_device
 
@@ -253,6 +254,8 @@ def measure_and_store(
     if gpu:
         get_spec(gpu, spec_file)  # an unknown --gpu is refused before a minute of measuring, on a CPU too
     if resolve_device(device) == "cpu":
+        if gpu:  # the CPU's ceilings are stored as cpu.toml: a GPU's name would be silently ignored
+            raise UserError(f"--gpu {gpu} names the GPU whose ceilings to measure; on the CPU leave it out")
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}
         key, name, datasheet, how = "cpu", "CPU", None, ""

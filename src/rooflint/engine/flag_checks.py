@@ -32,6 +32,12 @@ def check_flags(request: BenchRequest) -> None:
         writable_file(request.junit, "JUnit report")
     if request.gpu is not None:
         get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
+        if request.device == "cpu":
+            # CPU rows are judged on the CPU's measured ceilings: a GPU's roof would be silently ignored.
+            raise UserError(
+                f"--gpu {request.gpu} judges GPU rows, and this run is on the CPU (--device cpu), whose rows "
+                "are judged against its own measured ceilings; leave --gpu out, or run on the GPU"
+            )
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
     resolve_families([name for name in request.families if name != "all"])
 
