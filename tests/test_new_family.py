@@ -93,9 +93,9 @@ def test_generated_family_benches_on_cpu_without_editing_rooflint(generated, tmp
 @pytest.mark.parametrize(
     "name, complaint",
     [
-        ("9lives", "is not a Python identifier"),
-        ("has-dash", "is not a Python identifier"),
-        ("class", "is not a Python identifier"),
+        ("9lives", "is not an ASCII Python identifier"),
+        ("has-dash", "is not an ASCII Python identifier"),
+        ("class", "is not an ASCII Python identifier"),
         ("softmax", "a family named 'softmax' already exists"),
         ("json", "a module named 'json' is already importable"),
     ],

@@ -21,6 +21,7 @@ pytestmark = [
 ]
 
 CLASH = "softmax"  # a built-in family's name, claimed again by the plugin below
+GREEDY = "raise AssertionError('never imported')\n"  # a plugin whose family is named all
 
 
 def install(site: Path, dist: str, entry: str, module: str, source: str) -> None:
@@ -38,6 +39,8 @@ def plugin_env(tmp_path_factory) -> dict[str, str]:
     # The module is never imported for a clash: the name alone is claimed twice.
     install(site, "clashing_plugin", CLASH, "their_softmax", "raise AssertionError('never imported')\n")
     install(site, "raising_plugin", "boom", "boom_family", "raise RuntimeError('plugin bug at import')\n")
+    # `all` asks for every family: a plugin claiming it could never be run alone.
+    install(site, "greedy_plugin", "all", "all_family", GREEDY)
     env = dict(os.environ, COLUMNS="250", PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env["ROOFLINT_CACHE"] = str(site / "cache")
     env.pop("ROOFLINT_DEBUG", None)
@@ -71,8 +74,26 @@ def test_list_shows_the_broken_plugins_beside_every_other_family(plugin_env, tmp
     text = listed.stdout  # a table: long messages wrap inside their cell
     assert "is claimed twice" in text
     assert "RuntimeError: plugin bug at import" in text
+    assert "is reserved" in text  # the plugin that claimed `all`
     assert "vector_add" in text and "gelu" in text
     # new-family reads the names too: it still works, and still refuses the clashed name.
     assert rooflint(plugin_env, tmp_path, "new-family", "fresh_op", "--out", "new").returncode == 0
     taken = rooflint(plugin_env, tmp_path, "new-family", CLASH, "--out", "new")
     assert taken.returncode == 2 and "already exists" in taken.stderr
+
+
+def test_a_plugin_claiming_all_is_named_where_all_is_asked_for(tmp_path):
+    # Before, the plugin was listed as a family named all and `bench all` ran every family but it,
+    # the plugin's name never runnable alone. As with any clash, asking for every family names it.
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "greedy_plugin", "all", "all_family", GREEDY)
+    env = dict(os.environ, PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("ROOFLINT_FAMILY_MODULES", None)
+    asked = rooflint(env, tmp_path, "bench", "all", "--device", "cpu", "--no-plots")
+    assert asked.returncode == 2, asked.stdout + asked.stderr
+    lines = asked.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'all' is reserved" in lines[0], asked.stderr
+    assert "all_family (entry point of greedy_plugin)" in lines[0]
+    other = rooflint(env, tmp_path, "bench", "vector_add", "-V", "eager", "--device", "cpu", "--no-plots")
+    assert other.returncode == 0, other.stdout + other.stderr

@@ -132,3 +132,21 @@ def test_a_gpu_named_for_a_cpu_run_is_refused_not_ignored(tmp_path):
     assert not (tmp_path / "b").exists()
     done = rooflint("ceilings", "--device", "cpu", "--gpu", "h100_sxm", "--out", str(tmp_path / "c"))
     assert_refused(done, "--gpu h100_sxm", "CPU")
+
+
+def test_an_option_missing_its_value_points_to_its_commands_help(tmp_path):
+    # The hint named `rooflint --help`, whose page lists commands, not the option's valid values.
+    done = rooflint("lint", str(tmp_path / "r.csv"), "--gpu")
+    assert_refused(done, "'--gpu' requires an argument", "(see rooflint lint --help)")
+
+
+def test_new_family_says_the_name_must_be_ascii(tmp_path):
+    done = rooflint("new-family", "fam_é", "--out", str(tmp_path / "f"))
+    assert_refused(done, "not an ASCII Python identifier", "ASCII letters")
+
+
+def test_merge_counts_one_file_in_the_singular(tmp_path):
+    results = write(run(), tmp_path / "one")
+    done = rooflint("merge", str(results), "--out", str(tmp_path / "merged.csv"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "from 1 file " in done.stderr

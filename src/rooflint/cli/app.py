@@ -104,6 +104,15 @@ def _sigterm_interrupts() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _command_named_in(args: list[str]) -> str:
+    """``rooflint <command>`` for the first argument that names a command, else ""."""
+    names = {command.name or command.callback.__name__ for command in app.registered_commands}
+    for arg in args:
+        if not arg.startswith("-"):
+            return f"rooflint {arg}" if arg in names else ""
+    return ""
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
@@ -136,6 +145,8 @@ def main() -> None:
             message = error.format_message() if hasattr(error, "format_message") else str(error)
             context = getattr(error, "ctx", None)
             where = getattr(context, "command_path", "") or "rooflint"
+            if where == "rooflint":  # an option's missing value is raised with no command's context
+                where = _command_named_in(sys.argv[1:]) or where
             err_console.print(
                 f"[bold red]error:[/] {escape(' '.join(message.split()))} (see {escape(where)} --help)",
                 highlight=False,

@@ -36,6 +36,7 @@ BUILTIN_PACKAGE = "rooflint.kernels"
 # Subpackages of rooflint.kernels that are not families: shared helpers (common/), new-family's source
 # (templates/) and the CUDA headers (include/, no Python in it).
 RESERVED = frozenset({"common", "templates", "include"})
+ALL = "all"  # the name that asks for every family
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,13 @@ def sources() -> dict[str, FamilySource]:
     """Every known family name and where it comes from; a name claimed twice carries the error naming both."""
     found: dict[str, FamilySource] = {}
     for source in _builtins() + _entry_points() + _environment():
+        if source.name == ALL:  # `bench all` means every family: one named all could never be asked for alone
+            found[ALL] = replace(
+                source,
+                clash=f"family name {ALL!r} is reserved (`rooflint bench all` runs every family): "
+                f"{source.describe()} must take another name",
+            )
+            continue
         other = found.setdefault(source.name, source)
         if other.module != source.module and not other.clash:
             clash = f"family name {source.name!r} is claimed twice: by {other.describe()} and by {source.describe()}"

@@ -35,7 +35,7 @@ class Merged:
     def describe(self) -> str:
         gpus = sorted(set(self.frame["gpu"].astype(str)))
         text = (
-            f"merged {len(self.frame)} rows from {len(self.sources)} files "
+            f"merged {len(self.frame)} rows from {len(self.sources)} file{'s' * (len(self.sources) != 1)} "
             f"(GPUs: {', '.join(g or '?' for g in gpus) or 'none'})"
         )
         if self.duplicates:
