@@ -255,3 +255,81 @@ def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_roun
     rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
     ulp = 2.0**-7 * unfused.double().abs()
     assert ((got.double() - unfused.double()).abs() <= ulp + 1e-6).all()
+
+
+def rms_normed(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+    """HF's LlamaRMSNorm of x in float64 (no rounding between the norm and the GEMM)."""
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * gamma.double()
+
+
+def rms_inputs(m: int, k: int, n: int, dtype, seed: int):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, k, device="cuda", generator=gen)
+    x[0] *= 30.0  # a row far from unit scale: the norm must remove it
+    gamma = 1 + 0.3 * torch.randn(k, device="cuda", generator=gen)
+    w = torch.randn(n, k, device="cuda", generator=gen) * k**-0.5
+    return x.to(dtype), gamma.to(dtype), w.to(dtype)
+
+
+# The held kernel's RMS norm of X (a Llama decode step's projections of the residual stream): the
+# 8B's gate/up (K = 4096, 16 steps) at B=1, the 1B's at B=8 and 12 (two X tiles), odd N and M.
+@pytest.mark.parametrize("m,k,n", [(1, 4096, 1000), (8, 2048, 2048), (12, 2048, 520), (5, 768, 100), (16, 1024, 64)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_held_kernels_rms_norm_matches_float64(m, k, n, dtype, bias):
+    x, gamma, w = rms_inputs(m, k, n, dtype, m + k)
+    b = torch.randn(n, device="cuda", dtype=torch.float32).to(dtype) if bias else None
+    got = skinny_pdl.launch(x, w, b, False, None, torch.empty(m, n, dtype=dtype, device="cuda"), None, None,
+                            streamed=False, rms=(gamma, 1e-5))  # fmt: skip
+    want = F.linear(rms_normed(x, gamma, 1e-5), w.double(), None if b is None else b.double())
+    err = (got.double() - want).abs().max().item()
+    assert err <= 2 * TOL[dtype] * (1 + want.abs().max().item()), err
+    # skinny_rms_linear takes the held kernel under PDL: the same bits
+    assert torch.equal(skinny.skinny_rms_linear(x, gamma, 1e-5, w, b), got)
+
+
+@pytest.mark.parametrize("m", [1, 8, 3])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_swiglu_with_the_rms_norm_matches_float64(m, dtype):
+    k, ffn = 2048, 1000  # Llama-3.2-1B's K; an odd ffn
+    x, gamma, w = rms_inputs(m, k, 2 * ffn, dtype, 7 + m)
+    got = skinny_pdl.swiglu(x, w, rms=(gamma, 1e-5))
+    y = F.linear(rms_normed(x, gamma, 1e-5), w.double()).to(dtype).double()  # g, u rounded as unfused
+    want = F.silu(y[:, :ffn]) * y[:, ffn:]
+    err = (got.double() - want).abs().max().item()
+    assert err <= 2 * TOL[dtype] * (1 + want.abs().max().item()), err
+
+
+@pytest.mark.parametrize("m,heads,kv_heads,d,k", [(8, 32, 8, 64, 2048), (1, 32, 8, 128, 4096), (5, 14, 2, 64, 896)])
+def test_qkv_rope_with_the_rms_norm_matches_float64(m, heads, kv_heads, d, k):
+    """The rotation pairs each output with its partner: both must be scaled by the row's 1 / rms."""
+    dtype, start = torch.bfloat16, 40
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x, gamma, w = rms_inputs(m, k, n, dtype, heads + d)
+    b = torch.randn(n, device="cuda").to(dtype)
+    cos, sin = rope_tables(start + 8, d, dtype)
+    got = skinny_pdl.qkv_rope(x, w, b, cos, sin, start, 1, width, d, rms=(gamma, 1e-5))
+    normed = rms_normed(x, gamma, 1e-5)
+    want = skinny_pdl.qkv_rope_reference(normed.to(dtype), w, b, cos, sin, start, 1, width, d)
+    err = (got.double() - want.double()).abs().max().item()
+    # the reference rounds the normalized x to bf16 once more than the kernel does
+    assert err <= 3 * TOL[dtype] * (1 + want.double().abs().max().item()), err
+
+
+def test_the_rms_norm_in_a_pdl_chain_reads_the_x_written_just_before_it():
+    from rooflint.kernels.common.pdl import decode_chain
+
+    m, k, n = 1, 4096, 6144
+    x, gamma, w = rms_inputs(m, k, n, torch.bfloat16, 19)
+    sources = [x * (i + 1) - i for i in range(3)]  # each a new row, at a new scale
+    buffer = torch.empty_like(x)
+    with decode_chain():
+        outs = []
+        for source in sources:
+            buffer.copy_(source)
+            outs.append(skinny.skinny_rms_linear(buffer, gamma, 1e-5, w))
+    torch.cuda.synchronize()
+    for source, got in zip(sources, outs):
+        want = F.linear(rms_normed(source, gamma, 1e-5), w.double())
+        assert (got.double() - want).abs().max().item() <= 2 * TOL[torch.bfloat16] * (1 + want.abs().max().item())
