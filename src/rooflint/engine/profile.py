@@ -371,7 +371,7 @@ def run_profile(
     each variant's counters beside its analytic model (ncu.csv, roofline_ncu.*). Everything is
     checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
     from rooflint.core.paths import output_dir, writable_file
-    from rooflint.core.specs import current_gpu_spec
+    from rooflint.core.specs import current_gpu_spec, get_spec, load_spec_file
     from rooflint.engine import timing
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
@@ -383,6 +383,14 @@ def run_profile(
         raise UserError("--sass reads Nsight Compute's source page: add --ncu")
     if ncu and device != "cuda":
         raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
+    if spec_file:
+        load_spec_file(spec_file)  # missing, binary or not TOML: refused, not ignored without --ncu
+    if gpu is not None:
+        get_spec(gpu, spec_file)  # an unknown --gpu is bad input with or without --ncu
+        if device != "cuda":  # the kernel list on a CPU is judged against nothing: --gpu would do nothing
+            raise UserError(
+                f"--gpu {gpu} judges --ncu's counters on a GPU, and this run is on the CPU; leave --gpu out"
+            )
     if dtype not in fam.dtypes:
         raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
     fam.cases(size)  # an unknown size is bad input before anything runs
@@ -412,9 +420,14 @@ def run_profile(
             shares.append(failure)
             chosen.remove(variant)
             continue
-        shares += kernel_shares(fn, device, variant.name)
-        if spec is not None:  # timed here, not under ncu, whose replays distort time
-            times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
+        try:  # a later call can raise where the checked first one passed: a row, and the others are kept
+            shares += kernel_shares(fn, device, variant.name)
+            if spec is not None:  # timed here, not under ncu, whose replays distort time
+                times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
+        except Exception as error:  # noqa: BLE001
+            shares = [s for s in shares if s.variant != variant.name]
+            shares.append(not_profiled(variant.name, ERROR, f"raised while profiled: {describe(error)}"))
+            chosen.remove(variant)
         del fn
         gc.collect()
     place = {v.name: i for i, v in enumerate(asked)}

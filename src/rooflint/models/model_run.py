@@ -68,6 +68,12 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     if request.weights is not None:
         check_checkpoint(spec_model, Path(request.weights))  # its architecture and dtypes, before "building"
     device = resolve_device(request.device)
+    if request.gpu is not None and device.type == "cpu":
+        # CPU rows are judged on the CPU's measured ceilings: a GPU's roof would be silently ignored.
+        raise UserError(
+            f"--gpu {request.gpu} judges GPU rows, and this run is on the CPU, whose rows are judged against "
+            "its own measured ceilings; leave --gpu out, or run on the GPU"
+        )
     default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]  # library sets only when asked for
     wanted = [k for k in ALL_SETS if k in wanted] if wanted else default
     isolate = request.isolate if request.isolate is not None else device.type == "cuda"

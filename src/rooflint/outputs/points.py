@@ -75,9 +75,12 @@ def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:
     ok["label"] = ok["family"] + "/" + ok["variant"] + " " + ok["dtype"]
     for _family, rows in ok.groupby("family"):
         shapes = [dict(item.split("=", 1) for item in str(shape).split(",") if "=" in item) for shape in rows["shape"]]
-        varying = [key for key in shapes[0] if len({s.get(key) for s in shapes}) > 1]
+        # Every row's keys, not the first's: a model's decode rows have prompt and new where its
+        # prefill rows have T, and its sweep points a context (labelled T=None, the points alike).
+        keys = dict.fromkeys(key for shape in shapes for key in shape)
+        varying = [key for key in keys if len({s.get(key) for s in shapes}) > 1]
         if varying:
-            suffix = [" [" + ",".join(f"{k}={s.get(k)}" for k in varying) + "]" for s in shapes]
+            suffix = [" [" + ",".join(f"{k}={s[k]}" for k in varying if k in s) + "]" for s in shapes]
             ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + suffix
     ok["point_kind"] = "measured"
     ok["link"] = None

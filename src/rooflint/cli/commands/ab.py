@@ -50,7 +50,7 @@ def ab_command(
     meta-parameter set (--config). A failing entry is reported and dropped. The table gives each
     entry's median, its speedup over the first entry with a 95% interval, its wins per round,
     joules per call, SM clock and board power (NVML) and a verdict: faster, slower or within noise.
-    Exit 1 when an entry failed its check. docs/ab.md has the details.
+    Exit 1 when an entry failed its check or raised while timed. docs/ab.md has the details.
 
     Examples:
       rooflint ab attention --variants triton,triton_gluon --size large --dtype bf16
@@ -81,6 +81,9 @@ def ab_command(
     for shape, failed in outcome.failures.items():
         for label, why in failed.items():
             console.print(f"[red]failed its float64 check, not timed:[/] {label} at {shape}: {why}", highlight=False)
+    for shape, raised in outcome.errors.items():
+        for label, why in raised.items():
+            console.print(f"[red]dropped from the rounds:[/] {label} at {shape}: {why}", highlight=False)
     console.print(
         # The first entry named, or the first that passed its check where an earlier one failed.
         "x first: the baseline's time (the first entry timed) / this one's, the geometric mean of the per-round "
@@ -91,7 +94,11 @@ def ab_command(
     if csv is not None:
         _write_csv(csv, outcome, settings.confidence)
         console.print(f"wrote {csv}")
-    if outcome.failures:
+    if outcome.interrupted:  # said here: typer would turn Ctrl-C into a silent exit 130, the rounds lost
+        kept = f" and in {csv}" if csv is not None else ""
+        err_console.print(f"[yellow]interrupted[/]: the rounds completed before it are in the table{kept}")
+        raise typer.Exit(130)
+    if outcome.failures or outcome.errors:
         raise typer.Exit(1)
 
 

@@ -60,6 +60,9 @@ class AbOutcome:
     summaries: list[EntrySummary] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     failures: dict[str, dict[str, str]] = field(default_factory=dict)  # shape -> entry -> why it was dropped
+    # shape -> entry -> why: passed its check, then raised while timed; dropped from that shape's rounds
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the summaries hold the rounds completed before it
 
 
 def _device_facts(device: str) -> tuple[str, int]:
@@ -75,7 +78,6 @@ def _device_facts(device: str) -> tuple[str, int]:
 def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message: None) -> AbOutcome:
     """Check, time and summarise every entry at every shape of ``settings.size``."""
     from rooflint.engine import nvml
-    from rooflint.engine.ab.rounds import checked_calls, time_rounds
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
 
@@ -99,26 +101,50 @@ def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message
         sampler = nvml.sampler_for(device)
         labels = [entry.label for entry in entries]
         outcome = AbOutcome(family.name, dtype, device, device_name, labels)
-        for preset, params in cases:
-            calls, failed = checked_calls(entries, preset, params, dtype, device, settings.seed)
-            shape = shape_label(params)
-            if failed:
-                outcome.failures[shape] = failed
-                for label, why in failed.items():
-                    on_note(f"{shape}: {label} dropped, not timed: {why}")
-            if len(calls) < 2:
-                on_note(f"{shape}: {len(calls)} entry passed its check; nothing to compare, not timed")
-                continue
-            outcome.samples += time_rounds(
-                calls,
-                shape=shape,
-                rounds=settings.rounds,
-                regimes=settings.regimes,
-                device=device,
-                sampler=sampler,
-                l2_bytes=l2_bytes,
-                on_round=lambda r, shape=shape: on_note(f"{shape}: round {r + 1}/{settings.rounds} timed"),
-            )
-            del calls
+        try:
+            for preset, params in cases:
+                if not _check_and_time(
+                    entries, preset, params, dtype, device, settings, sampler, l2_bytes, outcome, on_note
+                ):
+                    break
+        except KeyboardInterrupt:  # while a shape's entries were checked: the shapes timed before it are kept
+            outcome.interrupted = True
     outcome.summaries = summarize(outcome.samples, settings.confidence, order=labels)
     return outcome
+
+
+def _check_and_time(entries, preset, params, dtype, device, settings, sampler, l2_bytes, outcome, on_note) -> bool:
+    """Check every entry at one shape and time those that pass into ``outcome``; False when Ctrl-C
+    stopped the rounds (the rounds completed before it are kept)."""
+    from rooflint.engine.ab.rounds import checked_calls, time_rounds
+
+    calls, failed = checked_calls(entries, preset, params, dtype, device, settings.seed)
+    shape = shape_label(params)
+    if failed:
+        outcome.failures[shape] = failed
+        for label, why in failed.items():
+            on_note(f"{shape}: {label} dropped, not timed: {why}")
+    if len(calls) < 2:
+        on_note(f"{shape}: {len(calls)} entry passed its check; nothing to compare, not timed")
+        return True
+    timed = time_rounds(
+        calls,
+        shape=shape,
+        rounds=settings.rounds,
+        regimes=settings.regimes,
+        device=device,
+        sampler=sampler,
+        l2_bytes=l2_bytes,
+        on_round=lambda r: on_note(f"{shape}: round {r + 1}/{settings.rounds} timed"),
+    )
+    if timed.failed:
+        outcome.errors[shape] = timed.failed
+        for label, why in timed.failed.items():
+            on_note(f"{shape}: {label} dropped: {why}")
+    if len(calls) - len(timed.failed) < 2:
+        on_note(f"{shape}: {len(calls) - len(timed.failed)} entry timed to the end; nothing to compare")
+    else:
+        outcome.samples += timed.samples
+    if timed.interrupted:
+        outcome.interrupted = True
+    return not timed.interrupted

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -78,6 +79,16 @@ def mean_power_w(telemetry: Telemetry) -> float:
     return telemetry.power_median_w
 
 
+@dataclass
+class Rounds:
+    """What time_rounds timed: the samples of the rounds every surviving entry completed, (label ->
+    why) for the entries that raised while timed, and whether Ctrl-C (or SIGTERM) stopped it."""
+
+    samples: list[Sample] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+
+
 def time_rounds(
     calls: dict[str, Callable[[], Any]],
     *,
@@ -88,27 +99,43 @@ def time_rounds(
     sampler: Sampler,
     l2_bytes: int,
     on_round: Callable[[int], None] = lambda r: None,
-) -> list[Sample]:
-    """``rounds`` rounds; in each, every call timed once per regime, the order rotated each round."""
+) -> Rounds:
+    """``rounds`` rounds; in each, every call timed once per regime, the order rotated each round.
+
+    An entry whose call raises while timed (a later call that fails where the checked first one
+    passed) is dropped from every round, since the rounds pair up, and the others keep being timed.
+    Ctrl-C keeps the rounds completed before it; the round it stopped is dropped."""
     labels = list(calls)
-    samples = []
-    for r in range(rounds):
-        order = labels[r % len(labels) :] + labels[: r % len(labels)]
-        for regime in regimes:
-            for label in order:
-                timing = measure(calls[label], device=device, regime=regime, sampler=sampler, l2_bytes=l2_bytes)
-                telemetry = timing.telemetry or Telemetry()
-                samples.append(
-                    Sample(
-                        shape,
-                        str(regime),
-                        r,
-                        label,
-                        timing.median_ms,
-                        energy_per_call_j(timing),
-                        telemetry.sm_clock_mhz,
-                        mean_power_w(telemetry),
+    done = Rounds()
+    try:
+        for r in range(rounds):
+            order = labels[r % len(labels) :] + labels[: r % len(labels)]
+            this_round = []
+            for regime in regimes:
+                for label in order:
+                    if label in done.failed:
+                        continue
+                    try:
+                        timing = measure(calls[label], device=device, regime=regime, sampler=sampler, l2_bytes=l2_bytes)
+                    except Exception as error:  # noqa: BLE001 - one broken entry must not lose the others' rounds
+                        done.failed[label] = f"raised while timed (round {r + 1}, {regime}): {_why(error)}"
+                        continue
+                    telemetry = timing.telemetry or Telemetry()
+                    this_round.append(
+                        Sample(
+                            shape,
+                            str(regime),
+                            r,
+                            label,
+                            timing.median_ms,
+                            energy_per_call_j(timing),
+                            telemetry.sm_clock_mhz,
+                            mean_power_w(telemetry),
+                        )
                     )
-                )
-        on_round(r)
-    return samples
+            done.samples += this_round
+            on_round(r)
+    except KeyboardInterrupt:
+        done.interrupted = True
+    done.samples = [sample for sample in done.samples if sample.entry not in done.failed]
+    return done
