@@ -89,7 +89,8 @@ def test_roofline_names_the_rows_it_could_not_draw(tmp_path):
     rows[1] = row("vector_add", "triton", status=CRASHED, message="worker died")
     rows[2].variant = "变体"  # a name the font lacks: boxes in the image, no warning on the console
     done = rooflint("roofline", write(rows, tmp_path / "r"), "--out", tmp_path / "plot", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # drawn, and the crash is a failure
+    assert (tmp_path / "plot" / "roofline.png").exists()
     assert "not drawn: 1 row that did not pass: vector_add/triton bf16" in done.stderr
     assert "crashed" in done.stderr
     assert "Warning" not in done.stderr and "Traceback" not in done.stderr

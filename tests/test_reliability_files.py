@@ -176,7 +176,8 @@ def test_the_markdown_report_escapes_what_comes_from_the_file(tmp_path):
     ]
     path = write(hostile, tmp_path / "hostile")
     done = subprocess.run([ROOFLINT, "report", str(path)], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the failed row: written, and said in the exit status
+    assert "failing: 1 row did not pass (1 failed): <script>alert(1)</script>/*b*|[l](u) bf16" in done.stderr
     fenced = done.stdout.split("```")
     outside, inside = "".join(fenced[::2]), "".join(fenced[1::2])  # HTML in a code fence is text
     assert "<script>" not in outside and "<img" not in outside

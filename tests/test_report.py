@@ -41,7 +41,10 @@ def _table_row(text: str, variant: str, section: str = "### vector_add") -> list
 def test_markdown_tables_image_and_text_roofline(one_gpu, tmp_path):
     out = tmp_path / "report" / "report.md"
     result = runner.invoke(app, ["report", str(one_gpu), "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    # The report is written whole; its exit status says a row did not pass (a crash is a failure
+    # in every command that reads it).
+    assert result.exit_code == 1, result.output
+    assert "failing: 1 row did not pass (1 failed)" in result.stderr
     text = out.read_text()
     assert "5 rows (4 ok, 1 not ok)" in text
     assert "## h100_sxm: NVIDIA H100 SXM5 80GB" in text
@@ -67,10 +70,10 @@ def test_markdown_tables_image_and_text_roofline(one_gpu, tmp_path):
 
 def test_markdown_to_stdout_for_a_job_summary(one_gpu):
     result = runner.invoke(app, ["report", str(one_gpu), "--format", "md"])
-    assert result.exit_code == 0
-    assert result.output.startswith("# rooflint report")
-    assert "![roofline" not in result.output  # no file to link when writing to stdout
-    assert "```text" in result.output  # but the text roofline is there
+    assert result.exit_code == 1  # one row failed its check: the summary is still all written
+    assert result.stdout.startswith("# rooflint report")
+    assert "![roofline" not in result.stdout  # no file to link when writing to stdout
+    assert "```text" in result.stdout  # but the text roofline is there
 
 
 def test_several_gpus_get_a_table_across_and_one_roofline_each(two_gpus, tmp_path):
@@ -180,13 +183,13 @@ def test_kernels_are_also_judged_against_the_fastest_compiled_form(tmp_path):
         row(variant="cuda", median_ms=0.352, status="failed", message="rel error 0.3", **softmax),
         *run()[:2],  # vector_add: no compiled variant, so no such column in its table
     ]
-    payload = json.loads(runner.invoke(app, ["report", str(write(rows, tmp_path / "r")), "--format", "json"]).output)
+    payload = json.loads(runner.invoke(app, ["report", str(write(rows, tmp_path / "r")), "--format", "json"]).stdout)
     [section] = payload["gpus"]
     by_variant = {r["variant"]: r for f in section["families"] if f["family"] == "softmax" for r in f["rows"]}
     assert by_variant["triton"]["speedup_vs_best_compile"] == pytest.approx(0.378 / 0.352)
     assert by_variant["compile_unfused"]["speedup_vs_best_compile"] == pytest.approx(0.378 / 0.567)
     assert by_variant["cuda"]["speedup_vs_best_compile"] is None  # failed: no time to compare
-    text = runner.invoke(app, ["report", str(tmp_path / "r" / "results.csv")]).output
+    text = runner.invoke(app, ["report", str(tmp_path / "r" / "results.csv")]).stdout
     assert _table_row(text, "triton", "### softmax")[8] == "1.07x"
     assert "vs best compile" in text[text.index("### softmax") :].splitlines()[2]
     assert "vs best compile" not in text[text.index("### vector_add") :].splitlines()[2]
@@ -197,6 +200,6 @@ def test_the_roofs_come_in_one_order_whatever_the_hash_seed(tmp_path):
     # from a set of strings, so the same file rendered differently from one process to the next.
     rows = [*run(), row("attention", "eager", 1.6, cost=Cost(tensor_flops=1.1e12, cuda_flops=3e9, bytes=2e8))]
     rows[-1].compute_unit, rows[-1].precision = "tensor", "bf16"
-    payload = json.loads(runner.invoke(app, ["report", str(write(rows, tmp_path / "r")), "--format", "json"]).output)
+    payload = json.loads(runner.invoke(app, ["report", str(write(rows, tmp_path / "r")), "--format", "json"]).stdout)
     roofs = list(payload["gpus"][0]["roofs_tflops"])
     assert roofs == sorted(roofs) and {"cuda fp32", "tensor bf16"} <= set(roofs)

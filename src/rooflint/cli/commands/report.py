@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import err_console, user_errors
 from rooflint.cli.options import SpecFileOption
@@ -57,3 +58,29 @@ def report_command(
         typer.echo(text, nl=False)
     else:
         err_console.print(f"wrote {out}", highlight=False)
+    failing = failing_rows(results)
+    if failing:
+        # A crash is a failure in every command that reads it: the report shows the rows, and its
+        # exit status says so, as bench's and lint's do.
+        err_console.print(f"[bold red]failing[/]: {escape(failing)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def failing_rows(results: list[Path]) -> str:
+    """'' where every row passed or was skipped; else how many failed, errored, ran out of memory or
+    crashed, by status, and the first few by name."""
+    from collections import Counter
+
+    from rooflint.outputs.merge import merge_files
+    from rooflint.outputs.results import FAILING_STATUSES
+
+    frame = merge_files(results).frame  # as the report merged them: a row re-run since counts as re-run
+    names, statuses = [], Counter()
+    for row in frame[frame["status"].isin(FAILING_STATUSES)].itertuples():
+        statuses[row.status] += 1
+        names.append(f"{row.family}/{row.variant} {row.dtype} {row.shape}")
+    if not names:
+        return ""
+    counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    shown = "; ".join(names[:3]) + (f"; and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} row{'s' * (len(names) != 1)} did not pass ({counts}): {shown}"

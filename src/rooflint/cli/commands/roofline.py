@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
 from rooflint.cli.options import SpecFileOption
@@ -82,21 +83,24 @@ def roofline_command(
             err_console.print(f"note: {ceilings} holds no {spec.key}.toml; no measured ceilings drawn", highlight=False)
         written += plot_roofline(points, spec, base, title, overlay)
     console.print("wrote " + ", ".join(str(p) for p in written))
-    if frame is not None:
-        _say_what_failed(frame)
+    if frame is not None and _say_what_failed(frame):
+        raise typer.Exit(1)  # a crash is a failure in every command that reads it
 
 
-def _say_what_failed(frame) -> None:
+def _say_what_failed(frame) -> bool:
     """A row that failed its check, errored, ran out of memory or crashed has no point to draw; name
-    it, so a broken variant does not just vanish from the plot (skipped rows are no failure)."""
+    it, so a broken variant does not just vanish from the plot (skipped rows are no failure). Whether
+    there was one."""
     from rooflint.outputs.results import FAILING_STATUSES
 
     failing = frame[frame["status"].isin(FAILING_STATUSES)]
     if failing.empty:
-        return
+        return False
     names = [f"{r.family}/{r.variant} {r.dtype} {r.shape}: {r.status}" for r in failing.itertuples()]
     err_console.print(
-        f"[bold red]not drawn[/]: {len(names)} row{'s' * (len(names) != 1)} that did not pass: " + "; ".join(names),
+        f"[bold red]not drawn[/]: {len(names)} row{'s' * (len(names) != 1)} that did not pass: "
+        + escape("; ".join(names)),
         highlight=False,
         soft_wrap=True,
     )
+    return True
