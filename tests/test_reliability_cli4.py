@@ -130,3 +130,14 @@ def test_roofline_labels_a_model_s_decode_and_sweep_rows_apart(tmp_path):
     assert len(labels) == 4 and len(set(labels)) == 4, labels
     assert not any("None" in label for label in labels), labels
     assert any("prompt=4,new=2" in label for label in labels) and any("context=32" in label for label in labels)
+
+
+def test_an_ab_entry_that_skips_itself_is_a_skip_not_a_failed_check(tmp_path):
+    # A variant that cannot run at a shape (a library lacking it) was printed as "failed its float64
+    # check" and made the A/B exit 1; a skipped bench row is no failure, nor is a skipped entry.
+    done = rooflint("ab", "latefail", "-V", "eager,picky", "--device", "cpu", "--size", "small", "--rounds", "2",
+                    family_module="late_failure_family")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failed its float64 check" not in done.stdout
+    assert "skipped, not timed: picky at n=2048: takes no n = 2048 (planted)" in done.stdout
+    assert "n=1024" in done.stdout  # the other shape was compared

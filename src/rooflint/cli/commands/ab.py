@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
 from rooflint.cli.options import DeviceOption, SizeOption, VariantsOption, split, split_named
@@ -81,6 +82,9 @@ def ab_command(
     for shape, failed in outcome.failures.items():
         for label, why in failed.items():
             console.print(f"[red]failed its float64 check, not timed:[/] {label} at {shape}: {why}", highlight=False)
+    for shape, skipped in outcome.skips.items():
+        for label, why in skipped.items():
+            console.print(f"[yellow]skipped, not timed:[/] {label} at {shape}: {escape(why)}", highlight=False)
     for shape, raised in outcome.errors.items():
         for label, why in raised.items():
             console.print(f"[red]dropped from the rounds:[/] {label} at {shape}: {why}", highlight=False)

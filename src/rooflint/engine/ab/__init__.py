@@ -62,6 +62,9 @@ class AbOutcome:
     failures: dict[str, dict[str, str]] = field(default_factory=dict)  # shape -> entry -> why it was dropped
     # shape -> entry -> why: passed its check, then raised while timed; dropped from that shape's rounds
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    # shape -> entry -> why it skipped itself (a library not installed, a shape it lacks): not timed,
+    # and no failure, as a skipped bench row is none
+    skips: dict[str, dict[str, str]] = field(default_factory=dict)
     interrupted: bool = False  # Ctrl-C or SIGTERM: the summaries hold the rounds completed before it
 
 
@@ -118,8 +121,12 @@ def _check_and_time(entries, preset, params, dtype, device, settings, sampler, l
     stopped the rounds (the rounds completed before it are kept)."""
     from rooflint.engine.ab.rounds import checked_calls, time_rounds
 
-    calls, failed = checked_calls(entries, preset, params, dtype, device, settings.seed)
+    calls, failed, skipped = checked_calls(entries, preset, params, dtype, device, settings.seed)
     shape = shape_label(params)
+    if skipped:
+        outcome.skips[shape] = skipped
+        for label, why in skipped.items():
+            on_note(f"{shape}: {label} skipped, not timed: {why}")
     if failed:
         outcome.failures[shape] = failed
         for label, why in failed.items():

@@ -35,12 +35,13 @@ def _why(error: BaseException) -> str:
 
 def checked_calls(
     entries: Sequence[Entry], preset: str, params: dict[str, Any], dtype: str, device: str, seed: int
-) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+) -> tuple[dict[str, Callable[[], Any]], dict[str, str], dict[str, str]]:
     """(label -> call) for the entries whose output matches their family's float64 reference at
-    this shape, in entry order, and (label -> why) for the others. Entries of one family share one
+    this shape, in entry order; (label -> why) for those that failed it or raised; and (label ->
+    why) for those that skipped themselves (they cannot run here: no failure). Entries of one family share one
     case (inputs) and one reference; a ref's or a file's copy of the family builds its own, from
     the same seed."""
-    passed, failed = {}, {}
+    passed, failed, skipped = {}, {}, {}
     groups: dict[int, list[Entry]] = {}
     for entry in entries:
         groups.setdefault(id(entry.source.family), []).append(entry)
@@ -53,8 +54,8 @@ def checked_calls(
             try:
                 call = entry.build(case)
                 verdict = check(family, dtype, call(), reference)
-            except VariantSkipped as skipped:
-                failed[entry.label] = str(skipped)
+            except VariantSkipped as why:  # cannot run here (a library not installed, a shape it lacks): no failure
+                skipped[entry.label] = str(why)
                 continue
             except Exception as error:  # a config the kernel cannot compile, a broken old source
                 failed[entry.label] = _why(error)
@@ -66,7 +67,7 @@ def checked_calls(
         del reference
         gc.collect()
     order = [entry.label for entry in entries]
-    return dict(sorted(passed.items(), key=lambda item: order.index(item[0]))), failed
+    return dict(sorted(passed.items(), key=lambda item: order.index(item[0]))), failed, skipped
 
 
 def mean_power_w(telemetry: Telemetry) -> float:
