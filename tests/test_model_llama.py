@@ -424,8 +424,11 @@ def test_skipped_peers_say_why(eager_run):
     from rooflint.models.peers import skipped_peer_rows
 
     rows = skipped_peer_rows("model:tiny", eager_run.request, torch.device("cpu"))
-    assert {r.variant for r in rows} == {"hf_static_compile", "vllm", "sglang"}
+    # On a CPU the compiled prefill peer is a skipped row with its reason too, not a missing one.
+    assert {r.variant for r in rows} == {"hf_static_compile", "hf_compile", "vllm", "sglang"}
     assert all(r.status == SKIPPED and r.message for r in rows)
+    (compiled,) = [r for r in rows if r.variant == "hf_compile"]
+    assert compiled.phase == "prefill" and compiled.shape.startswith("op=step,phase=prefill,")
 
 
 # ---- the console script ----------------------------------------------------------------------

@@ -83,4 +83,11 @@ def skipped_peer_rows(family: str, request, device) -> list[ResultRow]:
         rows.append(row)
     for row in rows:
         row.phase, row.batch, row.context = "decode", request.batch, request.prompt + request.new_tokens // 2
+    if device.type != "cuda":
+        # The compiled prefill peer: inductor on a CPU compiles a model for minutes (models/baseline.py).
+        prefill = f"op=step,phase=prefill,B={request.batch},T={request.seq}"
+        row = base_row(family, "hf_compile", "compile", request.dtype, prefill, SKIPPED)
+        row.message = "HF + torch.compile prefill runs on a GPU only (inductor compiles a model for minutes on a CPU)"
+        row.phase, row.batch, row.context = "prefill", request.batch, request.seq
+        rows.append(row)
     return rows
