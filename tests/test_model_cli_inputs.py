@@ -156,7 +156,9 @@ def test_ctrl_c_in_a_sweep_keeps_the_points_measured(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"))
     env.pop("ROOFLINT_DEBUG", None)
-    argv = [ROOFLINT, "model", str(config), *RUN, "--dtype", "fp32", "--batch", "1,2", "--context", "8,16,24,32",
+    # RUN's --batch 1 replaced: an option given twice is refused
+    run = [arg if previous != "--batch" else "1,2" for previous, arg in zip([None, *RUN], RUN)]
+    argv = [ROOFLINT, "model", str(config), *run, "--dtype", "fp32", "--context", "8,16,24,32",
             "--out", str(out)]  # fmt: skip
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     seen, deadline = "", time.monotonic() + 240

@@ -141,3 +141,15 @@ def test_an_ab_entry_that_skips_itself_is_a_skip_not_a_failed_check(tmp_path):
     assert "failed its float64 check" not in done.stdout
     assert "skipped, not timed: picky at n=2048: takes no n = 2048 (planted)" in done.stdout
     assert "n=1024" in done.stdout  # the other shape was compared
+
+
+def test_an_option_that_takes_one_value_given_twice_is_refused(tmp_path):
+    # click runs the last value silently: `model --dtype bf16 --dtype fp32` measured fp32 only.
+    done = rooflint("model", "gpt2", "--dtype", "bf16", "--dtype=fp32", "--device", "cpu", "--out", str(tmp_path / "m"))
+    assert_refused(done, "--dtype is given 2 times (bf16, fp32); give it once")
+    assert not (tmp_path / "m").exists()
+    assert_refused(rooflint("lint", str(tmp_path / "r.csv"), "--gpu", "h100_sxm", "--gpu", "h200"), "--gpu is given 2")
+    # Options that take several values may repeat: bench's --dtype and --variants.
+    done = rooflint("bench", "vector_add", "-V", "eager", "-V", "triton", "--dtype", "fp32", "--dtype", "bf16",
+                    "--device", "cpu", "--size", "small", "--no-plots", "--out", str(tmp_path / "b"))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

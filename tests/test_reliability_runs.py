@@ -175,7 +175,9 @@ def test_a_variant_killed_by_sigkill_fails_compare_lint_and_merges(rerun, tmp_pa
 
     reported = read_only(rerun.root, "report", "out/results.csv")
     no_traceback(reported)
-    assert reported.returncode == 0 and "killed (crashed" in reported.stdout
+    # The report is written whole, and the crash fails it too (exit 1), as it fails lint and compare.
+    assert reported.returncode == 1 and "killed (crashed" in reported.stdout
+    assert "1 row did not pass (1 crashed): fragile/killed" in reported.stderr
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(rerun):
@@ -212,13 +214,14 @@ def test_cuda_graphs_on_the_cpu_gets_a_note_and_one_roofline_name_everywhere(rer
     # this folder too).
     shutil.copytree(rerun.out, tmp_path / "out")
     drawn = read_only(tmp_path, "roofline", "out/results.csv", "--out", "drawn")
-    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.returncode == 1, drawn.stderr  # drawn, and `killed`'s crash named and failed
+    assert "not drawn: 1 row that did not pass: fragile/killed" in drawn.stderr
     assert sorted(p.name for p in (tmp_path / "drawn").glob("roofline*")) == [
         "roofline.csv",
         "roofline.png",
         "roofline.svg",
     ]
     reported = read_only(tmp_path, "report", "out/results.csv", "--out", "report/report.md")
-    assert reported.returncode == 0, reported.stderr
+    assert reported.returncode == 1, reported.stderr  # written whole; `killed`'s crash fails it
     assert (tmp_path / "report" / "roofline.png").exists()
     assert "](roofline.png)" in (tmp_path / "report" / "report.md").read_text()

@@ -113,9 +113,39 @@ def _command_named_in(args: list[str]) -> str:
     return ""
 
 
+def _refuse_repeated_options(args: list[str]) -> None:
+    """An option that takes one value, given twice (`--dtype bf16 --dtype fp32`), would silently run
+    the last one: refused in one line. Options that take several (`--variants`, bench's `--dtype`)
+    and flags may repeat."""
+    words = [arg.split("=", 1)[0] for arg in (args[: args.index("--")] if "--" in args else args)]
+    named = [word for word in words if word.startswith("-")]
+    if len(named) == len(set(named)):  # the usual case decides without building the command
+        return
+    group = typer.main.get_command(app)
+    command = (
+        group.commands.get(next((w for w in words if not w.startswith("-")), ""), None)
+        if hasattr(group, "commands")
+        else None
+    )
+    if command is None:
+        return
+    for param in command.params:
+        # typer's own click (bundled since typer 0.29) has its own Option class: read the shape
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or param.is_flag or param.count:
+            continue
+        given = [index for index, word in enumerate(words) if word in param.opts or word in param.secondary_opts]
+        if len(given) > 1:
+            values = [
+                args[i].split("=", 1)[1] if "=" in args[i] else (args[i + 1] if i + 1 < len(args) else "")
+                for i in given
+            ]
+            raise UserError(f"{param.opts[0]} is given {len(given)} times ({', '.join(values)}); give it once")
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
+        _refuse_repeated_options(sys.argv[1:])
         with _sigterm_interrupts():
             code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
