@@ -235,7 +235,9 @@ def test_bench_runs_library_peers_through_the_float64_gate_and_reports_them(tmp_
     report = subprocess.run(
         ["rooflint", "report", str(out / "results.csv")], capture_output=True, text=True, env=env, timeout=300
     )
-    assert report.returncode == 0, report.stderr
+    # peer_wrong failed its check: the report is written whole and exits 1 for it
+    assert report.returncode == 1, report.stderr
+    assert "1 row did not pass (1 failed): peer_toy/peer_wrong" in report.stderr
     assert "vs best library" in report.stdout
     assert r"| peer_ok \[fakepeer-dist 1.2.3\] |" in report.stdout  # Markdown escapes the brackets
 
@@ -270,7 +272,7 @@ def _softmax_rows():
 
 def test_every_row_is_judged_against_the_fastest_library_that_passed(tmp_path):
     path = write(_softmax_rows(), tmp_path / "r")
-    payload = json.loads(runner.invoke(app, ["report", str(path), "--format", "json"]).output)
+    payload = json.loads(runner.invoke(app, ["report", str(path), "--format", "json"]).stdout)
     [section] = payload["gpus"]
     rows = {r["variant"]: r for f in section["families"] for r in f["rows"]}
     # quack at 0.34 ms is the best library that passed; the failed peer's 0.1 ms counts for nothing.
@@ -279,7 +281,7 @@ def test_every_row_is_judged_against_the_fastest_library_that_passed(tmp_path):
     assert rows["quack"]["speedup_vs_best_library"] == pytest.approx(1.0)
     assert rows["broken_peer"]["speedup_vs_best_library"] is None
     assert rows["quack"]["library"] == "quack-kernels" and rows["quack"]["library_version"] == "0.2.1"
-    text = runner.invoke(app, ["report", str(path)]).output
+    text = runner.invoke(app, ["report", str(path)]).stdout
     header = text[text.index("### softmax") :].splitlines()[2]
     assert header.index("vs best compile") < header.index("vs best library")
     assert r"| quack \[quack-kernels 0.2.1\] |" in text  # Markdown escapes the brackets
@@ -288,7 +290,7 @@ def test_every_row_is_judged_against_the_fastest_library_that_passed(tmp_path):
 
 def test_no_library_column_where_no_library_ran(tmp_path):
     rows = [r for r in _softmax_rows() if r.kind != "library"]
-    text = runner.invoke(app, ["report", str(write(rows, tmp_path / "r"))]).output
+    text = runner.invoke(app, ["report", str(write(rows, tmp_path / "r"))]).stdout
     assert "vs best library" not in text
 
 
@@ -297,7 +299,7 @@ def test_the_interactive_page_marks_library_rows(tmp_path):
     result = runner.invoke(
         app, ["report", str(write(_softmax_rows(), tmp_path / "r")), "--format", "html", "--out", str(out)]
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # broken_peer failed its check: written, and failed
     page = out.read_text()
     assert "softmax / quack (library) [quack-kernels 0.2.1]" in page
     assert "1.07x vs best compile · 0.97x vs best library" in page  # triton: 0.378/0.352, 0.34/0.352
