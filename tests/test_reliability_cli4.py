@@ -41,8 +41,8 @@ def test_ab_drops_an_entry_that_raises_while_timed_and_keeps_the_others(tmp_path
     # The whole A/B ended in one error line: no table, no CSV, every shape's rounds lost.
     table = tmp_path / "ab.csv"
     done = rooflint(
-        "ab", "latefail", "-V", "eager,flaky,added", "--device", "cpu", "--rounds", "2", "--regime", "burst",
-        "--csv", str(table), family_module="late_failure_family",
+        "ab", "abtoy", "-V", "eager,flaky,added", "--device", "cpu", "--size", "two", "--rounds", "2",
+        "--regime", "burst", "--csv", str(table), family_module="ab_family",
     )  # fmt: skip
     everything = done.stdout + done.stderr
     assert done.returncode == 1, everything
@@ -58,10 +58,10 @@ def test_ab_drops_an_entry_that_raises_while_timed_and_keeps_the_others(tmp_path
 def test_ab_stopped_by_a_signal_keeps_the_rounds_it_completed(tmp_path):
     # Ctrl-C or SIGTERM ended ab with a silent exit 130: the rounds already timed were lost, no CSV.
     table = tmp_path / "ab.csv"
-    command = [ROOFLINT, "ab", "latefail", "-V", "eager,added", "--device", "cpu", "--rounds", "100000",
+    command = [ROOFLINT, "ab", "abtoy", "-V", "eager,added", "--device", "cpu", "--size", "two", "--rounds", "100000",
                "--regime", "burst", "--csv", str(table)]  # fmt: skip
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_env("late_failure_family")) as running:  # fmt: skip
+                          env=_env("ab_family")) as running:  # fmt: skip
         for line in running.stderr:
             if "round 3/" in line:
                 running.send_signal(signal.SIGTERM)
@@ -80,8 +80,8 @@ def test_profile_keeps_the_other_variants_when_one_raises_while_profiled(tmp_pat
     # A variant that passed its check and raised under the profiler ended the profile in one error
     # line: no kernels.csv, the variants profiled before it lost.
     done = rooflint(
-        "profile", "latefail", "-V", "eager,flaky,added", "--device", "cpu", "--out", str(tmp_path),
-        family_module="late_failure_family",
+        "profile", "abtoy", "-V", "eager,flaky,added", "--device", "cpu", "--out", str(tmp_path),
+        family_module="ab_family",
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -135,8 +135,8 @@ def test_roofline_labels_a_model_s_decode_and_sweep_rows_apart(tmp_path):
 def test_an_ab_entry_that_skips_itself_is_a_skip_not_a_failed_check(tmp_path):
     # A variant that cannot run at a shape (a library lacking it) was printed as "failed its float64
     # check" and made the A/B exit 1; a skipped bench row is no failure, nor is a skipped entry.
-    done = rooflint("ab", "latefail", "-V", "eager,picky", "--device", "cpu", "--size", "small", "--rounds", "2",
-                    family_module="late_failure_family")  # fmt: skip
+    done = rooflint("ab", "abtoy", "-V", "eager,picky", "--device", "cpu", "--size", "two", "--rounds", "2",
+                    family_module="ab_family")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failed its float64 check" not in done.stdout
     assert "skipped, not timed: picky at n=2048: takes no n = 2048 (planted)" in done.stdout
