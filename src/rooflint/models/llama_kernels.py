@@ -101,26 +101,17 @@ class LlamaSlots:
         ``rows`` (the rms_norm_linear fusion): only the triton set's can."""
         return False
 
-    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer, gamma=None):
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
         """rope_append's q, k and v of the QKV projection of h (the qkv_rope fusion's slot): the
-        projection, then rope_append, where the set fuses nothing. ``gamma``: h is the residual
-        stream, RMS-normalized with this weight first (the rms_norm_linear fusion)."""
-        y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
-        return self.rope_append(y, batch, tokens, weights, start, cache, layer)
-
-    def rms_linear(self, x, gamma, w, b):
-        """rms_norm(x) @ w.T + b (the rms_norm_linear fusion's projection); here the two ops."""
-        return self.linear(self.rms_norm(x, gamma)[0], w, b)
+        projection, then rope_append, where the set fuses nothing."""
+        return self.rope_append(self.linear(h, w, b), batch, tokens, weights, start, cache, layer)
 
     def _swiglu_in_gemm(self, rows) -> bool:
         """The quantized decode step of the triton set, where the CUDA weight-only kernel takes the shape."""
         return bool(self.quantized) and quantized_weights.swiglu_in_gemm(self.name, rows, self.gate_up_quantized)
 
-    def gate_up_swiglu(self, h, w, b, gamma=None):
-        """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion);
-        ``gamma``: h is the residual stream, RMS-normalized with this weight first."""
-        if gamma is not None:
-            h = self.rms_norm(h, gamma)[0]
+    def gate_up_swiglu(self, h, w, b):
+        """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion)."""
         return quantized_weights.quantized_swiglu(h, self._quantized(h.shape[0], w), b)
 
     def token_embedding(self, ids, table):
@@ -149,10 +140,9 @@ class LlamaSlots:
             self.kv_append(cache, layer, k.reshape(-1, d), v.reshape(-1, d), cache.slots(start, tokens))
         return q, k, v
 
-    def gate_up(self, h, w, b, ffn, gamma=None):
-        """(gate, up), each [rows, ffn], from one GEMM over the concatenated weight (views of its output);
-        ``gamma``: h is the residual stream, RMS-normalized with this weight first."""
-        y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
+    def gate_up(self, h, w, b, ffn):
+        """(gate, up), each [rows, ffn], from one GEMM over the concatenated weight (views of its output)."""
+        y = self.linear(h, w, b)
         return y[:, :ffn], y[:, ffn:]
 
     def silu_mul(self, gate, up):
@@ -338,7 +328,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
     def gate_up_swiglu(self, h, w, b, gamma=None):
         if self._quantized(h.shape[0], w) is not None:
-            return super().gate_up_swiglu(h, w, b, gamma)
+            return super().gate_up_swiglu(h, w, b)  # quantized: no rms_norm_linear, so no gamma
         if not self._streams(h.shape[0]):  # a prefill's rows: the TMA GEMM (_swiglu_in_prefill_gemm)
             from rooflint.kernels.swiglu.triton_gemm import gemm_swiglu
 
@@ -351,8 +341,8 @@ class LlamaTriton(LlamaSlots, TritonKernels):
     def gate_up(self, h, w, b, ffn, gamma=None):
         """A decode step's gate/up projection on the weight-streaming GEMM (with PDL on sm_90),
         like the other projections; cuBLAS above its rows."""
-        if not self._streams(h.shape[0]):
-            return super().gate_up(h, w, b, ffn, gamma)
+        if not self._streams(h.shape[0]):  # a prefill's rows: no rms_norm_linear, so no gamma
+            return super().gate_up(h, w, b, ffn)
         y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
         return y[:, :ffn], y[:, ffn:]
 
