@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from rooflint.core.paths import write_text
 from rooflint.core.specs import GpuSpec, spec_from_rows
 from rooflint.outputs.points import points_from_results
 from rooflint.outputs.results import OK
+
+if TYPE_CHECKING:
+    from rooflint.outputs.merge import Merged
 
 REPORT_SCHEMA = "rooflint.report/1"
 FORMATS = ("md", "html", "json")
@@ -299,6 +302,11 @@ def refuse_image_name(out: Path) -> None:
         )
 
 
+def check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")
+
+
 def write_report(
     paths: list[Path | str],
     fmt: str = "md",
@@ -306,13 +314,14 @@ def write_report(
     spec_file: Path | str | None = None,
     image_dir: Path | None = None,
     counters: dict[tuple[str, str, str, str], float] | None = None,
+    merged: Merged | None = None,
 ) -> str:
-    """Read and merge the results files, render one report, write it to `out` (or return it)."""
+    """Read and merge the results files (or take ``merged``, their merge already read), render one
+    report, write it to `out` (or return it)."""
     from rooflint.outputs.merge import merge_files
 
-    if fmt not in FORMATS:
-        raise UserError(f"unknown report format {fmt!r}; valid: {', '.join(FORMATS)}")
-    merged = merge_files(paths)
+    check_format(fmt)
+    merged = merged if merged is not None else merge_files(paths)
     if merged.frame.empty:
         raise UserError(f"no result rows in {', '.join(str(p) for p in paths)}")
     with tempfile.TemporaryDirectory(prefix="rooflint-report-") as scratch:

@@ -30,6 +30,16 @@ STATUSES = (OK, FAILED, SKIPPED, OOM, ERROR, CRASHED)
 # Rows that make a bench exit 1: a wrong answer or a variant that could not be measured. Skipped rows
 # (no GPU, no nvcc here) are not failures of the run.
 FAILING_STATUSES = (FAILED, OOM, ERROR, CRASHED)
+
+
+def not_passed(frame) -> list[tuple[str, str]]:
+    """("family/variant dtype shape", status) of each row of a results frame that failed its check,
+    errored, ran out of memory or crashed: what every command reading results fails on (a skip is
+    no failure)."""
+    failing = frame[frame["status"].isin(FAILING_STATUSES)]
+    return [(f"{r.family}/{r.variant} {r.dtype} {r.shape}", r.status) for r in failing.itertuples()]
+
+
 # A row's message carries this when NVML saw another process computing on its GPU while it was
 # timed: its SMs were shared, so its time says as little about its code as a throttled clock does.
 SHARED_GPU_NOTE = "another process was using the GPU"

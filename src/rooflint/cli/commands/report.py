@@ -43,7 +43,8 @@ def report_command(
     """
     from rooflint.analysis.lint_input import read_counters
     from rooflint.core.paths import output_dir
-    from rooflint.outputs.report import refuse_image_name, write_report
+    from rooflint.outputs.merge import merge_files
+    from rooflint.outputs.report import check_format, refuse_image_name, write_report
     from rooflint.outputs.result_file import refuse_reading_and_writing
 
     if out is not None:
@@ -53,12 +54,14 @@ def report_command(
     measured: dict[tuple[str, str, str, str], float] = {}
     for path in counters or []:
         measured.update(read_counters(path))
-    text = write_report(results, fmt, out, spec_file, counters=measured if counters else None)
+    check_format(fmt)
+    merged = merge_files(results)  # read once: for the report, and for the rows that did not pass
+    text = write_report(results, fmt, out, spec_file, counters=measured if counters else None, merged=merged)
     if out is None:
         typer.echo(text, nl=False)
     else:
         err_console.print(f"wrote {out}", highlight=False)
-    failing = failing_rows(results)
+    failing = failing_rows(merged.frame)
     if failing:
         # A crash is a failure in every command that reads it: the report shows the rows, and its
         # exit status says so, as bench's and lint's do.
@@ -66,21 +69,19 @@ def report_command(
         raise typer.Exit(1)
 
 
-def failing_rows(results: list[Path]) -> str:
-    """'' where every row passed or was skipped; else how many failed, errored, ran out of memory or
-    crashed, by status, and the first few by name."""
+def failing_rows(frame) -> str:
+    """'' where every row of the merged results passed or was skipped (a row re-run since counts as
+    re-run); else how many failed, errored, ran out of memory or crashed, by status, and the first few
+    by name."""
     from collections import Counter
 
-    from rooflint.outputs.merge import merge_files
-    from rooflint.outputs.results import FAILING_STATUSES
+    from rooflint.outputs.results import not_passed
 
-    frame = merge_files(results).frame  # as the report merged them: a row re-run since counts as re-run
-    names, statuses = [], Counter()
-    for row in frame[frame["status"].isin(FAILING_STATUSES)].itertuples():
-        statuses[row.status] += 1
-        names.append(f"{row.family}/{row.variant} {row.dtype} {row.shape}")
-    if not names:
+    failing = not_passed(frame)
+    if not failing:
         return ""
+    names = [name for name, _ in failing]
+    statuses = Counter(status for _, status in failing)
     counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     shown = "; ".join(names[:3]) + (f"; and {len(names) - 3} more" if len(names) > 3 else "")
     return f"{len(names)} row{'s' * (len(names) != 1)} did not pass ({counts}): {shown}"

@@ -91,12 +91,11 @@ def _say_what_failed(frame) -> bool:
     """A row that failed its check, errored, ran out of memory or crashed has no point to draw; name
     it, so a broken variant does not just vanish from the plot (skipped rows are no failure). Whether
     there was one."""
-    from rooflint.outputs.results import FAILING_STATUSES
+    from rooflint.outputs.results import not_passed
 
-    failing = frame[frame["status"].isin(FAILING_STATUSES)]
-    if failing.empty:
+    names = [f"{name}: {status}" for name, status in not_passed(frame)]
+    if not names:
         return False
-    names = [f"{r.family}/{r.variant} {r.dtype} {r.shape}: {r.status}" for r in failing.itertuples()]
     err_console.print(
         f"[bold red]not drawn[/]: {len(names)} row{'s' * (len(names) != 1)} that did not pass: "
         + escape("; ".join(names)),
