@@ -104,13 +104,16 @@ def _sigterm_interrupts() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _first_word(args: list[str]) -> str:
+    """The first argument that is not an option: the command's name where one was given."""
+    return next((arg for arg in args if not arg.startswith("-")), "")
+
+
 def _command_named_in(args: list[str]) -> str:
     """``rooflint <command>`` for the first argument that names a command, else ""."""
     names = {command.name or command.callback.__name__ for command in app.registered_commands}
-    for arg in args:
-        if not arg.startswith("-"):
-            return f"rooflint {arg}" if arg in names else ""
-    return ""
+    word = _first_word(args)
+    return f"rooflint {word}" if word in names else ""
 
 
 def _refuse_repeated_options(args: list[str]) -> None:
@@ -121,12 +124,7 @@ def _refuse_repeated_options(args: list[str]) -> None:
     named = [word for word in words if word.startswith("-")]
     if len(named) == len(set(named)):  # the usual case decides without building the command
         return
-    group = typer.main.get_command(app)
-    command = (
-        group.commands.get(next((w for w in words if not w.startswith("-")), ""), None)
-        if hasattr(group, "commands")
-        else None
-    )
+    command = getattr(typer.main.get_command(app), "commands", {}).get(_first_word(words))
     if command is None:
         return
     for param in command.params:

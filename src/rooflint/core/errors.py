@@ -10,6 +10,7 @@ class VariantSkipped(Exception):
 
 
 def describe(error: BaseException) -> str:
-    """An error in one line for a row's message: its type and its message's first line."""
-    text = str(error)
-    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".strip()
+    """An error in one line for a row's message: its type and its message's first line (its type
+    alone where it has no message)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

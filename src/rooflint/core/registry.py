@@ -145,7 +145,7 @@ def get_family(name: str) -> Family:
 def resolve_families(names: list[str]) -> list[str]:
     """Expand 'all' and reject unknown names before anything runs."""
     known = family_names()
-    if not names or names == ["all"]:
+    if not names or names == [ALL]:
         return known
     for name in names:
         if name not in known:

@@ -129,6 +129,20 @@ def load_spec_file(path: Path | str) -> dict[str, GpuSpec]:
     return specs
 
 
+def check_gpu_flag(gpu: str | None, spec_file: Path | str | None, on_cpu: bool) -> None:
+    """--gpu names a GPU of the table (or the spec file): an unknown one is bad input on any device.
+    A run on the CPU judges its rows on the CPU's own measured ceilings and stores them as cpu.toml,
+    so there --gpu would be silently ignored: refused instead."""
+    if gpu is None:
+        return
+    get_spec(gpu, spec_file)
+    if on_cpu:
+        raise UserError(
+            f"--gpu {gpu} names a GPU, and this run is on the CPU (--device cpu), whose rows and ceilings are "
+            "judged against its own measured ones; leave --gpu out, or run on the GPU"
+        )
+
+
 def all_specs(spec_file: Path | str | None = None) -> dict[str, GpuSpec]:
     specs = dict(builtin_specs())
     if spec_file:

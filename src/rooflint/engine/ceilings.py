@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from rooflint.core.errors import UserError
 from rooflint.core.specs import GpuSpec, measured_spec
 from rooflint.engine.device import resolve_device
 
@@ -249,13 +248,11 @@ def measure_and_store(
     """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
     from rooflint.core.roofs import save_ceilings
-    from rooflint.core.specs import current_gpu_spec, get_spec
+    from rooflint.core.specs import check_gpu_flag, current_gpu_spec
 
-    if gpu:
-        get_spec(gpu, spec_file)  # an unknown --gpu is refused before a minute of measuring, on a CPU too
-    if resolve_device(device) == "cpu":
-        if gpu:  # the CPU's ceilings are stored as cpu.toml: a GPU's name would be silently ignored
-            raise UserError(f"--gpu {gpu} names the GPU whose ceilings to measure; on the CPU leave it out")
+    on_cpu = resolve_device(device) == "cpu"
+    check_gpu_flag(gpu or None, spec_file, on_cpu)  # before a minute of measuring
+    if on_cpu:
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}
         key, name, datasheet, how = "cpu", "CPU", None, ""

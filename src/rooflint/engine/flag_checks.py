@@ -14,7 +14,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.paths import probe_output_dir, same_file, writable_file
 from rooflint.core.registry import resolve_families
 from rooflint.core.roofs import ROOF_CHOICES
-from rooflint.core.specs import get_spec, load_spec_file
+from rooflint.core.specs import check_gpu_flag, load_spec_file
 from rooflint.engine.request import BenchRequest
 from rooflint.outputs.folder_lock import refuse_if_busy
 
@@ -30,14 +30,7 @@ def check_flags(request: BenchRequest) -> None:
     if request.junit:
         _refuse_junit_over_results(request)
         writable_file(request.junit, "JUnit report")
-    if request.gpu is not None:
-        get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
-        if request.device == "cpu":
-            # CPU rows are judged on the CPU's measured ceilings: a GPU's roof would be silently ignored.
-            raise UserError(
-                f"--gpu {request.gpu} judges GPU rows, and this run is on the CPU (--device cpu), whose rows "
-                "are judged against its own measured ceilings; leave --gpu out, or run on the GPU"
-            )
+    check_gpu_flag(request.gpu, request.spec_file, on_cpu=request.device == "cpu")
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
     resolve_families([name for name in request.families if name != "all"])
 

@@ -371,7 +371,7 @@ def run_profile(
     each variant's counters beside its analytic model (ncu.csv, roofline_ncu.*). Everything is
     checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
     from rooflint.core.paths import output_dir, writable_file
-    from rooflint.core.specs import current_gpu_spec, get_spec, load_spec_file
+    from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
     from rooflint.engine import timing
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
@@ -385,12 +385,7 @@ def run_profile(
         raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
     if spec_file:
         load_spec_file(spec_file)  # missing, binary or not TOML: refused, not ignored without --ncu
-    if gpu is not None:
-        get_spec(gpu, spec_file)  # an unknown --gpu is bad input with or without --ncu
-        if device != "cuda":  # the kernel list on a CPU is judged against nothing: --gpu would do nothing
-            raise UserError(
-                f"--gpu {gpu} judges --ncu's counters on a GPU, and this run is on the CPU; leave --gpu out"
-            )
+    check_gpu_flag(gpu, spec_file, on_cpu=device != "cuda")  # with or without --ncu
     if dtype not in fam.dtypes:
         raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
     fam.cases(size)  # an unknown size is bad input before anything runs

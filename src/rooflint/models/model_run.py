@@ -18,7 +18,7 @@ import torch
 from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES, FLOAT_DTYPES
 from rooflint.core.paths import probe_output_dir
-from rooflint.core.specs import GpuSpec, get_spec, load_spec_file
+from rooflint.core.specs import GpuSpec, check_gpu_flag, load_spec_file
 from rooflint.engine import environment
 from rooflint.models import memory, peers, sweep
 from rooflint.models.base import check_checkpoint, check_weights_flags, require_transformers
@@ -56,8 +56,7 @@ def check_flags(request: ModelRequest) -> None:
         check_weights_flags(request.weights, request.layers)
     if request.spec_file:
         load_spec_file(request.spec_file)  # missing, binary or not TOML: refused, not ignored on a CPU
-    if request.gpu is not None:
-        get_spec(request.gpu, request.spec_file)  # an unknown --gpu is bad input on any device
+    check_gpu_flag(request.gpu, request.spec_file, on_cpu=resolve_device(request.device).type == "cpu")
     probe_output_dir(request.out)  # created by the run itself, once every flag has passed
 
 
@@ -68,12 +67,6 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     if request.weights is not None:
         check_checkpoint(spec_model, Path(request.weights))  # its architecture and dtypes, before "building"
     device = resolve_device(request.device)
-    if request.gpu is not None and device.type == "cpu":
-        # CPU rows are judged on the CPU's measured ceilings: a GPU's roof would be silently ignored.
-        raise UserError(
-            f"--gpu {request.gpu} judges GPU rows, and this run is on the CPU, whose rows are judged against "
-            "its own measured ceilings; leave --gpu out, or run on the GPU"
-        )
     default = list(KERNEL_SETS) if device.type == "cuda" else ["eager"]  # library sets only when asked for
     wanted = [k for k in ALL_SETS if k in wanted] if wanted else default
     isolate = request.isolate if request.isolate is not None else device.type == "cuda"

@@ -50,14 +50,14 @@ def write_family(name: str, out: Path) -> list[Path]:
     import rooflint
     from rooflint.core.errors import UserError
     from rooflint.core.paths import write_text
-    from rooflint.core.registry import family_names
+    from rooflint.core.registry import ALL, family_names
 
     if not name.isidentifier() or keyword.iskeyword(name) or not name.isascii():
         raise UserError(
             f"family name {name!r} is not an ASCII Python identifier; valid: ASCII letters, digits and _, "
             "not starting with a digit, and no Python keyword, e.g. my_op"
         )
-    if name == "all":  # `rooflint bench all` means every family: one named all could never be run alone
+    if name == ALL:  # `rooflint bench all` means every family: one named all could never be run alone
         raise UserError("family name 'all' is reserved: `rooflint bench all` runs every family; pick another name")
     if name in family_names():
         raise UserError(f"a family named {name!r} already exists (see rooflint list); pick another name")

@@ -19,18 +19,13 @@ from typing import Any
 import torch
 
 from rooflint.analysis.ab_stats import Sample
-from rooflint.core.errors import VariantSkipped
+from rooflint.core.errors import VariantSkipped, describe
 from rooflint.engine.ab.entries import Entry
 from rooflint.engine.correctness import check
 from rooflint.engine.nvml import Sampler, Telemetry
 from rooflint.engine.settings import Regime
 from rooflint.engine.throttle import energy_per_call_j
 from rooflint.engine.timer import measure
-
-
-def _why(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def checked_calls(
@@ -58,7 +53,7 @@ def checked_calls(
                 skipped[entry.label] = str(why)
                 continue
             except Exception as error:  # a config the kernel cannot compile, a broken old source
-                failed[entry.label] = _why(error)
+                failed[entry.label] = describe(error)
                 continue
             if verdict.passed:
                 passed[entry.label] = call
@@ -119,7 +114,7 @@ def time_rounds(
                     try:
                         timing = measure(calls[label], device=device, regime=regime, sampler=sampler, l2_bytes=l2_bytes)
                     except Exception as error:  # noqa: BLE001 - one broken entry must not lose the others' rounds
-                        done.failed[label] = f"raised while timed (round {r + 1}, {regime}): {_why(error)}"
+                        done.failed[label] = f"raised while timed (round {r + 1}, {regime}): {describe(error)}"
                         continue
                     telemetry = timing.telemetry or Telemetry()
                     this_round.append(
