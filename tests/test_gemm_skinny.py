@@ -104,41 +104,6 @@ def test_folded_layer_norm_matches_float64(m, k, n, dtype):
     assert torch.allclose(got.double(), want, atol=tol, rtol=tol), (got.double() - want).abs().max()
 
 
-# The RMS norm applied to x inside the GEMM (a Llama decode step's QKV and gate/up projections of the
-# residual stream): K tails, several K steps, a row far from unit scale, the 16-row limit.
-@pytest.mark.parametrize("m,k,n", [(8, 72, 100), (3, 64, 48), (16, 96, 40), (5, 37, 23), (1, 200, 16)])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("bias", [False, True])
-def test_rms_norm_in_the_gemm_matches_float64(m, k, n, dtype, bias):
-    gen = torch.Generator().manual_seed(m + k + n)
-    x = torch.randn(m, k, generator=gen)
-    x[0] *= 40.0  # the scale the norm removes
-    x = x.to(dtype)
-    gamma = (1 + 0.3 * torch.randn(k, generator=gen)).to(dtype)
-    w = (torch.randn(n, k, generator=gen) * k**-0.5).to(dtype)
-    b = torch.randn(n, generator=gen).to(dtype) if bias else None
-    got = skinny.skinny_rms_linear(x, gamma, 1e-6, w, b)
-    x64 = x.double()
-    normed = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma.double()
-    want = expected(normed, w, b, False, None)
-    # x * gamma is rounded to the dtype once, as an unfused RMSNorm's output is; then one rounding of y
-    tol = TOL[dtype] * 3
-    assert got.shape == (m, n) and got.dtype == dtype
-    assert torch.allclose(got.double(), want, atol=tol, rtol=tol), (got.double() - want).abs().max()
-
-
-def test_the_held_kernel_alone_takes_the_rms_norm_and_says_why_not_in_one_line():
-    from rooflint.kernels.gelu_linear import skinny_pdl
-
-    w = torch.zeros(64, 2048, dtype=torch.bfloat16)
-    assert "needs a CUDA GPU" in skinny_pdl.why_not_rms(8, w)  # this machine has none
-    x = torch.zeros(8, 2048, dtype=torch.bfloat16)
-    assert skinny_pdl._why_not_gamma(None, x) is None
-    assert skinny_pdl._why_not_gamma((torch.ones(2048, dtype=torch.bfloat16), 1e-6), x) is None
-    for gamma in (torch.ones(2048), torch.ones(1024, dtype=torch.bfloat16), torch.ones(2049, dtype=torch.bfloat16)[1:]):
-        assert "must be a contiguous, 16-byte aligned [2048]" in skinny_pdl._why_not_gamma((gamma, 1e-6), x)
-
-
 @pytest.mark.parametrize("splits", [2, 3, 4])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_split_k_sums_every_partial_once_and_resets_its_counters(splits, dtype):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 import torch
@@ -19,7 +18,6 @@ from rooflint.core.errors import UserError
 from rooflint.core.specs import measured_spec
 from rooflint.models import architectures, catalog, checks, llama, memory, sweep
 from rooflint.models.base import Dims, OpRecorder, Phase, build
-from rooflint.models.llama_kernels import NORM_IN_GEMM
 from rooflint.models.model_run import run_model
 from rooflint.models.outcome import ModelRequest
 from rooflint.outputs.results import OK, SKIPPED, read_results
@@ -288,44 +286,6 @@ def triton_run(tmp_path_factory):
     return run_model(tiny_request(out, kernels=["triton"], batch=1, seq=8, prompt=4, new_tokens=3))
 
 
-@pytest.fixture(scope="module")
-def triton_norm_in_gemm_run(tmp_path_factory):
-    # The rms_norm_linear fusion asked for (off by default until timed on a GPU): the decode GEMMs of
-    # the Triton weight-streaming kernel normalize the residual stream themselves.
-    out = tmp_path_factory.mktemp("llama-triton-norm")
-    os.environ[NORM_IN_GEMM] = "1"
-    try:
-        return run_model(tiny_request(out, kernels=["triton"], batch=2, seq=8, prompt=4, new_tokens=3))
-    finally:
-        del os.environ[NORM_IN_GEMM]
-
-
-def test_the_norms_inside_the_decode_gemms_keep_hfs_logits_and_tokens(triton_norm_in_gemm_run):
-    (result,) = triton_norm_in_gemm_run.sets
-    assert result.status == OK, result.message
-    assert "rms_norm_linear at <= 16 decode rows" in result.plan, result.plan
-    assert result.check.rel_error < 1e-5
-    assert result.check.token_matches == result.check.tokens_compared > 0  # fp32: every token, as HF's
-    decode = result.phases["decode"]
-    assert "add_rms_norm" not in decode.costs and "add_rms_norm" not in decode.attribution.ops
-    assert decode.attribution.ops["rms_norm"].calls == 1  # the final norm alone
-    assert "add_rms_norm" in result.phases["prefill"].costs  # a prefill keeps its norm kernels
-
-
-def test_the_norms_inside_the_gemms_move_their_bytes_to_the_gemms():
-    dims = llama.Llama({"tiny": TINY}).dims(llama.Llama({"tiny": TINY}).hf_config("tiny"))
-    phase = Phase("decode", batch=4, tokens=1, context=64)
-    plain = llama.Llama({"tiny": TINY}).op_costs(dims, phase, "bf16")
-    fused = llama.Llama({"tiny": TINY}).op_costs(dims, phase, "bf16", frozenset({"rms_norm_linear"}))
-    rows, d, n = 4, dims.hidden, dims.layers
-    assert "add_rms_norm" not in fused
-    assert fused["o_proj"].bytes - plain["o_proj"].bytes == n * rows * d * 2  # the stream read to add to
-    assert fused["qkv_proj"].bytes - plain["qkv_proj"].bytes == n * d * 2  # the norm's weight
-    # the layers' 2L - 1 norms (each reading x and r, writing r and h) and the final one's residual
-    # read are gone: the step moves fewer bytes in all
-    assert sum(c.bytes for c in fused.values()) < sum(c.bytes for c in plain.values())
-
-
 def test_triton_set_swaps_in_rooflints_families(triton_run):
     (result,) = triton_run.sets
     assert result.status == OK, result.message
@@ -335,7 +295,6 @@ def test_triton_set_swaps_in_rooflints_families(triton_run):
     for slot in ("prefill_attention", "rope", "kv_append", "linear"):
         assert plan[slot].startswith("triton"), result.plan
     assert "gate/up" in plan["linear"], result.plan  # every decode projection streams its weights
-    assert "rms_norm_linear" not in result.plan  # off unless ROOFLINT_NORM_IN_GEMM=1 asks for it
 
 
 @pytest.mark.parametrize("run", ["eager_run", "compile_run", "triton_run"])

@@ -42,21 +42,6 @@ def test_eager_and_triton_sets_pass_their_checks(tmp_path, name):
     assert "CUDA graphs" in triton.note, triton.note  # the decode step is graphed, as GPT-2's
 
 
-@pytest.mark.parametrize("name", ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b"])
-def test_the_norms_inside_the_decode_gemms_pass_the_checks(tmp_path, name, monkeypatch):
-    """ROOFLINT_NORM_IN_GEMM=1: each decode GEMM after a norm normalizes the residual stream itself
-    (the held kernel's RMS prologue, with the RoPE and SwiGLU epilogues where they apply)."""
-    from rooflint.models.llama_kernels import NORM_IN_GEMM
-
-    monkeypatch.setenv(NORM_IN_GEMM, "1")
-    outcome = run_model(request(tmp_path, model=name, config=name, kernels=["triton"], batch=1))
-    (result,) = outcome.sets
-    assert result.status == OK, result.message
-    assert result.check.logits_ok
-    assert "rms_norm_linear at <=" in result.plan, result.plan  # B=1: every projection's held kernel takes it
-    assert "add_rms_norm" not in result.phases["decode"].attribution.ops
-
-
 def test_an_8b_shape_builds_in_bf16_on_the_gpu():
     import torch
 

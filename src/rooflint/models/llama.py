@@ -228,33 +228,21 @@ class Llama(ModelSpec):
         decoding = tokens == 1 and cache is not None
         fused = kernels.fusions(batch * tokens, decoding)
         swiglu_in_gemm, rope_in_gemm = "gate_up_swiglu" in fused, "qkv_rope" in fused
-        # rms_norm_linear: the QKV and gate/up GEMMs read the residual stream and normalize it
-        # themselves (norm = the RMSNorm weight they take), and the o and down GEMMs add their output
-        # to the stream in their epilogues: no norm kernel until the final one.
-        norm_in_gemm = "rms_norm_linear" in fused
         with rec("embedding"):
             x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
-        if norm_in_gemm:
-            h = residual = x
-        else:
-            with rec("rms_norm"):
-                h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
+        with rec("rms_norm"):
+            h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
         for index, layer in enumerate(weights.layers):
-            if index and not norm_in_gemm:
+            if index:
                 with rec("add_rms_norm"):
                     h, residual = kernels.rms_norm(x, layer.attn_norm, residual)
-            # Sets that fuse no norm (the library sets among them) are called as before, without gamma.
-            norm = {"gamma": layer.attn_norm} if norm_in_gemm else {}
             if rope_in_gemm:  # q and K rotated and K and V appended in the QKV GEMM's epilogue: no rope kernel
                 with rec("qkv_proj"):
                     q, k, v = kernels.qkv_rope(h, layer.qkv_w, layer.qkv_b, batch, tokens, weights, start, cache,
-                                               index, **norm)  # fmt: skip
+                                               index)  # fmt: skip
             else:
                 with rec("qkv_proj"):
-                    if norm_in_gemm:
-                        qkv = kernels.rms_linear(h, layer.attn_norm, layer.qkv_w, layer.qkv_b)
-                    else:
-                        qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
+                    qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
                 with rec("rope"):
                     # q, k rotated, and with a cache the new K and V written to it: [B, T, heads, D] each
                     q, k, v = kernels.rope_append(qkv, batch, tokens, weights, start, cache, index)
@@ -265,38 +253,26 @@ class Llama(ModelSpec):
                     a = kernels.attend_prefill_gqa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
                 a = a.transpose(1, 2).reshape(batch * tokens, q_width)
             with rec("o_proj"):
-                if norm_in_gemm:  # the residual add in the GEMM's epilogue: r += o
-                    h = residual = kernels.linear(a, layer.o_w, layer.o_b, residual=residual)
-                else:
-                    x = kernels.linear(a, layer.o_w, layer.o_b)
-            if not norm_in_gemm:
-                with rec("add_rms_norm"):
-                    h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
-            norm = {"gamma": layer.mlp_norm} if norm_in_gemm else {}
+                x = kernels.linear(a, layer.o_w, layer.o_b)
+            with rec("add_rms_norm"):
+                h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
             if swiglu_in_gemm:  # silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel
                 with rec("gate_up_proj"):
-                    h = kernels.gate_up_swiglu(h, layer.gate_up_w, layer.gate_up_b, **norm)
+                    h = kernels.gate_up_swiglu(h, layer.gate_up_w, layer.gate_up_b)
             else:
                 with rec("gate_up_proj"):
-                    gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn, **norm)
+                    gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn)
                 with rec("swiglu"):
                     h = kernels.silu_mul(gate, up)
             with rec("down_proj"):
-                if norm_in_gemm:
-                    h = residual = kernels.linear(h, layer.down_w, layer.down_b, residual=residual)
-                else:
-                    x = kernels.linear(h, layer.down_w, layer.down_b)
-        if norm_in_gemm:
-            with rec("rms_norm"):  # the final norm alone: the last down GEMM added to the stream
-                h, _ = kernels.rms_norm(residual, weights.norm, None)
-        else:
-            with rec("add_rms_norm"):
-                # The last position's rows only: the norm and the head run on B rows. Taken inside the
-                # norm's range, as they are its inputs.
-                if last_only:
-                    x = x.view(batch, tokens, -1)[:, -1].contiguous()
-                    residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
-                h, _ = kernels.rms_norm(x, weights.norm, residual)
+                x = kernels.linear(h, layer.down_w, layer.down_b)
+        with rec("add_rms_norm"):
+            # The last position's rows only: the norm and the head run on B rows. Taken inside the
+            # norm's range, as they are its inputs.
+            if last_only:
+                x = x.view(batch, tokens, -1)[:, -1].contiguous()
+                residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
+            h, _ = kernels.rms_norm(x, weights.norm, residual)
         with rec("lm_head"):
             logits = kernels.lm_head(h, weights.head)
             return logits if last_only else logits.view(batch, tokens, -1)
@@ -308,8 +284,7 @@ class Llama(ModelSpec):
         the rotated K) and reads the cache. With the gate_up_swiglu fusion the gate/up GEMM writes
         silu(gate) * up, [rows, ffn], and no swiglu op reads or writes anything. With the qkv_rope fusion
         the QKV GEMM does the rope op's work: q and K are rotated before they are written, so the rope
-        op's read and write of them and its read of V (for the append) are gone. With rms_norm_linear
-        the layers' norms are gone (_norm_in_gemm_costs)."""
+        op's read and write of them and its read of V (for the append) are gone."""
         costs = llama_costs(dims, phase, dtype)
         if "qkv_rope" in fusions:
             rope, qkv = costs.pop("rope"), costs["qkv_proj"]
@@ -318,8 +293,6 @@ class Llama(ModelSpec):
             v_read = dims.layers * phase.rows * dims.kv_heads * dims.head_dim * size if phase.name == "decode" else 0
             costs["qkv_proj"] = Cost(qkv.tensor_flops, qkv.cuda_flops + rope.cuda_flops,
                                      qkv.bytes + rope.bytes - 2 * rotated - v_read)  # fmt: skip
-        if "rms_norm_linear" in fusions:
-            costs = _norm_in_gemm_costs(costs, dims, phase, dtype)
         if "gate_up_swiglu" in fusions:
             unfused = costs.pop("swiglu")
             write = dims.layers * phase.rows * dims.ffn * element_size(dtype)  # [rows, 2 ffn] -> [rows, ffn]
@@ -327,23 +300,6 @@ class Llama(ModelSpec):
             costs["gate_up_proj"] = Cost(gate_up.tensor_flops, gate_up.cuda_flops + unfused.cuda_flops,
                                          gate_up.bytes - write)  # fmt: skip
         return costs
-
-
-def _norm_in_gemm_costs(costs: dict[str, Cost], dims: Dims, phase: Phase, dtype: str) -> dict[str, Cost]:
-    """The rms_norm_linear fusion: no norm op in the layers (their reads and writes of the stream and
-    the normalized rows are gone) and the final norm without a residual add (rms_norm); the QKV and
-    gate/up GEMMs read the stream where they read the normalized rows, plus the norm's weight, and
-    square, sum and scale each element; the o and down GEMMs read the stream to add to it."""
-    rows, d, n, size = phase.rows, dims.hidden, dims.layers, element_size(dtype)
-    head_rows = phase.batch if phase.name == "decode" else rows
-    costs = dict(costs)
-    costs.pop("add_rms_norm", None)
-    costs["rms_norm"] = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": False}, dtype)
-    for name, flops, read in (("qkv_proj", 3, d), ("gate_up_proj", 3, d), ("o_proj", 1, rows * d),
-                              ("down_proj", 1, rows * d)):  # fmt: skip
-        cost = costs[name]  # read gamma [d] (norms), or the stream [rows, d] (adds), per layer
-        costs[name] = Cost(cost.tensor_flops, cost.cuda_flops + flops * rows * d * n, cost.bytes + n * read * size)
-    return costs
 
 
 def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) -> dict[str, Cost]:

@@ -9,8 +9,6 @@ for a decode step's projections. Each slot that stays PyTorch says why in the pl
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
@@ -20,9 +18,6 @@ from rooflint.models import quantized_weights
 from rooflint.models.cache import KVCache
 from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, TritonKernels, _dtype_gap
 
-# ROOFLINT_NORM_IN_GEMM=1 turns the rms_norm_linear fusion on in the triton set's decode steps (off by
-# default until timed against the norm kernel on a GPU: docs/perf-notes/models.md).
-NORM_IN_GEMM = "ROOFLINT_NORM_IN_GEMM"
 PLAN_SLOTS = ("rms_norm", "rope", "prefill_attention", "kv_append", "decode_attention", "swiglu", "linear", "lm_head",
               "sample")  # fmt: skip
 
@@ -67,8 +62,7 @@ class LlamaSlots:
         gate_up_swiglu where the set's prefill GEMM has the same epilogue."""
         if not decoding:
             return frozenset({"gate_up_swiglu"}) if self._swiglu_in_prefill_gemm(rows) else frozenset()
-        fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm,
-                 "rms_norm_linear": self._norm_in_gemm}  # fmt: skip
+        fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm}
         return frozenset(name for name, fuses in fused.items() if fuses(rows))
 
     def _swiglu_in_prefill_gemm(self, rows) -> bool:
@@ -76,9 +70,7 @@ class LlamaSlots:
         return False
 
     FUSED = {"qkv_rope": "RoPE and the K/V append in the QKV GEMM's epilogue: no rope kernel",
-             "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel",
-             "rms_norm_linear": "each RMSNorm inside the QKV or gate/up GEMM after it, the residual add in the "
-                                "o and down GEMMs' epilogues: no norm kernel in the layers"}  # fmt: skip
+             "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel"}  # fmt: skip
 
     def describe(self) -> str:
         lines = []
@@ -94,11 +86,6 @@ class LlamaSlots:
 
     def _rope_in_gemm(self, rows) -> bool:
         """Whether the set's QKV GEMM rotates q and K itself at ``rows``: only the triton set's can."""
-        return False
-
-    def _norm_in_gemm(self, rows) -> bool:
-        """Whether the set's QKV and gate/up GEMMs normalize the residual stream themselves at
-        ``rows`` (the rms_norm_linear fusion): only the triton set's can."""
         return False
 
     def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
@@ -262,35 +249,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         heads, kv_heads, d = self.rope_dims
         return skinny_pdl.why_not_rope(rows, self.qkv_w, (heads + kv_heads) * d, d) is None
 
-    def _norm_in_gemm(self, rows) -> bool:
-        """The RMSNorms inside the decode GEMMs after them (the rms_norm_linear fusion), where
-        ROOFLINT_NORM_IN_GEMM=1 asks for it (it is not yet measured against the norm kernel on a GPU),
-        the set's norm is its own, the weights are not quantized, and the QKV and gate/up GEMMs both
-        take the norm: skinny_pdl.cu's held kernel under PDL (with their RoPE or SwiGLU epilogues), or
-        without PDL the Triton weight-streaming kernel."""
-        if os.environ.get(NORM_IN_GEMM) != "1":
-            return False
-        if self.quantized or self.qkv_w is None or not self._streams(rows) or self.plan["rms_norm"] != "triton":
-            return False
-        from rooflint.kernels.common.pdl import pdl_enabled
-        from rooflint.kernels.gelu_linear import skinny_pdl
-
-        if not pdl_enabled(self.qkv_w.device):
-            return True  # the Triton kernel takes the norm at any K (no split)
-        qkv_held = self._rope_in_gemm(rows) or skinny_pdl.why_not_rms(rows, self.qkv_w) is None
-        gate_up_held = self._swiglu_in_gemm(rows) or skinny_pdl.why_not_rms(rows, self.gate_up_w) is None
-        return qkv_held and gate_up_held
-
-    def _rms(self, gamma) -> dict:
-        """The held kernel's ``rms`` argument where the norm is fused (gamma given), else none."""
-        return {} if gamma is None else {"rms": (gamma, self.eps)}
-
-    def rms_linear(self, x, gamma, w, b):
-        from rooflint.kernels.gelu_linear import skinny
-
-        return skinny.skinny_rms_linear(x, gamma, self.eps, w, b)
-
-    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer, gamma=None):
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny, skinny_pdl
 
@@ -302,7 +261,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             append = skinny.KVAppend(k_rows, v_rows, cache.slots(start, tokens), q_width, kv_heads, d)
         cos, sin = weights.rope_tables_for(start, tokens)
         qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
-                                  pdl=pdl_enabled(h.device), **self._rms(gamma))  # fmt: skip
+                                  pdl=pdl_enabled(h.device))  # fmt: skip
         return split_heads(qkv, batch, tokens, weights)
 
     def _swiglu_in_gemm(self, rows) -> bool:
@@ -326,9 +285,9 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
         return triton_gemm.why_not_weight(self.gate_up_w) is None
 
-    def gate_up_swiglu(self, h, w, b, gamma=None):
+    def gate_up_swiglu(self, h, w, b):
         if self._quantized(h.shape[0], w) is not None:
-            return super().gate_up_swiglu(h, w, b)  # quantized: no rms_norm_linear, so no gamma
+            return super().gate_up_swiglu(h, w, b)
         if not self._streams(h.shape[0]):  # a prefill's rows: the TMA GEMM (_swiglu_in_prefill_gemm)
             from rooflint.kernels.swiglu.triton_gemm import gemm_swiglu
 
@@ -336,14 +295,14 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny_pdl
 
-        return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device), **self._rms(gamma))
+        return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device))
 
-    def gate_up(self, h, w, b, ffn, gamma=None):
+    def gate_up(self, h, w, b, ffn):
         """A decode step's gate/up projection on the weight-streaming GEMM (with PDL on sm_90),
         like the other projections; cuBLAS above its rows."""
-        if not self._streams(h.shape[0]):  # a prefill's rows: no rms_norm_linear, so no gamma
+        if not self._streams(h.shape[0]):
             return super().gate_up(h, w, b, ffn)
-        y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
+        y = self.linear(h, w, b)
         return y[:, :ffn], y[:, ffn:]
 
     def rms_norm(self, x, w, residual=None):

@@ -117,10 +117,10 @@ class _SplitWorkspace:
 
 @triton.jit
 def _skinny_kernel(
-    x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, c1_ptr, c2_ptr, g_ptr, slot_ptr, kc_ptr, vc_ptr, part_ptr, count_ptr,
+    x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, c1_ptr, c2_ptr, slot_ptr, kc_ptr, vc_ptr, part_ptr, count_ptr,
     M, N, K, x_row, r_row, y_row, eps, kv_start, kv_width, k_chunk,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, GELU: tl.constexpr, RESIDUAL: tl.constexpr, NORM: tl.constexpr, RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr, GELU: tl.constexpr, RESIDUAL: tl.constexpr, NORM: tl.constexpr,
     APPEND: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
     UPCAST: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
@@ -150,12 +150,10 @@ def _skinny_kernel(
         # The layer norm folded into the GEMM (fold_layer_norm): see stream_w.
         c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
         c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
-    acc, s1, s2 = stream_w(x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_ptr + offs_m * x_row, g_ptr,
-                            BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, NORM, RMS, UPCAST, "")  # fmt: skip
+    acc, s1, s2 = stream_w(x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_ptr + offs_m * x_row,
+                            BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, NORM, UPCAST, "")  # fmt: skip
     if NORM:
         acc = apply_norm(acc, s1, s2, K, eps, c1, c2)
-    if RMS:  # the RMS norm of X's rows (see stream_w): 1 / rms(x) of each, from all of K (no split)
-        acc = acc * (1.0 / tl.sqrt(s2 / K + eps))[None, :]
     last = True
     if SPLITS > 1:
         last, acc = sum_splits(acc, part_ptr, count_ptr, pid_n, tl.program_id(1), N, offs_n, offs_m, out_mask,
@@ -219,9 +217,9 @@ def sum_splits(acc, part_ptr, count_ptr, tile, split, N, offs_n, offs_m, out_mas
 
 @triton.jit
 def stream_w(
-    x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_first, g_ptr,
+    x_rows, w_rows, k_begin, k_end, K, m_mask, n_mask, x_first,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-    NORM: tl.constexpr, RMS: tl.constexpr, UPCAST: tl.constexpr, X_CACHE: tl.constexpr,
+    NORM: tl.constexpr, UPCAST: tl.constexpr, X_CACHE: tl.constexpr,
 ):  # fmt: skip
     """acc [BLOCK_N, BLOCK_M] = W[rows, k_begin:k_end] X[:, k_begin:k_end]^T, the weight stream.
 
@@ -229,10 +227,7 @@ def stream_w(
     shift (its first element, at ``x_first``) and accumulates the row statistics (s1, s2) from the
     same tiles, so LN(X) W^T = rstd * (acc - mean' * c1) + c2 (apply_norm) costs no pass of its
     own. The shift keeps E[x^2] - E[x]^2 from cancelling when a row's mean is large against its
-    spread. With RMS, an RMS norm before the GEMM (weight at ``g_ptr``): the MMA takes x * gamma,
-    rounded once, and s2 sums x's own squares, so rms_norm(X) W^T = acc / rms(x) costs no pass or
-    weight copy of its own. ``X_CACHE`` is X's load cache modifier: ".cg" where another SM wrote X in
-    this kernel."""
+    spread. ``X_CACHE`` is X's load cache modifier: ".cg" where another SM wrote X in this kernel."""
     offs_k = tl.arange(0, BLOCK_K)
     s1 = tl.zeros((BLOCK_M,), dtype=tl.float32)
     s2 = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -253,11 +248,6 @@ def stream_w(
             s1 += tl.sum(xs, axis=1)
             s2 += tl.sum(xs * xs, axis=1)
             x = xs.to(x_rows.dtype.element_ty)  # rounded once, as an unfused layer norm's output is
-        if RMS:
-            gamma = tl.load(g_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
-            xf = tl.where(x_mask, x.to(tl.float32), 0.0)
-            s2 += tl.sum(xf * xf, axis=1)
-            x = (xf * gamma[None, :]).to(x_rows.dtype.element_ty)
         if UPCAST:  # the CPU interpreter multiplies 16-bit dot operands as raw bit patterns
             w, x = w.to(tl.float32), x.to(tl.float32)
         acc = tl.dot(w, tl.trans(x), acc)
@@ -325,21 +315,6 @@ def skinny_norm_linear(
     return _launch(x, folded.w, None, gelu, None, out, tile, (folded.c1, folded.c2, eps), append, 1)
 
 
-def skinny_rms_linear(
-    x: torch.Tensor,
-    gamma: torch.Tensor,
-    eps: float,
-    w: torch.Tensor,
-    b: torch.Tensor | None = None,
-    out: torch.Tensor | None = None,
-    tile: SkinnyTile | None = None,
-) -> torch.Tensor:
-    """rms_norm(x) @ w.T + b for x [M <= 16, K], the norm's weight ``gamma`` [K] applied to x inside
-    the GEMM (no normalized copy of x, no copy of w): a Llama decode step's projection of the residual
-    stream. No K split: the row's sum of squares needs all of K in one program."""
-    return _launch(x, w, b, False, None, out, tile, None, None, 1, (gamma, eps))
-
-
 def skinny_linear(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -355,7 +330,7 @@ def skinny_linear(
     return _launch(x, w, b, gelu, residual, out, tile, None, None, splits)
 
 
-def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits, rms=None) -> torch.Tensor:
+def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.Tensor:
     m, k = x.shape
     n = w.shape[0]
     if m > MAX_ROWS:
@@ -368,9 +343,7 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits, rms=None) 
     if tile is None and splits in (None, 1) and pdl:
         from rooflint.kernels.gelu_linear import skinny_pdl
 
-        if rms is not None and skinny_pdl.why_not_rms(m, w) is None and skinny_pdl.fits(x, w, residual, out):
-            return skinny_pdl.launch(x, w, b, gelu, residual, out, norm, append, streamed=False, rms=rms)
-        if rms is None and skinny_pdl.fits(x, w, residual, out):
+        if skinny_pdl.fits(x, w, residual, out):
             return skinny_pdl.launch(x, w, b, gelu, residual, out, norm, append)
     sms = sm_count(x.device, INTERPRETER_SMS)
     if tile is None:
@@ -382,16 +355,15 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits, rms=None) 
     part, count = _SplitWorkspace.get(x.device, n, splits, tiles) if splits > 1 else (out, out)
     r = residual if residual is not None else out
     c1, c2, eps = norm if norm is not None else (w, w, 0.0)
-    gamma, eps = rms if rms is not None else (w, eps)
     kv = append or KVAppend(out, out, out, 0, 1, 1)
     # PDL brings the L2 prefetch of W, a bulk copy of whole rows: 16-byte aligned and sized.
     aligned = w.data_ptr() % 16 == 0 and (k * w.element_size()) % 16 == 0 and (k_chunk * w.element_size()) % 16 == 0
     pdl = pdl and aligned
     _skinny_kernel[(tiles, splits)](
-        x, w, b if b is not None else w, r, out, c1, c2, gamma, kv.slots, kv.k_rows, kv.v_rows, part, count,
+        x, w, b if b is not None else w, r, out, c1, c2, kv.slots, kv.k_rows, kv.v_rows, part, count,
         m, n, k, x.stride(0), r.stride(0), out.stride(0), eps, kv.start, kv.heads * kv.head_dim, k_chunk,
         BLOCK_M=MAX_ROWS, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, EVEN_K=k % tile.block_k == 0,
-        HAS_BIAS=b is not None, GELU=gelu, RESIDUAL=residual is not None, NORM=norm is not None, RMS=rms is not None,
+        HAS_BIAS=b is not None, GELU=gelu, RESIDUAL=residual is not None, NORM=norm is not None,
         APPEND=append is not None, KV_HEADS=kv.heads, HEAD_DIM=kv.head_dim, SPLITS=splits,
         UPCAST=interpreting(), PDL=pdl, num_warps=tile.warps, num_stages=tile.stages, **pdl_launch(pdl),
     )  # fmt: skip

@@ -30,12 +30,6 @@
 // the row statistics from the same X elements the MMA reads, shifted by each row's first
 // element), bias, tanh-GELU, a residual add, and K/V columns scattered into a paged cache.
 //
-// An RMS norm before the GEMM (gamma; the held kernel only, with or without SwiGLU or RoPE: a Llama
-// decode step's QKV and gate/up projections read the residual stream itself, and the step loses its
-// norm kernels): the MMA takes x * gamma, rounded once, and the row's sum of squares comes from the
-// same X elements, so rms_norm(x) W^T = rsqrt(mean(x^2) + eps) * ((x * gamma) W^T), the scale applied
-// to each output's sum (and, with RoPE, to its partner's) before the bias. No weight is copied.
-//
 // SwiGLU (the held kernel only; a Llama MLP's gate/up projection, W = [gate rows; up rows]): a block
 // holds 16 gate rows and the 16 up rows of the same outputs (rows n and n + ffn) as two tiles, and
 // writes silu(gate) * up, so the [M, 2 ffn] product never leaves the SM and the decode step has one
@@ -105,7 +99,6 @@ struct Params {
   const void* cos;
   const void* sin;
   long long rope_width, rope_dim, rope_start, rope_tokens;
-  const void* gamma;  // [K] of T: an RMS norm's weight, the norm applied to X in the kernel; or null
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -260,11 +253,7 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
 // is summed in the same block. Both are rounded to T first, as the unfused GEMM's output is, then
 // rotated in fp32 with the position's cos and sin and rounded once, as models/ops/rope_append.py does;
 // the rotated K (and V) also go to the paged cache.
-//
-// RMS (p.gamma set): the RMS norm before the GEMM. A template parameter, not a run-time test: the
-// kernels without it keep their register counts (a runtime flag cost 6-10 registers a thread in
-// every held kernel, and one register once cost GPT-2's step 6%, above).
-template <typename T, int STEPS, int MT, int TILES, bool ROPE = false, bool RMS = false>
+template <typename T, int STEPS, int MT, int TILES, bool ROPE = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
@@ -277,7 +266,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   const T* w = static_cast<const T*>(p.w);
   const T* x = static_cast<const T*>(p.x);
   const bool norm = p.c1 != nullptr;
-  constexpr bool rms = RMS;
 
   if (p.pdl) launch_dependents();
   // W: rows row0 + g and row0 + g + 8 (and the same up rows, ffn further), this thread's 8 elements
@@ -364,17 +352,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
           s2[mt] += lo * lo + hi * hi;
           b[i] = pack<T>(lo, hi);
         }
-      } else if constexpr (rms) {  // the MMA takes x * gamma, rounded once; the squares are x's own
-        // gamma is a weight in L2 (K elements shared by every block): loaded here, after X's loads went
-        // out, not held in registers across the wait.
-        const uint4 gv = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.gamma) + k0 + 32 * c));
-        const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 v = unpack<T>(b[i]), scale = unpack<T>(gw[i]);
-          s2[mt] += v.x * v.x + v.y * v.y;
-          b[i] = pack<T>(v.x * scale.x, v.y * scale.y);
-        }
       }
 #pragma unroll
       for (int tile = 0; tile < TILES; ++tile) {
@@ -396,7 +373,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       partial[warp][tile][g + 8][8 * mt + 2 * t] = acc[tile][mt][2];
       partial[warp][tile][g + 8][8 * mt + 2 * t + 1] = acc[tile][mt][3];
     }
-    if (norm || rms) {
+    if (norm) {
       float a = s1[mt], b2 = s2[mt];
       a += __shfl_xor_sync(0xffffffffu, a, 1);
       a += __shfl_xor_sync(0xffffffffu, a, 2);
@@ -407,20 +384,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   }
   __syncthreads();
   if (!writes) return;
-  // The RMS norm's 1 / rms(x) of this output's X row (1 without the norm), from the warps' squares in
-  // warp order.
-  float rms_scale = 1.0f;
-  if constexpr (rms) {
-    float squares = 0.0f;
-    for (int i = 0; i < warps; ++i) squares += stats[i][out_m][1];
-    rms_scale = 1.0f / sqrtf(squares / static_cast<float>(p.k) + p.eps);
-  }
   float zs[TILES];
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
     zs[tile] = 0.0f;
     for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
-    zs[tile] *= rms_scale;
   }
   float z = zs[0];
   if constexpr (TILES == 2) {
@@ -437,9 +405,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   if constexpr (TILES == 1) z += bias[0];
   if constexpr (ROPE) {
     if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
-      float other = rms ? 0.0f : pair_bias;  // with the norm, the bias after the partner's scale
+      float other = pair_bias;
       for (int i = 0; i < warps; ++i) other += partial[i][0][out_n ^ 8][out_m];
-      if constexpr (rms) other = rms_scale * other + pair_bias;
       const float mine = to_float(from_float<T>(z)), partner = to_float(from_float<T>(other));
       z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
     }
@@ -534,15 +501,6 @@ cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int 
   return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
 }
 
-// The held kernel, with the RMS norm where p.gamma is set.
-template <typename T, int STEPS, int MT, int TILES, bool ROPE = false>
-cudaError_t launch_held(const Params& p, long long blocks, int warps, cudaStream_t stream) {
-  if (p.gamma != nullptr) {
-    return launch_kernel(skinny_pdl_kernel<T, STEPS, MT, TILES, ROPE, true>, p, blocks, warps, stream);
-  }
-  return launch_kernel(skinny_pdl_kernel<T, STEPS, MT, TILES, ROPE, false>, p, blocks, warps, stream);
-}
-
 template <typename T, int STEPS, bool STREAM>
 cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
@@ -550,26 +508,26 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
   if (p.rope_width > 0) {  // RoPE: the held kernel at 16 steps (M <= 8) or 8, the shares a QKV projection's K takes
     if constexpr (!STREAM && (STEPS == 16 || STEPS == 8)) {
-      if (p.m <= 8) return launch_held<T, STEPS, 1, 1, true>(p, blocks, warps, stream);
-      if constexpr (STEPS == 8) return launch_held<T, STEPS, 2, 1, true>(p, blocks, warps, stream);
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, true>, p, blocks, warps, stream);
+      if constexpr (STEPS == 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1, true>, p, blocks, warps, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.ffn > 0) {  // SwiGLU's two W tiles double W's registers: 8 steps at most (4 with two X tiles)
     if constexpr (!STREAM && STEPS <= 8) {
-      if (p.m <= 8) return launch_held<T, STEPS, 1, 2>(p, blocks, warps, stream);
-      if constexpr (STEPS <= 4) return launch_held<T, STEPS, 2, 2>(p, blocks, warps, stream);
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
+      if constexpr (STEPS <= 4) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 2>, p, blocks, warps, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.m <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
-    else return launch_held<T, STEPS, 1, 1>(p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1>, p, blocks, warps, stream);
   }
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
   if constexpr (STEPS <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
-    else return launch_held<T, STEPS, 2, 1>(p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1>, p, blocks, warps, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -608,9 +566,7 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
 // then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
 // GELU, layer norm or K/V append. rope_width > 0: RoPE of outputs [0, rope_width) (q and K heads of
 // rope_dim, a multiple of 16), held only at 16 or 8 steps (8 for M > 8), cos and sin [positions,
-// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm. gamma [K] of T, 16-byte
-// aligned: an RMS norm of X (eps its epsilon) before the held kernel's GEMM, with or without SwiGLU
-// or RoPE; not with a layer norm (c1) or the streamed kernel.
+// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
@@ -618,7 +574,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
                                    long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, long long ffn, const void* cos,
                                    const void* sin, long long rope_width, long long rope_dim, long long rope_start,
-                                   long long rope_tokens, const void* gamma, cudaStream_t stream) {
+                                   long long rope_tokens, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
@@ -630,8 +586,6 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
          rope_width % rope_dim == 0 && rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr &&
          sin != nullptr && residual == nullptr && c1 == nullptr && gelu == 0;
   }
-  // The RMS norm: the held kernel's, and no layer norm beside it.
-  ok = ok && (gamma == nullptr || (!streamed && c1 == nullptr && aligned16(gamma)));
   if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
@@ -644,7 +598,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
            static_cast<int>(pdl), ffn > 0 ? ffn : 0, cos, sin, rope_width > 0 ? rope_width : 0,
-           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1, gamma};
+           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;

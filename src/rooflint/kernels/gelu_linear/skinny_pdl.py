@@ -136,48 +136,27 @@ def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
     return _why_not_held("SwiGLU kernel", m, w, steps, "two W tiles: 16 x <= 8 steps x 4-16 warps")
 
 
-def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False, rms=None):
+def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False):
     """silu(g) * u for [g | u] = x @ w^T + b: a Llama MLP's gate/up projection, w = [gate rows; up rows]
     [2 ffn, K], x [M <= 16, K], out [M, ffn]. g and u are rounded to x's dtype before the product, as
-    the unfused GEMM's output is; ``pdl`` launches it with programmatic dependent launch; ``rms``
-    (gamma, eps): x is the residual stream, RMS-normalized in the kernel (rms_norm(x) @ w^T)."""
+    the unfused GEMM's output is; ``pdl`` launches it with programmatic dependent launch."""
     m, k = x.shape
     ffn = w.shape[0] // 2
-    why = why_not_swiglu(m, w) or _why_not_x("SwiGLU kernel", x, w) or _why_not_gamma(rms, x)
+    why = why_not_swiglu(m, w) or _why_not_x("SwiGLU kernel", x, w)
     if why:
         raise ValueError(why)
     out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
-    return _call(x, w, b, out, ffn, steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, rms=rms)
+    return _call(x, w, b, out, ffn, steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn)
 
 
-def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None, rms=None) -> torch.Tensor:
-    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks. ``rms``
-    (gamma, eps): an RMS norm of x before the GEMM, the held kernel's only."""
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
+    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
     chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
-    why = _why_not_gamma(rms, x) or ("the streamed kernel takes no RMS norm" if rms and chosen.streamed else None)
-    if why:
-        raise ValueError(why)
     return _call(x, w, b, out, w.shape[0], chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
-                 gelu=gelu, rms=rms)  # fmt: skip
-
-
-def why_not_rms(m: int, w: torch.Tensor) -> str | None:
-    """Why the held kernel cannot take an RMS norm of x before its GEMM with ``w`` [N, K] at M rows (it
-    alone has it: the streamed kernel's rows are longer than a Llama projection after a norm), or None."""
-    return _why_not_held("RMS-norm prologue", m, w, steps_for(w.shape[1], m), "16 x 4-16 steps x 4-16 warps")
-
-
-def _why_not_gamma(rms, x: torch.Tensor) -> str | None:
-    """Why ``rms`` (gamma, eps) cannot be the kernel's RMS norm of ``x``: gamma [K] of x's dtype, 16-byte aligned."""
-    if rms is None:
-        return None
-    gamma = rms[0]
-    if gamma.dtype != x.dtype or gamma.shape != (x.shape[1],) or not gamma.is_contiguous() or gamma.data_ptr() % 16:
-        return f"the RMS norm's weight must be a contiguous, 16-byte aligned [{x.shape[1]}] {x.dtype} tensor"
-    return None
+                 gelu=gelu)  # fmt: skip
 
 
 def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
@@ -191,13 +170,12 @@ def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
 
 
 def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=None, norm=None, append=None,
-          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None, rms=None) -> torch.Tensor:  # fmt: skip
+          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None) -> torch.Tensor:  # fmt: skip
     """rooflint_skinny_pdl on x [M, K] and w, into out [M, n] (its arguments: skinny_pdl.cu's entry).
     ``norm`` (c1, c2, eps): a folded layer norm; ``append``: a skinny.KVAppend; ``ffn``: SwiGLU's up-row
-    offset; ``rope``: (cos, sin, width, head_dim, start, tokens); ``rms`` (gamma, eps): an RMS norm of x."""
+    offset; ``rope``: (cos, sin, width, head_dim, start, tokens)."""
     m, k = x.shape
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
-    gamma, eps = rms if rms is not None else (None, eps)
     kv = append
     cos, sin, width, head_dim, start, tokens = rope if rope is not None else (None, None, 0, 0, 0, 0)
     cuda_build.load(SKINNY_PDL_CU).launch(
@@ -206,7 +184,7 @@ def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
         steps, int(streamed), int(gelu), int(pdl), float(eps), cuda_dtype(x.dtype), ffn,
-        cos, sin, width, head_dim, start, tokens, gamma,
+        cos, sin, width, head_dim, start, tokens,
     )  # fmt: skip
     return out
 
@@ -233,25 +211,12 @@ def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str
 
 
 def qkv_rope(
-    x,
-    w,
-    b,
-    cos,
-    sin,
-    start: int,
-    tokens: int,
-    rope_width: int,
-    head_dim: int,
-    append=None,
-    out=None,
-    pdl: bool = False,
-    rms=None,
+    x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None, out=None, pdl: bool = False
 ) -> torch.Tensor:
     """x @ w^T + b [M, N] with outputs [0, rope_width) (the q and K heads of ``head_dim``) rotated by
     RoPE (rotate-half; row m is position start + m % tokens of cos, sin [positions, head_dim]), and with
     ``append`` (skinny.KVAppend) the rotated K and the V columns written to the paged cache. The GEMM's
-    outputs are rounded to x's dtype before the rotation, as the unfused projection's are. ``rms``
-    (gamma, eps): x is the residual stream, RMS-normalized in the kernel first."""
+    outputs are rounded to x's dtype before the rotation, as the unfused projection's are."""
     m, k = x.shape
     n = w.shape[0]
     why = why_not_rope(m, w, rope_width, head_dim) or _why_not_x("RoPE epilogue", x, w)
@@ -259,12 +224,11 @@ def qkv_rope(
         why = f"cos {cos.dtype} and sin {sin.dtype} must have the weight's dtype {w.dtype}"
     if why is None and (cos.shape[-1] != head_dim or not cos.is_contiguous() or not sin.is_contiguous()):
         why = f"cos and sin must be contiguous [positions, {head_dim}]"
-    why = why or _why_not_gamma(rms, x)
     if why:
         raise ValueError(why)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     rope = (cos, sin, rope_width, head_dim, start, tokens)
-    return _call(x, w, b, out, n, rope_steps(k, m), append=append, pdl=pdl, rope=rope, rms=rms)
+    return _call(x, w, b, out, n, rope_steps(k, m), append=append, pdl=pdl, rope=rope)
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,

@@ -284,8 +284,8 @@ def _norm_gemm_phase(
         c1 = tl.load(c1_ptr + offs_n, mask=n_mask, other=0.0)
         c2 = tl.load(c2_ptr + offs_n, mask=n_mask, other=0.0)
         acc, s1, s2 = stream_w(x_rows, w_ptr + offs_n.to(tl.int64)[:, None] * K, 0, K, K, m_mask, n_mask,
-                                x_ptr + offs_m * K, c1_ptr, BLOCK_M, BLOCK_N, BLOCK_K, K % BLOCK_K == 0, True, False,
-                                UPCAST, ".cg")  # fmt: skip
+                                x_ptr + offs_m * K, BLOCK_M, BLOCK_N, BLOCK_K, K % BLOCK_K == 0, True, UPCAST,
+                                ".cg")  # fmt: skip
         acc = apply_norm(acc, s1, s2, K, eps, c1, c2)
         epilogue(acc, bias, res, slot, in_k, in_v, col, offs_n, offs_m, out_mask, y_ptr, kc_ptr, vc_ptr, N,
                   False, GELU, False, APPEND, HEAD_DIM)  # fmt: skip
@@ -312,8 +312,8 @@ def _residual_gemm_phase(
             BLOCK_N, BLOCK_M, True, True, False, 1, 1, ".cg",
         )  # fmt: skip
         acc, s1, s2 = stream_w(a_rows, w_ptr + offs_n.to(tl.int64)[:, None] * K, k_begin,
-                                tl.minimum(k_begin + k_chunk, K), K, m_mask, n_mask, a_ptr, b_ptr, BLOCK_M, BLOCK_N,
-                                BLOCK_K, K % BLOCK_K == 0, False, False, UPCAST, ".cg")  # fmt: skip
+                                tl.minimum(k_begin + k_chunk, K), K, m_mask, n_mask, a_ptr, BLOCK_M, BLOCK_N,
+                                BLOCK_K, K % BLOCK_K == 0, False, UPCAST, ".cg")  # fmt: skip
         last = True
         if SPLITS > 1:
             last, acc = sum_splits(acc, part_ptr, count_ptr, tile, item % SPLITS, N, offs_n, offs_m, out_mask,
