@@ -1,11 +1,16 @@
 """The CLI: help for every command, version, list, specs, roofline, and one clear line for every bad input."""
 
+import inspect
+import os
+import subprocess
+
 import pytest
 import typer
+from console_script import ROOFLINT, needs_console_script
 from typer.testing import CliRunner
 
 from rooflint import __version__
-from rooflint.cli.app import COMMANDS, app
+from rooflint.cli.app import COMMANDS, app, help_text
 
 runner = CliRunner()
 
@@ -46,6 +51,48 @@ def test_every_command_has_help_with_its_summary_options_and_examples(name, func
     options = [opt for param in command.params for opt in param.opts if opt.startswith("-")]
     for option in options:
         assert option in shown, f"rooflint {name} --help does not show {option}"
+
+
+@needs_console_script
+@pytest.mark.parametrize("name, function", COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_help_paragraphs_are_wrapped_by_the_terminal_not_the_source(name, function):
+    """On a wide terminal each prose paragraph of a command's help is one line: the docstring's own
+    line breaks (wrapped for the source at 100 columns) must not reach the terminal, where they left
+    ragged lines at every other width. Example lines keep their own lines."""
+    done = subprocess.run(
+        [ROOFLINT, name, "--help"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "1000"}, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line.strip(" │") for line in done.stdout.splitlines()]
+    paragraphs = [p for p in inspect.cleandoc(function.__doc__).split("\n\n") if not p.startswith("Examples:")]
+    for paragraph in paragraphs:
+        if any(line.startswith((" ", "- ")) for line in paragraph.splitlines()[1:]):
+            continue  # a list keeps its lines
+        assert " ".join(paragraph.split()) in lines, f"rooflint {name} --help breaks: {paragraph[:60]}..."
+    examples = [p for p in inspect.cleandoc(function.__doc__).split("\n\n") if p.startswith("Examples:")]
+    for example in examples[0].splitlines()[1:] if examples else []:
+        assert example.strip() in lines, example
+
+
+def test_help_text_joins_a_paragraph_and_keeps_examples_and_bullets():
+    text = help_text("""Summary line.
+
+    First sentence wraps
+    onto a second line.
+
+    - a bullet
+    - another
+
+    Examples:
+      rooflint x
+      rooflint y
+    """)
+    assert text.split("\n\n") == [
+        "Summary line.",
+        "First sentence wraps onto a second line.",
+        "- a bullet\n- another",
+        "Examples:\n  rooflint x\n  rooflint y",
+    ]
 
 
 def test_help_lists_every_registered_command_once():

@@ -8,6 +8,7 @@ pandas and matplotlib load inside the command that needs them, so `rooflint --ve
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import sys
@@ -63,8 +64,26 @@ COMMANDS = (
     ("doctor", doctor.doctor_command),
     ("new-family", new_family.new_family_command),
 )
+
+
+def help_text(docstring: str | None) -> str:
+    """A command's docstring as its --help text: each paragraph's wrapped source lines joined, so the
+    terminal wraps them at its own width (Typer's rich mode keeps every newline, leaving ragged lines
+    at any width but the source's). Indented lines (examples) and bullets keep their own lines."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(docstring or "").split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.startswith((" ", "- ")) and not lines[-1].startswith(" "):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
 for _name, _function in COMMANDS:
-    app.command(_name)(_function)
+    app.command(_name, help=help_text(_function.__doc__))(_function)
 
 
 def _version(value: bool) -> None:

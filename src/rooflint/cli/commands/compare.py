@@ -34,8 +34,9 @@ def compare_command(
     ok in BASE and fails, errors, skips or crashes in NEW is a regression, and so is one missing from
     NEW where NEW ran its family on that GPU. Rows of families NEW did not run are listed.
 
-    Examples: rooflint compare reports/h100/results.csv out/results.csv;
-    rooflint compare base.csv new.csv --threshold 3% --out diff.md
+    Examples:
+      rooflint compare reports/h100/results.csv out/results.csv
+      rooflint compare base.csv new.csv --threshold 3% --out diff.md
     """
     from rooflint.analysis.compare import compare_frames, parse_threshold
     from rooflint.core.paths import write_text

@@ -86,9 +86,10 @@ def model_command(
     Writes results.csv/.json (for `rooflint report` and `rooflint compare`), model-<config>.md and a
     roofline per set and phase with one point per op, its area its share of the step. See docs/models.md.
 
-    Examples: rooflint model gpt2 --config gpt2 --kernels eager,triton --out out/gpt2;
-    rooflint model llama-3.2-1b --batch 1,8,32,128 --context 512,4096,32768 --hf-baseline;
-    rooflint model gpt2 --batch 1 --seq 32 --prompt 16 --new-tokens 4 --dtype fp32 --layers 2 --device cpu
+    Examples:
+      rooflint model gpt2 --config gpt2 --kernels eager,triton --out out/gpt2
+      rooflint model llama-3.2-1b --batch 1,8,32,128 --context 512,4096,32768 --hf-baseline
+      rooflint model gpt2 --batch 1 --seq 32 --prompt 16 --new-tokens 4 --dtype fp32 --layers 2 --device cpu
     """
     from rich.table import Table
 

@@ -37,9 +37,10 @@ def report_command(
     Results from several GPUs get a table across GPUs and one roofline per GPU. The HTML roofline is
     interactive (tooltips, filters) and has an energy roofline beside it where NVML measured energy.
 
-    Examples: rooflint report out/results.csv --format md >> "$GITHUB_STEP_SUMMARY";
-    rooflint report h100.csv a100.csv --format html --out report/index.html;
-    rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
+    Examples:
+      rooflint report out/results.csv --format md >> "$GITHUB_STEP_SUMMARY"
+      rooflint report h100.csv a100.csv --format html --out report/index.html
+      rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
     """
     from rooflint.analysis.lint_input import read_counters
     from rooflint.core.paths import output_dir

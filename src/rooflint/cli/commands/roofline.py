@@ -41,8 +41,10 @@ def roofline_command(
     of several. Measured ceilings (from `rooflint ceilings`, in the cache or --ceilings DIR) are
     drawn dashed beside the datasheet ones.
 
-    Examples: rooflint roofline --gpu t4; rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm;
-    rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
+    Examples:
+      rooflint roofline --gpu t4
+      rooflint roofline reports/h100/results.csv --gpu a100_80gb_sxm
+      rooflint roofline reports/h100/results.csv --gpu h100 --ceilings reports/ceilings
     """
     from rooflint.analysis.projection import measured_groups, points_for_roofline
     from rooflint.core.errors import UserError

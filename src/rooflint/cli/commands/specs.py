@@ -17,7 +17,10 @@ def specs_command(
 ) -> None:
     """Show GPU specifications with the source of every number.
 
-    Examples: rooflint specs; rooflint specs h100; rooflint specs mygpu --spec-file mygpu.toml
+    Examples:
+      rooflint specs
+      rooflint specs h100
+      rooflint specs mygpu --spec-file mygpu.toml
     """
     from rich.table import Table
 
