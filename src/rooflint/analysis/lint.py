@@ -543,7 +543,8 @@ def lint_file(
 
     if roof not in ROOF_CHOICES:  # checked up front: a file of CPU rows would never ask for a roof
         raise UserError(f"unknown roof {roof!r}; valid: {', '.join(ROOF_CHOICES)}")
-    fixed = roof_spec(get_spec(gpu, spec_file), roof) if gpu else None
+    # `--gpu ""` (an unset shell variable) is an unknown GPU, not "each row's own": it must not drop wrong_gpu.
+    fixed = roof_spec(get_spec(gpu, spec_file), roof) if gpu is not None else None
     data = read_lint_input(path)
     if not data.rows:
         # A header alone (a run killed before its first row) has nothing to judge: "clean" would pass a CI gate.
@@ -551,10 +552,17 @@ def lint_file(
     measured = list(data.measured_dram_bytes)
     if counters:
         by_key = read_counters(counters)
+        joined = 0
         for i, row in enumerate(data.rows):
             found = by_key.get((row.family, row.variant, row.dtype, row.shape))
             if found is not None:
                 measured[i] = found
+                joined += 1
+        if not joined:  # counters of another run (or none): the rule they enable would pass unapplied
+            raise UserError(
+                f"--counters {counters}: no row of {path} has counters there (joined on family, variant, dtype "
+                "and shape); give the ncu.csv of `rooflint profile --ncu` for these rows"
+            )
     specs = all_specs(spec_file)
     cache: dict[str, GpuSpec | None] = {}
     # A timed row that recorded no ceilings of its own (a model run's whole-generation row) is judged

@@ -36,6 +36,9 @@ COMPUTE_UNIT_ALIASES = {
 }
 # Headers other tables use for the compute-unit column, in the order one is chosen when several exist.
 COMPUTE_UNIT_COLUMNS = ("compute_unit", "unit", "engine", "pipe")
+# The values of the `correct` column: empty (not stated) passes.
+CORRECT_TRUE = ("true", "1", "yes", "passed", "")
+CORRECT_FALSE = ("false", "0", "no", "failed")
 _UNIT_OF = {name: unit for unit in COMPUTE_UNITS for name in (unit,) + COMPUTE_UNIT_ALIASES[unit]}
 
 
@@ -67,7 +70,9 @@ def _numbers(frame: pd.DataFrame, column: str) -> list[float]:
 def _read_plain(path: Path) -> LintInput:
     check_table(path, PLAIN_REQUIRED)  # ragged, cut short, a second header: refused as for results files
     try:
-        frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], skipinitialspace=True)
+        # Cells as text (numbers are converted below): a `correct` column of 1, 0 and empty cells
+        # would otherwise be read as floats, its 0.0 matching no word for false.
+        frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], skipinitialspace=True, dtype=str)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
     frame.columns = [str(c).strip().lower() for c in frame.columns]
@@ -133,8 +138,19 @@ def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_
         time_ms = num("time_us") / 1e3
     if time_ms == 0:
         raise UserError(f"{path} line {line}: time 0 is not a measured time; valid: a time above 0")
-    correct = text(record.get("correct")).lower()
-    failed = correct in ("false", "0", "no", "failed")
+    correct = text(record.get("correct")).strip().lower()
+    if correct not in CORRECT_TRUE + CORRECT_FALSE:  # "fail" or "x" read as passing would hide a wrong kernel
+        valid = ", ".join(v for v in CORRECT_TRUE + CORRECT_FALSE if v)
+        raise UserError(f"{path} line {line}: correct {correct!r} is not true or false; valid: {valid}, or empty")
+    failed = correct in CORRECT_FALSE
+    rate_given = math.isfinite(num("achieved_tflops")) or math.isfinite(num("achieved_gbps"))
+    work_given = math.isfinite(flops) or math.isfinite(nbytes)
+    if not failed and not rate_given and not (math.isfinite(time_ms) and work_given):
+        # No rule could judge it: the file would lint clean with the row unread.
+        raise UserError(
+            f"{path} line {line}: row {text(record.get('kernel'))!r} has nothing to judge; valid: a time "
+            "(time_ms or time_us) with flops or bytes, or an achieved_tflops or achieved_gbps"
+        )
     flops = flops if math.isfinite(flops) else 0.0
     return ResultRow(
         family=text(record.get("kernel")),
@@ -172,6 +188,15 @@ def read_counters(path: Path | str) -> dict[tuple[str, str, str, str], float]:
     if missing:
         raise UserError(f"{path} is not a rooflint profile CSV: missing columns {', '.join(missing)}")
     values = pd.to_numeric(frame["measured_dram_bytes"], errors="coerce")
+    # Empty or nan is a variant ncu did not measure; anything else must be a count, or the rows it
+    # joins would silently lose the bytes-disagree rule (or be judged on a negative or infinite count).
+    bad = (frame["measured_dram_bytes"].notna() & values.isna()) | (values < 0) | (values.abs() == math.inf)
+    if bad.any():
+        where = bad.idxmax()
+        raise UserError(
+            f"{path} line {int(where) + 2}: measured_dram_bytes {str(frame['measured_dram_bytes'][where])!r} is "
+            "not a byte count; valid: a number >= 0, or empty where ncu measured nothing"
+        )
     return {
         (str(r.family), str(r.variant), str(r.dtype), str(r.shape)): float(v)
         for r, v in zip(frame.itertuples(index=False), values)

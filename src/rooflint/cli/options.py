@@ -13,8 +13,20 @@ import typer
 
 from rooflint.core.errors import UserError
 
+
+def named_gpu(value: str | None) -> str | None:
+    """An empty --gpu (an unset shell variable: --gpu "$GPU") names no GPU; taken as no --gpu it would
+    judge against another GPU than the caller meant, or skip the wrong-GPU check."""
+    if value is not None and not value.strip():
+        raise UserError("--gpu is empty; name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
+    return value
+
+
 GpuOption = Annotated[
-    str | None, typer.Option("--gpu", help="GPU spec to judge against (h100_sxm, t4, ...); default: the one here.")
+    str | None,
+    typer.Option(
+        "--gpu", help="GPU spec to judge against (h100_sxm, t4, ...); default: the one here.", callback=named_gpu
+    ),
 ]
 SpecFileOption = Annotated[
     Path | None,

@@ -16,6 +16,7 @@ Where a spec comes from, one function each (nothing else builds one):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -95,6 +96,15 @@ def load_table(text: str, origin: str, where: str) -> dict[str, GpuSpec]:
 
 
 _BUILTIN: dict[str, GpuSpec] | None = None
+# Loose names for GPUs of the table (get_spec): alias -> key.
+ALIASES = {
+    "h100": "h100_sxm",
+    "a100": "a100_80gb_sxm",
+    "4090": "rtx_4090",
+    "a100_40gb": "a100_40gb_sxm",
+    "a100_80gb": "a100_80gb_sxm",
+    "h200_sxm": "h200",
+}
 
 
 def builtin_specs() -> dict[str, GpuSpec]:
@@ -119,14 +129,34 @@ def load_spec_file(path: Path | str) -> dict[str, GpuSpec]:
     specs = load_table(text, "user", str(path))
     if not specs:  # an empty file, or comments only: --spec-file was given for nothing
         raise UserError(f"spec file {path} describes no GPU; each is a table: [mygpu] with memory_bandwidth_gbps = ...")
+    # get_spec looks a name up in its key form (lower-cased, '-' and ' ' read as '_'): each key is
+    # stored in that form, so [MyGPU] is found as MyGPU or mygpu, as a datasheet key is.
+    keyed: dict[str, GpuSpec] = {}
+    written: dict[str, str] = {}  # key form -> the key as the file wrote it
+    for key, spec in specs.items():
+        form = _key_form(key)
+        if form in keyed:
+            raise UserError(f"spec file {path}: [{written[form]}] and [{key}] are one GPU key ({form}); keep one")
+        keyed[form], written[form] = dataclasses.replace(spec, key=form), key
     builtin = builtin_specs()
-    for key in specs:
-        if key in builtin:  # a silent replacement of the datasheet would move every roof of that GPU
+    for form in keyed:
+        # A silent replacement of the datasheet would move every roof of that GPU; an alias (h100)
+        # is the datasheet GPU's name too, and rows naming it would be judged on the file's numbers.
+        own = builtin.get(ALIASES.get(form, form))
+        if own is not None:
+            named = "rooflint's own" if form in builtin else "an alias of rooflint's own"
             raise UserError(
-                f"spec file {path}: [{key}] is rooflint's own {builtin[key].name}; a spec file adds GPUs the table "
-                f"lacks: give yours another key, e.g. [{key}_custom] (--roof measured judges against measured ceilings)"
+                f"spec file {path}: [{form}] is {named} {own.name}; a spec file adds GPUs the table "
+                f"lacks: give yours another key, e.g. [{form}_custom] (--roof measured judges against measured "
+                "ceilings)"
             )
+    specs = keyed
     return specs
+
+
+def _key_form(name: str) -> str:
+    """A GPU name as get_spec compares it: lower-cased, '-' and ' ' read as '_'."""
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
 
 
 def check_gpu_flag(gpu: str | None, spec_file: Path | str | None, on_cpu: bool) -> None:
@@ -153,19 +183,11 @@ def all_specs(spec_file: Path | str | None = None) -> dict[str, GpuSpec]:
 def get_spec(name: str, spec_file: Path | str | None = None) -> GpuSpec:
     """Look a GPU up by key (h100_sxm), by a loose alias (h100, H100 SXM) or by device name."""
     specs = all_specs(spec_file)
-    wanted = name.strip().lower().replace("-", "_").replace(" ", "_")
+    wanted = _key_form(name)
     if wanted in specs:
         return specs[wanted]
-    aliases = {
-        "h100": "h100_sxm",
-        "a100": "a100_80gb_sxm",
-        "4090": "rtx_4090",
-        "a100_40gb": "a100_40gb_sxm",
-        "a100_80gb": "a100_80gb_sxm",
-        "h200_sxm": "h200",
-    }
-    if wanted in aliases and aliases[wanted] in specs:
-        return specs[aliases[wanted]]
+    if wanted in ALIASES and ALIASES[wanted] in specs:
+        return specs[ALIASES[wanted]]
     detected = detect(name, specs)
     if detected:
         return detected

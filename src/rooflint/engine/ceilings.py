@@ -247,11 +247,17 @@ def measure_and_store(
 ) -> StoredCeilings:
     """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
-    from rooflint.core.roofs import save_ceilings
-    from rooflint.core.specs import check_gpu_flag, current_gpu_spec
+    from rooflint.core.paths import probe_output_dir
+    from rooflint.core.roofs import cache_dir, save_ceilings
+    from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
 
     on_cpu = resolve_device(device) == "cpu"
-    check_gpu_flag(gpu or None, spec_file, on_cpu)  # before a minute of measuring
+    # Every flag before a minute of measuring: a missing or malformed spec file (which a CPU run
+    # never reads) refused, not ignored, and an --out that cannot be written refused, not found after.
+    if spec_file:
+        load_spec_file(spec_file)
+    check_gpu_flag(gpu or None, spec_file, on_cpu)
+    probe_output_dir(Path(out) if out else cache_dir())
     if on_cpu:
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import RoofOption, SpecFileOption
+from rooflint.cli.options import RoofOption, SpecFileOption, named_gpu
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -17,7 +17,8 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 def lint_command(
     results: Annotated[Path, typer.Argument(help="results.csv/.json from bench, or a plain CSV (docs/lint.md).")],
     gpu: Annotated[
-        str | None, typer.Option("--gpu", help="Judge every row against this GPU (default: each row's own).")
+        str | None,
+        typer.Option("--gpu", help="Judge every row against this GPU (default: each row's own).", callback=named_gpu),
     ] = None,
     spec_file: SpecFileOption = None,
     roof: RoofOption = None,

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import SpecFileOption
+from rooflint.cli.options import SpecFileOption, named_gpu
 
 
 @user_errors
@@ -21,6 +21,7 @@ def roofline_command(
             "--gpu",
             help="GPU whose ceilings to draw (t4, h100, ...). Default: each GPU the results were measured on, "
             "on its own roof; h100_sxm without results.",
+            callback=named_gpu,
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", help="Directory for roofline.png/.svg/.csv.")] = Path("rooflint-out"),

@@ -26,8 +26,9 @@ def specs_command(
 
     from rooflint.core.specs import all_specs, get_spec
 
-    specs = [get_spec(gpu, spec_file)] if gpu else list(all_specs(spec_file).values())
-    if gpu:
+    # An empty name (an unset shell variable) is an unknown GPU, not a request for every GPU.
+    specs = [get_spec(gpu, spec_file)] if gpu is not None else list(all_specs(spec_file).values())
+    if gpu is not None:
         spec = specs[0]
         table = Table(title=f"{spec.name} [{spec.key}] ({spec.origin})")
         for column in ("field", "value", "source"):
