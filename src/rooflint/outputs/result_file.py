@@ -57,6 +57,7 @@ class Schema:
     statuses: tuple[str, ...]
     ok: str  # the status of a timed row
     na_values: tuple[str, ...]  # how an empty number is written
+    failed: str  # the status of a row whose output failed its check: the one row rel_error may be inf
 
 
 def read_result_file(path: Path | str, schema: Schema) -> pd.DataFrame:
@@ -236,6 +237,13 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
             continue  # an ok row's times are judged below, with what a time may be
         if kind in ("float", "int") and name not in SIGNED and row[name] < 0:
             _refuse(place, f"{name} {record.get(name)!r} is negative; valid: a number of 0 or more, or empty")
+    for name in INFINITE_OK:
+        if math.isinf(row[name]) and status != schema.failed:
+            _refuse(
+                place,
+                f"{name} {row[name]} on a row of status {status}; "
+                "valid: a finite number, or empty (inf only on a failed row)",
+            )
     for name in TIMES:
         _check_time(place, name, row[name], ok=timed)
     if timed and row["p20_ms"] > row["p80_ms"]:  # NaN (no spread recorded) compares false

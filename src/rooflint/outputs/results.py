@@ -206,7 +206,7 @@ def read_results(path: Path | str) -> pd.DataFrame:
     (the strict reader, outputs/result_file.py: every command that takes results reads through it)."""
     from rooflint.outputs.result_file import Schema, read_result_file
 
-    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES)))
+    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED))
 
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:
