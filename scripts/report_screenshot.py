@@ -1,6 +1,6 @@
 """Screenshot of an HTML report's interactive roofline with a tooltip showing, in headless Chromium.
 
-    python scripts/report_screenshot.py reports/h100/index.html reports/h100/report-tooltip.png
+    python scripts/report_screenshot.py reports/h100/report/index.html reports/h100/report-tooltip.png
     python scripts/report_screenshot.py r.html out.png --point attention/triton --width 1500
 
 Needs Debian's `chromium` and `chromium-driver` (apt-get install -y chromium chromium-driver) and
