@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from rooflint.core.errors import UserError
 
@@ -80,11 +83,35 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def replacing(path: Path | str, newline: str | None = None) -> Iterator[IO[str]]:
+    """A text file to write ``path`` through: a private name beside it, renamed over ``path`` once
+    written whole. Stopped midway (Ctrl-C, SIGTERM, an error), ``path`` keeps what it held before
+    and the partial file is removed: written in place, a cut-short results file or report kept the
+    rows written so far and read back as a complete, shorter one. A symlink's target is the file
+    replaced; what is not a regular file (/dev/stdout, a pipe) is written as it is."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        with path.open("w", newline=newline) as handle:
+            yield handle
+        return
+    path = Path(os.path.realpath(path))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", newline=newline) as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def write_text(path: Path, text: str, what: str = "file") -> None:
     """Write a text output, creating its directory, or fail with one line naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        with replacing(path) as handle:
+            handle.write(text)
     except OSError as error:
         raise UserError(f"cannot write {what} {path}: {why_not(path, error)}") from None
 

@@ -108,10 +108,12 @@ def _import_family(source: FamilySource) -> Family:
         module = importlib.import_module(source.module)
     except ImportError as error:
         raise UserError(f"family module {source.describe()} cannot be imported: {error}") from None
-    except Exception as error:  # a plugin's own bug (two baselines, say): name the module it is in
-        raise UserError(
-            f"family module {source.describe()} failed to import: {type(error).__name__}: {error}"
-        ) from error
+    # A plugin's own bug (two baselines, say): name the module it is in. SystemExit too: a module
+    # that parses arguments or calls sys.exit() at import would otherwise end rooflint there, with
+    # its exit code (0: `bench all` passing with nothing run).
+    except (Exception, SystemExit) as error:
+        why = f"it exits at import (sys.exit({error.code!r}))" if isinstance(error, SystemExit) else error
+        raise UserError(f"family module {source.describe()} failed to import: {type(error).__name__}: {why}") from error
     family = getattr(module, "FAMILY", None)
     if not isinstance(family, Family):
         raise UserError(f"family module {source.describe()} defines no FAMILY (a rooflint.core.family.Family)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import threading
 import time
@@ -29,7 +30,7 @@ from rooflint.engine.request import BenchPlan, BenchRequest
 from rooflint.engine.run_clock import RunTally, now_iso, run_record
 from rooflint.engine.worker import Task
 from rooflint.outputs.folder_lock import FolderLock
-from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
+from rooflint.outputs.results import COLUMNS, FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
 
 # What a bench measures when the user says nothing: each family's default dtypes (bf16, or a
 # quantized family's own formats: core.selection.select_dtypes), on the GPU when there is one, the
@@ -180,14 +181,29 @@ def keep_previous(out: Path) -> None:
     """The last run's results become results.prev.csv/.json: a run that is cut short, or measures
     nothing, never takes the previous numbers with it. Its rooflines go with them (roofline.prev.png,
     ...), so a run that draws none (--no-plots, or cut short) leaves no plot of other numbers beside
-    its results."""
+    its results. A results.csv without a row is no run's numbers (one stopped or refused before
+    its first row: Ctrl-C at start, an unreachable scheduler): it is removed, never moved over the
+    results.prev.* of the last run that measured something."""
+    empty = _holds_no_rows(out / "results.csv")
     for name in ("results.csv", "results.json"):
         current = out / name
-        if current.exists():
+        if empty:
+            current.unlink(missing_ok=True)
+        elif current.exists():
             current.replace(current.with_name(name.replace("results.", "results.prev.")))
     for image in out.glob("roofline*"):
         if _LAST_ROOFLINE.fullmatch(image.name):
             image.replace(image.with_name(f"{image.stem}.prev{image.suffix}"))
+
+
+def _holds_no_rows(results_csv: Path) -> bool:
+    """Whether ``results_csv`` holds rooflint's header and no row, as a bench writes it at start."""
+    try:
+        with results_csv.open(errors="replace") as handle:
+            lines = list(itertools.islice(filter(None, (line.strip() for line in handle)), 2))
+    except OSError:
+        return False
+    return lines == [",".join(COLUMNS)]
 
 
 def write_plots(
@@ -230,11 +246,14 @@ def write_plots(
 def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepare()
     """Every (family, dtype, shape, variant) to run, validated before anything starts."""
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
-    named = [name for name in request.families if name != "all"]
+    # A name given twice (`bench softmax softmax`, `--dtype bf16,bf16`) is run once: twice, each of
+    # its rows would be measured twice and the file would hold two rows of one key.
+    named = list(dict.fromkeys(name for name in request.families if name != "all"))
     families = resolve_families(named) if named else []
     if not named or "all" in request.families:
         families = resolve_families(["all"])
-    for dtype in request.dtypes:
+    dtypes = list(dict.fromkeys(request.dtypes))
+    for dtype in dtypes:
         if dtype not in DTYPES:
             raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
     loaded = [get_family(name) for name in families]
@@ -242,13 +261,13 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
     tasks = []
     for family in loaded:
         cases = family.cases(request.size)
-        for dtype in select_dtypes(family, request.dtypes):
+        for dtype in select_dtypes(family, dtypes):
             for size, params in cases:
                 for variant in select_variants(family, request.variants, dtype):
                     tasks.append(Task(family.name, variant.name, dtype, size, params))
     if not tasks:
         offered = [name for name in DTYPES if any(name in family.dtypes for family in loaded)]
-        asked = ", ".join(request.dtypes) or "each family's defaults"
+        asked = ", ".join(dtypes) or "each family's defaults"
         raise UserError(
             f"nothing to run: no family supports the requested variants and dtypes ({asked}); "
             f"these families run --dtype {', '.join(offered)}"

@@ -11,7 +11,6 @@ import csv
 import dataclasses
 import json
 import math
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from rooflint.core.errors import UserError
-from rooflint.core.paths import why_not
+from rooflint.core.paths import replacing, why_not
 
 SCHEMA_VERSION = 2
 
@@ -163,13 +162,11 @@ class ResultWriter:
         was appended), through a temporary file renamed into place: stopped midway, the file keeps
         every row as it was. A fleet's rows land as they finish and end in plan order."""
         self.rows.sort(key=key)
-        temporary = self.csv_path.with_name(self.csv_path.name + ".tmp")
-        with temporary.open("w", newline="") as handle:
+        with replacing(self.csv_path, newline="") as handle:
             rewriter = csv.DictWriter(handle, fieldnames=COLUMNS)
             rewriter.writeheader()
             rewriter.writerows(dataclasses.asdict(row) for row in self.rows)
-        self._file.close()
-        os.replace(temporary, self.csv_path)
+            self._file.close()
         self._file = self.csv_path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
 
@@ -182,7 +179,8 @@ def write_json(rows: Iterable[ResultRow], path: Path, run: dict[str, Any] | None
     """``run``: a bench's run record (engine/run_clock.run_record: wall time, phases, caches), kept
     beside the rows; readers of the rows ignore it."""
     records = [json_safe(dataclasses.asdict(row)) for row in rows]
-    Path(path).write_text(json_text(records, run))
+    with replacing(path) as handle:  # whole or not at all: an interrupted write keeps the last one
+        handle.write(json_text(records, run))
 
 
 def json_text(records: list[dict[str, Any]], run: dict[str, Any] | None = None) -> str:
@@ -266,7 +264,7 @@ def write_typed_csv(rows: Iterable[Any], path: Path | str, cls: type) -> Path:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as handle:
+        with replacing(path, newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=[item.name for item in fields(cls)])
             writer.writeheader()
             for row in rows:
