@@ -82,6 +82,10 @@ def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:
         if varying:
             suffix = [" [" + ",".join(f"{k}={s[k]}" for k in varying if k in s) + "]" for s in shapes]
             ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + suffix
+        # A burst run merged with a sustained one holds each row twice: the regime tells them apart.
+        regimes = rows["regime"].fillna("").astype(str) if "regime" in rows else None
+        if regimes is not None and len(set(regimes) - {""}) > 1:
+            ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + [f" ({r})" if r else "" for r in regimes]
     ok["point_kind"] = "measured"
     ok["link"] = None
     return ok.reindex(columns=POINT_COLUMNS)

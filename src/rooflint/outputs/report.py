@@ -42,6 +42,7 @@ ROW_FIELDS = (
     "kind",
     "dtype",
     "shape",
+    "regime",  # burst | sustained; "" on a row that was never timed
     "status",
     "message",
     "median_ms",
@@ -250,17 +251,24 @@ def _section_json(section: GpuSection) -> dict[str, Any]:
 
 
 def _across_gpus(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """One line per family, variant, dtype, shape and regime: a burst time is never set beside a
+    sustained one, and neither hides the other. A row never timed (no regime) shows in each line of its key."""
     gpus = sorted(set(frame["gpu"]))
     out = []
-    for (family, variant, dtype, shape), group in frame.groupby(["family", "variant", "dtype", "shape"], sort=False):
-        by_gpu = {}
-        for record in group.to_dict("records"):
-            by_gpu[record["gpu"]] = {
-                "status": record["status"],
-                "median_ms": _clean(record["median_ms"]),
-                "pct_of_roof": _clean(record["pct_of_roof"]),
-            }
-        out.append({"family": family, "variant": variant, "dtype": dtype, "shape": shape, "by_gpu": by_gpu})
+    keyed = _keyed(frame)
+    for (family, variant, dtype, shape), group in keyed.groupby(["family", "variant", "dtype", "shape"], sort=False):
+        records = group.to_dict("records")
+        for regime in sorted({r["regime"] for r in records} - {""}) or [""]:
+            by_gpu = {}
+            for record in records:
+                if record["regime"] in (regime, ""):
+                    by_gpu[record["gpu"]] = {
+                        "status": record["status"],
+                        "median_ms": _clean(record["median_ms"]),
+                        "pct_of_roof": _clean(record["pct_of_roof"]),
+                    }
+            item = {"family": family, "variant": variant, "dtype": dtype, "shape": shape, "regime": regime}
+            out.append(dict(item, by_gpu=by_gpu))
     return [dict(item, gpus=gpus) for item in out]
 
 

@@ -87,8 +87,16 @@ def energy_note(section) -> str:
 
 
 def _varying(rows: list[dict[str, Any]]) -> list[str]:
-    """dtype and shape get their own columns only where a family's rows differ in them."""
-    return [name for name in ("dtype", "shape") if len({r[name] for r in rows}) > 1]
+    """dtype and shape get their own columns only where a family's rows differ in them; the regime
+    only where timed rows differ in it (a burst run merged with a sustained one), else two lines of
+    one variant read alike."""
+    names = [name for name in ("dtype", "shape") if len({r[name] for r in rows}) > 1]
+    return names + ["regime"] * _several_regimes(rows)
+
+
+def _several_regimes(rows: list[dict[str, Any]]) -> bool:
+    """Whether rows were timed in more than one regime (a row never timed has none)."""
+    return len({r.get("regime") or "" for r in rows} - {""}) > 1
 
 
 def _variant_cell(row: dict[str, Any]) -> str:
@@ -101,9 +109,10 @@ def _variant_cell(row: dict[str, Any]) -> str:
     return f"{name} ({row['status']}{': ' + why if why else ''})"
 
 
-def _header(report: dict[str, Any]) -> list[str]:
+def _header(report: dict[str, Any], source=lambda path: path) -> list[str]:
+    """The summary line; ``source`` writes each results file's name (a code span in Markdown)."""
     summary = report["summary"]
-    sources = ", ".join(f"`{Path(s).as_posix()}`" for s in report["sources"])
+    sources = ", ".join(source(Path(s).as_posix()) for s in report["sources"])
     text = f"{summary['rows']} rows ({summary['ok']} ok, {summary['not_ok']} not ok)"
     if sources:
         text += f" from {sources}"
@@ -173,8 +182,9 @@ def text_roofline(points: pd.DataFrame, bandwidth_gbps: float, roofs: dict[str, 
             c += 1
         if 0 <= r < height and 0 <= c < width:
             grid[r][c] = mark
+        label = " ".join(str(point["label"]).splitlines())  # a name's newline must not split its legend line
         legend.append(
-            f"{mark}  {point['label']}: AI {point['ai_flop_per_byte']:.3g} FLOP/B, "
+            f"{mark}  {label}: AI {point['ai_flop_per_byte']:.3g} FLOP/B, "
             f"{point['achieved_tflops']:.3g} TFLOP/s, {point['achieved_gbps']:.4g} GB/s"
         )
     lines = []
@@ -202,6 +212,15 @@ def md_text(value: Any) -> str:
     # < and & alone start HTML (tags, entities); a > inside a line is plain text.
     escaped = " ".join(str(value).splitlines()).replace("&", "&amp;").replace("<", "&lt;")
     return _MD_ACTIVE.sub(lambda match: "\\" + match.group(0), escaped)
+
+
+def md_span(value: Any) -> str:
+    """A code span outside a table that shows ``value`` as written: fenced by more backticks than any
+    run inside it, so a file named a`b.csv neither ends the span early nor loses its backtick."""
+    value = " ".join(str(value).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
+    pad = " " if "`" in value else ""  # CommonMark strips one space each side: a leading ` stays text
+    return f"{fence}{pad}{value}{pad}{fence}"
 
 
 def md_code(value: Any) -> str:
@@ -240,14 +259,17 @@ def _across_cell(cell: dict[str, Any] | None) -> str:
 
 def render_markdown(report: dict[str, Any], base: Path | None = None) -> str:
     """Markdown for a job summary or a PR comment. `base` is the report's directory, for image links."""
-    lines = ["# rooflint report", ""] + _header(report)
+    lines = ["# rooflint report", ""] + _header(report, md_span)
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
+        regime = _several_regimes(report["across_gpus"])
         lines += ["", "## Across GPUs", "", "time in ms (% of that GPU's roof)", ""]
-        lines.append("| family | variant | dtype | shape | " + " | ".join(md_text(g) for g in gpus) + " |")
-        lines.append("|---|---|---|---|" + "---:|" * len(gpus))
+        lines.append(
+            "| family | variant | dtype | shape | " + "regime | " * regime + " | ".join(md_text(g) for g in gpus) + " |"
+        )
+        lines.append("|---|---|---|---|" + "---|" * regime + "---:|" * len(gpus))
         for item in report["across_gpus"]:
-            cells = [_across_cell(item["by_gpu"].get(g)) for g in gpus]
+            cells = [md_text(item["regime"])] * regime + [_across_cell(item["by_gpu"].get(g)) for g in gpus]
             lines.append(
                 f"| {md_text(item['family'])} | {md_text(item['variant'])} | {md_text(item['dtype'])} | "
                 f"`{md_code(item['shape'])}` | " + " | ".join(cells) + " |"
@@ -330,15 +352,16 @@ def render_html(report: dict[str, Any]) -> str:
     """One self-contained file: per GPU an interactive roofline (inline SVG and script, see
     rooflint.outputs.interactive) with the energy roofline beside it, the static PNG, and sortable
     tables. Nothing is fetched: no library, no font, no image from elsewhere."""
-    parts = [f"<h1>rooflint report</h1><p>{_esc(_header(report)[0].replace('`', ''))}</p>"]
+    parts = [f"<h1>rooflint report</h1><p>{_esc(_header(report)[0])}</p>"]
     if "counters_matched" in report["summary"]:
         parts.append(f"<p>ncu counters matched {report['summary']['counters_matched']} rows.</p>")
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
-        head = "".join(f"<th>{_esc(h)}</th>" for h in ["family", "variant", "dtype", "shape"] + gpus)
+        keys = ["family", "variant", "dtype", "shape"] + ["regime"] * _several_regimes(report["across_gpus"])
+        head = "".join(f"<th>{_esc(h)}</th>" for h in keys + gpus)
         body = "".join(
             "<tr>"
-            + "".join(f"<td>{_esc(item[k])}</td>" for k in ("family", "variant", "dtype", "shape"))
+            + "".join(f"<td>{_esc(item[k])}</td>" for k in keys)
             + "".join(f"<td>{_esc(_across_cell(item['by_gpu'].get(g)))}</td>" for g in gpus)
             + "</tr>"
             for item in report["across_gpus"]

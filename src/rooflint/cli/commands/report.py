@@ -43,7 +43,7 @@ def report_command(
       rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
     """
     from rooflint.analysis.lint_input import read_counters
-    from rooflint.core.paths import output_dir
+    from rooflint.core.paths import output_dir, writable_file
     from rooflint.outputs.merge import merge_files
     from rooflint.outputs.report import check_format, refuse_image_name, write_report
     from rooflint.outputs.result_file import refuse_reading_and_writing
@@ -52,6 +52,9 @@ def report_command(
         refuse_reading_and_writing(out, [*results, *(counters or [])])
         refuse_image_name(out)
         output_dir(out.parent)  # one line, before any work, where the report cannot be written
+        # A folder given as --out was found only when the report was written: by then the
+        # rooflines had been drawn over those in the folder above it.
+        writable_file(out, "report")
     measured: dict[tuple[str, str, str, str], float] = {}
     for path in counters or []:
         measured.update(read_counters(path))
