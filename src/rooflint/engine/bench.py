@@ -85,16 +85,32 @@ def check_fits(tasks: list[Task], device: str, devices: list[int]) -> None:
     if not available:
         return  # unknown here (no NVML): the worker reports it as oom, as before
     for task in {(t.family, t.dtype, json_key(t.params)): t for t in tasks}.values():
-        try:
-            needed = float(get_family(task.family).cost(task.params, task.dtype).bytes)
-        except Exception:  # noqa: BLE001 - a cost model that cannot price a shape: let the row say so
-            continue
-        if needed > available:
-            raise UserError(
-                f"size {task.key.split('/', 3)[3]} of {task.family} ({task.dtype}) needs at least "
-                f"{needed / 1e9:,.1f} GB for its inputs and outputs, more than {where}'s {available / 1e9:,.1f} GB; "
-                "pick a smaller --size"
-            )
+        _refuse_too_big(get_family(task.family), task.dtype, task.params, task.key.split("/", 3)[3], available, where)
+
+
+def check_shapes_fit(family, dtype: str, cases, device: str) -> None:
+    """check_fits for the shapes `ab` and `profile` build in this process: an oversized --size
+    there raised the allocator's error (ab) or made an errored row (profile), not bad input's line."""
+    from rooflint.core.family import shape_label
+
+    available, where = _memory_bytes(device, [])
+    if not available:
+        return
+    for _, params in cases:
+        _refuse_too_big(family, dtype, params, shape_label(params), available, where)
+
+
+def _refuse_too_big(family, dtype: str, params: dict, label: str, available: float, where: str) -> None:
+    try:
+        needed = float(family.cost(params, dtype).bytes)
+    except Exception:  # noqa: BLE001 - a cost model that cannot price a shape: let the row say so
+        return
+    if needed > available:
+        raise UserError(
+            f"size {label} of {family.name} ({dtype}) needs at least "
+            f"{needed / 1e9:,.1f} GB for its inputs and outputs, more than {where}'s {available / 1e9:,.1f} GB; "
+            "pick a smaller --size"
+        )
 
 
 def _memory_bytes(device: str, devices: list[int]) -> tuple[float, str]:

@@ -373,6 +373,7 @@ def run_profile(
     from rooflint.core.paths import output_dir, writable_file
     from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
     from rooflint.engine import timing
+    from rooflint.engine.bench import check_shapes_fit
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
 
@@ -388,7 +389,7 @@ def run_profile(
     check_gpu_flag(gpu, spec_file, on_cpu=device != "cuda")  # with or without --ncu
     if dtype not in fam.dtypes:
         raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
-    fam.cases(size)  # an unknown size is bad input before anything runs
+    check_shapes_fit(fam, dtype, fam.cases(size)[:1], device)  # an unknown or oversized size: before anything runs
     check_variant_names(variants or [], [fam])
     asked = select_variants(fam, variants or [], dtype)
     missing = {v.name: missing_requirement(v, device) for v in asked}

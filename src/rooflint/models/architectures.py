@@ -8,6 +8,7 @@ ones of each model's config.json on the Hugging Face Hub, written out here: noth
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,10 @@ def check_rope_type(fields: dict[str, Any], source: str) -> None:
     kind = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
     if kind not in ROPE_TYPES:
         raise UserError(f"{source}: rope_type={kind!r}, which rooflint's forward lacks; valid: {', '.join(ROPE_TYPES)}")
+    # transformers takes any rope_theta: a string crashed the build, a negative one made every logit NaN
+    theta = rope.get("rope_theta", fields.get("rope_theta")) if isinstance(rope, dict) else fields.get("rope_theta")
+    if theta is not None and (type(theta) not in (int, float) or not 0 < theta < math.inf):
+        raise UserError(f"{source}: rope_theta must be a positive number, not {theta!r}")
 
 
 # The fields that size the model. transformers fills a missing one with its own default (Llama-2-7B's)

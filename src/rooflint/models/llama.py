@@ -146,7 +146,13 @@ class Llama(ModelSpec):
         if layers is not None:
             fields["num_hidden_layers"] = layers
         config_class = getattr(require_transformers(), architectures.ARCHITECTURES[fields["model_type"]][0])
-        hf = config_class.from_dict(fields)
+        try:
+            hf = config_class.from_dict(fields)
+        except Exception as error:  # noqa: BLE001 - only the file's fields are at stake here
+            # transformers validates the fields as it builds its config (a string rms_norm_eps, an odd
+            # head_dim, a rope_scaling without its factor, an unknown torch_dtype): bad input, one line
+            why = " ".join(str(error).split())
+            raise UserError(f"the {config} config is not one transformers accepts: {why}") from None
         architectures.check_features(hf)
         return hf
 

@@ -81,6 +81,7 @@ def _device_facts(device: str) -> tuple[str, int]:
 def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message: None) -> AbOutcome:
     """Check, time and summarise every entry at every shape of ``settings.size``."""
     from rooflint.engine import nvml
+    from rooflint.engine.bench import check_shapes_fit
     from rooflint.engine.device import resolve_device
     from rooflint.engine.worker import missing_requirement
 
@@ -100,6 +101,7 @@ def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message
             if entry.variant.dtypes and dtype not in entry.variant.dtypes:
                 raise UserError(f"entry {entry.label} has no {dtype}; valid: {', '.join(entry.variant.dtypes)}")
         cases = family.cases(settings.size or ("large" if device == "cuda" else "small"))
+        check_shapes_fit(family, dtype, cases, device)  # before any entry is built or timed
         device_name, l2_bytes = _device_facts(device)
         sampler = nvml.sampler_for(device)
         labels = [entry.label for entry in entries]

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rooflint.analysis.ab_stats import Sample
-from rooflint.core.errors import VariantSkipped, describe
+from rooflint.core.errors import UserError, VariantSkipped, describe
 from rooflint.engine.ab.entries import Entry
 from rooflint.engine.correctness import check
 from rooflint.engine.nvml import Sampler, Telemetry
@@ -42,9 +42,22 @@ def checked_calls(
         groups.setdefault(id(entry.source.family), []).append(entry)
     for group in groups.values():
         family = group[0].source.family
-        case = family.build_case(preset, params, dtype, torch.device(device), seed=seed)
-        with torch.no_grad():
-            reference = family.reference(case.inputs, params)
+        try:
+            case = family.build_case(preset, params, dtype, torch.device(device), seed=seed)
+            with torch.no_grad():
+                reference = family.reference(case.inputs, params)
+        except UserError:  # a shape the family refuses (its check): bad input, said as before
+            raise
+        except VariantSkipped as why:
+            skipped.update((entry.label, str(why)) for entry in group)
+            continue
+        except Exception as error:  # noqa: BLE001 - out of memory at a larger shape, a copy's broken reference
+            # the group's entries fail at this shape: raised here, it ended the A/B and lost the
+            # rounds of the shapes timed before it
+            failed.update(
+                (entry.label, f"its inputs or float64 reference raised: {describe(error)}") for entry in group
+            )
+            continue
         for entry in group:
             try:
                 call = entry.build(case)

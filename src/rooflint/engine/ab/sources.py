@@ -57,6 +57,14 @@ def _family_of(module: ModuleType, name: str, where: str) -> Family:
     return family
 
 
+def _why(error: BaseException) -> str:
+    # SystemExit too: a module that calls sys.exit() at import ended the whole A/B with its code and
+    # no word (exit 0 for sys.exit(), nothing run)
+    if isinstance(error, SystemExit):
+        return f"it exits at import (sys.exit({error.code!r}))"
+    return f"{type(error).__name__}: {error}"
+
+
 def _git(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(["git", "-C", str(directory), *arguments], capture_output=True, check=False)
@@ -115,10 +123,8 @@ def at_ref(name: str, ref: str, workdir: Path, index: int) -> FamilySource:
         if error.name and error.name.startswith(f"{alias}.{tail}"):
             raise UserError(f"family {name} does not exist at {ref}") from None
         raise UserError(f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {error}") from None
-    except Exception as error:  # the ref's own code, against today's core: name it, no traceback
-        raise UserError(
-            f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {type(error).__name__}: {error}"
-        ) from None
+    except (Exception, SystemExit) as error:  # the ref's own code, against today's core: name it, no traceback
+        raise UserError(f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {_why(error)}") from None
     return FamilySource(ref, _family_of(copied, name, f"{name} at {ref}"))
 
 
@@ -138,6 +144,6 @@ def from_file(name: str, path: Path, index: int) -> FamilySource:
     sys.modules[alias] = copied  # a dataclass in the module looks its module up here
     try:
         spec.loader.exec_module(copied)
-    except Exception as error:  # the file's own code: name it, no traceback
-        raise UserError(f"--source {path} failed to import: {type(error).__name__}: {error}") from None
+    except (Exception, SystemExit) as error:  # the file's own code: name it, no traceback
+        raise UserError(f"--source {path} failed to import: {_why(error)}") from None
     return FamilySource(path.name, _family_of(copied, name, f"--source {path}"))
