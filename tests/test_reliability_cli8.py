@@ -107,3 +107,17 @@ def test_ab_keeps_the_rounds_of_earlier_shapes_when_a_later_shape_raises(tmp_pat
 def test_a_size_too_big_for_memory_is_refused_before_anything_runs(tmp_path, command):
     done = rooflint(*command, "--size", HUGE, "--device", "cpu", tmp_path=tmp_path)
     assert_refused(done, "GB for its inputs and outputs", "pick a smaller --size")
+
+
+def test_profile_refuses_an_empty_dtype_or_size_rather_than_the_default(tmp_path):
+    # `--dtype "$DTYPE"` with DTYPE unset profiled bf16 and said nothing: the caller meant another dtype.
+    for option, expected in (("--dtype", "has no dtype ''"), ("--size", "size")):
+        done = subprocess.run(
+            [ROOFLINT, "profile", "softmax", option, "", "--device", "cpu", "--out", str(tmp_path / "p")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        assert_refused(done, expected)
+    assert not (tmp_path / "p" / "kernels.csv").exists()

@@ -378,7 +378,10 @@ def run_profile(
     from rooflint.engine.worker import missing_requirement
 
     fam = get_family(family)
-    dtype, size, out = dtype or fam.default_dtypes[0], size or DEFAULT_SIZE, Path(out or DEFAULT_OUT)
+    # An empty value (an unset shell variable) is no dtype or size, not "the default": refused below
+    # with the valid ones.
+    dtype = fam.default_dtypes[0] if dtype is None else dtype
+    size, out = DEFAULT_SIZE if size is None else size, Path(out or DEFAULT_OUT)
     device = resolve_device(device)
     if sass and not ncu:
         raise UserError("--sass reads Nsight Compute's source page: add --ncu")
