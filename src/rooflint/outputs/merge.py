@@ -1,11 +1,13 @@
 """Merge results from several machines or GPUs into one long-format table.
 
 Rows are identified by ResultRow.key(): family, variant, dtype, shape and GPU, and by the regime
-they were timed in. Two files that measured the same key in the same regime (a re-run, or the same
-machine's results passed twice) would otherwise count twice in reports and make compare ambiguous,
-so only the row with the newest timestamp is kept; a burst run and a sustained run of the same rows
-both stay (dedupe). Timestamps are ISO 8601 as rooflint writes them; a row without a readable timestamp loses
-to one with it, and on a tie the file named later on the command line wins.
+they were timed in; the GPU is the spec key its name resolves to (by_gpu_key), so one GPU written
+two ways ("h100", "h100_sxm", its device name) is one GPU. Two files that measured the same key in
+the same regime (a re-run, or the same machine's results passed twice) would otherwise count twice
+in reports and make compare ambiguous, so only the row with the newest timestamp is kept; a burst
+run and a sustained run of the same rows both stay (dedupe). Timestamps are ISO 8601 as rooflint
+writes them; a row without a readable timestamp loses to one with it, and on a tie the file named
+later on the command line wins.
 """
 
 from __future__ import annotations
@@ -71,18 +73,43 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
     return frame.loc[kept].reset_index(drop=True), dropped
 
 
-def merge_frames(frames: Iterable[pd.DataFrame], sources: Iterable[str] = ()) -> Merged:
+def by_gpu_key(frame: pd.DataFrame, spec_file: Path | str | None = None) -> pd.DataFrame:
+    """The frame with each gpu name that get_spec resolves (with ``spec_file``) written as that
+    spec's key: "h100", "H100 SXM" and "NVIDIA H100 80GB HBM3" are all h100_sxm.
+
+    merge, report and compare identify a row's GPU by it, as roofline does: a GPU spelled one way in
+    one file and another way in the next is one GPU, so its rows dedupe, share one report section
+    and join in compare. A name nothing resolves (a GPU outside the table, "cpu", none) stays as
+    written, and a name that already is its key is left alone."""
+    from rooflint.core.specs import all_specs, get_spec
+
+    all_specs(spec_file)  # a bad spec file is refused here, not read as "no name resolves"
+    names = frame["gpu"].map(text)
+
+    def key(name: str) -> str:
+        try:
+            return get_spec(name, spec_file).key if name else name
+        except UserError:
+            return name
+
+    keys = {name: key(name) for name in set(names)}
+    return frame.assign(gpu=names.map(keys))
+
+
+def merge_frames(
+    frames: Iterable[pd.DataFrame], sources: Iterable[str] = (), spec_file: Path | str | None = None
+) -> Merged:
     frames = list(frames)
     if not frames:
         raise UserError("nothing to merge: give at least one results file")
-    combined = pd.concat([f[COLUMNS] for f in frames], ignore_index=True)
+    combined = by_gpu_key(pd.concat([f[COLUMNS] for f in frames], ignore_index=True), spec_file)
     kept, dropped = dedupe(combined)
     return Merged(kept, dropped, list(sources))
 
 
-def merge_files(paths: Iterable[Path | str]) -> Merged:
+def merge_files(paths: Iterable[Path | str], spec_file: Path | str | None = None) -> Merged:
     paths = [Path(p) for p in paths]
-    return merge_frames([read_results(p) for p in paths], [str(p) for p in paths])
+    return merge_frames([read_results(p) for p in paths], [str(p) for p in paths], spec_file)
 
 
 def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:

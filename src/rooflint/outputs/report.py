@@ -329,7 +329,7 @@ def write_report(
     from rooflint.outputs.merge import merge_files
 
     check_format(fmt)
-    merged = merged if merged is not None else merge_files(paths)
+    merged = merged if merged is not None else merge_files(paths, spec_file)
     if merged.frame.empty:
         raise UserError(f"no result rows in {', '.join(str(p) for p in paths)}")
     with tempfile.TemporaryDirectory(prefix="rooflint-report-") as scratch:

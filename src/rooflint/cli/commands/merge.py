@@ -20,7 +20,8 @@ def merge_command(
     """Combine results from several machines or GPUs into one file.
 
     Rows with the same family, variant, dtype, shape and GPU are kept once: the newest timestamp
-    wins (on a tie, the file named later), and the number dropped is printed.
+    wins (on a tie, the file named later), and the number dropped is printed. A GPU name rooflint
+    knows (h100, a device name) is written as its key (h100_sxm); others stay as written.
 
     Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
     """

@@ -59,7 +59,7 @@ def report_command(
     for path in counters or []:
         measured.update(read_counters(path))
     check_format(fmt)
-    merged = merge_files(results)  # read once: for the report, and for the rows that did not pass
+    merged = merge_files(results, spec_file)  # read once: for the report, and for the rows that did not pass
     text = write_report(results, fmt, out, spec_file, counters=measured if counters else None, merged=merged)
     if out is None:
         typer.echo(text, nl=False)
