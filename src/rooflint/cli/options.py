@@ -33,9 +33,23 @@ SpecFileOption = Annotated[
     typer.Option("--spec-file", help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml)."),
 ]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if present).")]
+
+
+def named_roof(value: str | None) -> str | None:
+    """An empty --roof (an unset shell variable: --roof "$ROOF") names no roof; taken as no --roof it
+    would judge against the datasheet when the caller asked for measured ceilings."""
+    if value is not None and not value.strip():
+        raise UserError("--roof is empty; valid: datasheet, measured (or leave it out for the datasheet)")
+    return value
+
+
 RoofOption = Annotated[
     str | None,
-    typer.Option("--roof", help="Judge % of roof against 'datasheet' ceilings or 'measured' ones (rooflint ceilings)."),
+    typer.Option(
+        "--roof",
+        help="Judge % of roof against 'datasheet' ceilings or 'measured' ones (rooflint ceilings).",
+        callback=named_roof,
+    ),
 ]
 VariantsOption = Annotated[
     list[str] | None, typer.Option("--variants", "-V", help="Variant names or kinds (repeat or comma-separate).")

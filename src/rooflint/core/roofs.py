@@ -7,6 +7,7 @@ the format of hardware_specs/gpus.toml, plus l2_bandwidth_gbps, which the datash
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -25,6 +26,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 # roof compares across machines and sessions; measured ceilings are opt-in and labelled.
 ROOF_CHOICES = ("datasheet", "measured")
 DEFAULT_ROOF = "datasheet"
+# Fields `rooflint ceilings` stores beside the datasheet's: the L2 copy rate, the two DRAM streams
+# memory_bandwidth_gbps is the faster of, and a CPU's fp32 GEMM peak.
+MEASURED_ONLY_FIELDS = ("l2_bandwidth_gbps", "copy_bandwidth_gbps", "read_bandwidth_gbps", "tensor_fp32_tflops")
 
 
 def cache_dir() -> Path:
@@ -55,17 +59,28 @@ def load_measured_ceilings(gpu_key: str, directory: Path | None = None) -> dict[
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path} is not valid TOML: {error}; re-run `rooflint ceilings`") from None
+    except UnicodeDecodeError:  # a binary file: a ValueError, which would escape as an internal error
+        raise UserError(f"{path} is not text (not UTF-8 TOML); re-run `rooflint ceilings`") from None
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror or error}; re-run `rooflint ceilings`") from None
     table = data.get(gpu_key)
     if not isinstance(table, dict):
         raise UserError(f"{path} has no [{gpu_key}] table; re-run `rooflint ceilings`")
+    known = (*NUMBER_FIELDS, *MEASURED_ONLY_FIELDS)
     values = {}
     for name, item in table.items():
         if name == "name":
             continue
+        # A misspelt field would be skipped by roof_spec, and its datasheet value judged as "measured".
+        if name not in known:
+            raise UserError(f"{path}: unknown field {name!r}; valid: {', '.join(known)}; re-run `rooflint ceilings`")
         value = item.get("value") if isinstance(item, dict) else item
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise UserError(f"{path}: {name} must be a positive number; re-run `rooflint ceilings`")
+        # TOML's true is not 1, and nan or inf (both valid TOML) would make every roof a lie.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise UserError(f"{path}: {name} must be a finite positive number; re-run `rooflint ceilings`")
         values[name] = float(value)
+    if not values:  # a table with a name alone: --roof measured would be the datasheet under another label
+        raise UserError(f"{path}: [{gpu_key}] holds no measured ceilings; re-run `rooflint ceilings`")
     return values
 
 

@@ -247,6 +247,7 @@ def measure_and_store(
 ) -> StoredCeilings:
     """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
+    from rooflint.core.errors import UserError
     from rooflint.core.paths import probe_output_dir
     from rooflint.core.roofs import cache_dir, save_ceilings
     from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
@@ -257,14 +258,21 @@ def measure_and_store(
     if spec_file:
         load_spec_file(spec_file)
     check_gpu_flag(gpu or None, spec_file, on_cpu)
-    probe_output_dir(Path(out) if out else cache_dir())
+    directory = Path(out) if out else cache_dir()
+    probe_output_dir(directory)
+    datasheet = None if on_cpu else current_gpu_spec(spec_file, gpu)
+    key = "cpu" if datasheet is None else datasheet.key
+    # A folder where <key>.toml goes cannot be replaced: refused now, not after the measuring.
+    if (directory / f"{key}.toml").is_dir():
+        raise UserError(
+            f"cannot write ceilings {directory / f'{key}.toml'}: it is a directory; move it away or give another --out"
+        )
     if on_cpu:
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}
-        key, name, datasheet, how = "cpu", "CPU", None, ""
+        name, how = "CPU", ""
     else:
-        datasheet = current_gpu_spec(spec_file, gpu)
-        key, name = datasheet.key, torch.cuda.get_device_name()
+        name = torch.cuda.get_device_name()
         on_note(f"measuring ceilings of {name} (about a minute) ...")
         values = measure_gpu_ceilings()
         how = f", torch {torch.__version__}"
