@@ -4,6 +4,7 @@ the checkout is imported without being installed."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,3 +28,14 @@ def assert_refused(done: subprocess.CompletedProcess, *expected: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
     for text in expected:
         assert text in done.stderr, done.stderr
+
+
+def run_in(folder: Path, *argv, timeout: int = 300) -> subprocess.CompletedProcess:
+    """The console script run in ``folder`` as a user runs it: its own cache there (ROOFLINT_CACHE),
+    a wide terminal so a line is not wrapped, and no debug or plugin settings from the caller's env."""
+    env = dict(os.environ, ROOFLINT_CACHE=str(Path(folder) / "cache"), COLUMNS="200")
+    env.pop("ROOFLINT_DEBUG", None)
+    env.pop("ROOFLINT_FAMILY_MODULES", None)
+    return subprocess.run(
+        [ROOFLINT, *map(str, argv)], capture_output=True, text=True, timeout=timeout, cwd=folder, env=env, check=False
+    )

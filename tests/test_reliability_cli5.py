@@ -6,11 +6,10 @@ row with nothing to judge, a `correct` cell read as passing, an empty --gpu read
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-from console_script import ROOFLINT, assert_refused, needs_console_script
+from console_script import assert_refused, needs_console_script, run_in
 from result_factory import run, write
 
 pytestmark = needs_console_script
@@ -19,12 +18,7 @@ GPU = "memory_bandwidth_gbps = 100\ncuda_fp32_tflops = 1\n"
 
 
 def rooflint(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ROOFLINT_CACHE=str(cwd / "cache"), COLUMNS="200")
-    env.pop("ROOFLINT_DEBUG", None)
-    env.pop("ROOFLINT_FAMILY_MODULES", None)
-    return subprocess.run(
-        [ROOFLINT, *map(str, argv)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env, check=False
-    )
+    return run_in(cwd, *argv)
 
 
 def test_a_spec_file_key_is_found_by_its_own_name_and_never_shadows_the_datasheet(tmp_path):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from console_script import ROOFLINT, assert_refused, needs_console_script
+from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 
 import rooflint.kernels.attention as attention_module
 import rooflint.kernels.softmax as softmax_module
@@ -25,12 +24,7 @@ HUGE = "rows=100000000,cols=100000000"  # 4e16 bytes of bf16 inputs and outputs:
 
 
 def rooflint(*argv, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200")
-    env.pop("ROOFLINT_DEBUG", None)
-    env.pop("ROOFLINT_FAMILY_MODULES", None)
-    return subprocess.run(
-        [ROOFLINT, *map(str, argv)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False
-    )
+    return run_in(tmp_path, *argv)
 
 
 @pytest.mark.parametrize("exit_call", ["sys.exit()", "sys.exit(3)"])

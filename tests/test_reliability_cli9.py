@@ -6,23 +6,18 @@ and an empty --roof taken as the datasheet.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from console_script import ROOFLINT, assert_refused, needs_console_script
+from console_script import assert_refused, needs_console_script, run_in
 from result_factory import row, write
 
 pytestmark = needs_console_script
 
 
-def rooflint(*argv, tmp_path: Path):
-    env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200")
-    env.pop("ROOFLINT_DEBUG", None)
-    return subprocess.run(
-        [ROOFLINT, *map(str, argv)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False
-    )
+def rooflint(*argv, tmp_path: Path) -> subprocess.CompletedProcess:
+    return run_in(tmp_path, *argv, timeout=120)
 
 
 def store(tmp_path: Path, body: str | bytes) -> Path:
