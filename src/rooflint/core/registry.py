@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from rooflint.core.errors import UserError
+from rooflint.core.errors import UserError, describe_import
 
 if TYPE_CHECKING:  # core.family imports torch: naming and listing families must not (a typo'd name fails fast)
     from rooflint.core.family import Family
@@ -108,12 +108,8 @@ def _import_family(source: FamilySource) -> Family:
         module = importlib.import_module(source.module)
     except ImportError as error:
         raise UserError(f"family module {source.describe()} cannot be imported: {error}") from None
-    # A plugin's own bug (two baselines, say): name the module it is in. SystemExit too: a module
-    # that parses arguments or calls sys.exit() at import would otherwise end rooflint there, with
-    # its exit code (0: `bench all` passing with nothing run).
-    except (Exception, SystemExit) as error:
-        why = f"it exits at import (sys.exit({error.code!r}))" if isinstance(error, SystemExit) else error
-        raise UserError(f"family module {source.describe()} failed to import: {type(error).__name__}: {why}") from error
+    except (Exception, SystemExit) as error:  # a plugin's own bug (two baselines, say): name its module
+        raise UserError(f"family module {source.describe()} failed to import: {describe_import(error)}") from error
     family = getattr(module, "FAMILY", None)
     if not isinstance(family, Family):
         raise UserError(f"family module {source.describe()} defines no FAMILY (a rooflint.core.family.Family)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from rooflint.core.errors import UserError
+from rooflint.core.errors import UserError, describe_import
 from rooflint.core.family import Family
 from rooflint.core.registry import get_family, sources
 
@@ -55,14 +55,6 @@ def _family_of(module: ModuleType, name: str, where: str) -> Family:
     if not isinstance(family, Family) or family.name != name:
         raise UserError(f"{where} defines no FAMILY named {name!r}")
     return family
-
-
-def _why(error: BaseException) -> str:
-    # SystemExit too: a module that calls sys.exit() at import ended the whole A/B with its code and
-    # no word (exit 0 for sys.exit(), nothing run)
-    if isinstance(error, SystemExit):
-        return f"it exits at import (sys.exit({error.code!r}))"
-    return f"{type(error).__name__}: {error}"
 
 
 def _git(directory: Path, *arguments: str) -> subprocess.CompletedProcess:
@@ -124,7 +116,7 @@ def at_ref(name: str, ref: str, workdir: Path, index: int) -> FamilySource:
             raise UserError(f"family {name} does not exist at {ref}") from None
         raise UserError(f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {error}") from None
     except (Exception, SystemExit) as error:  # the ref's own code, against today's core: name it, no traceback
-        raise UserError(f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {_why(error)}") from None
+        raise UserError(f"{name} at {ref} failed to import ({ON_INSTALLED_CORE}): {describe_import(error)}") from None
     return FamilySource(ref, _family_of(copied, name, f"{name} at {ref}"))
 
 
@@ -145,5 +137,5 @@ def from_file(name: str, path: Path, index: int) -> FamilySource:
     try:
         spec.loader.exec_module(copied)
     except (Exception, SystemExit) as error:  # the file's own code: name it, no traceback
-        raise UserError(f"--source {path} failed to import: {_why(error)}") from None
+        raise UserError(f"--source {path} failed to import: {describe_import(error)}") from None
     return FamilySource(path.name, _family_of(copied, name, f"--source {path}"))
