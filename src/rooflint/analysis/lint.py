@@ -181,16 +181,12 @@ def upper_bound_spec(spec: GpuSpec, spec_by_key: dict[str, GpuSpec] | None = Non
 def gpu_key(name: str, spec_by_key: dict[str, GpuSpec] | None = None) -> str:
     """The GPU type a gpu column names, as a spec key ("H100", "h100" and "h100_sxm" are one GPU;
     so is a device name the table matches), else the name lowered; "" for no name."""
-    from rooflint.core.errors import UserError
-    from rooflint.core.specs import get_spec
+    from rooflint.core.specs import spec_key
 
     lowered = name.strip().lower().replace("-", "_").replace(" ", "_")
     if not lowered or (spec_by_key and lowered in spec_by_key):
         return lowered
-    try:
-        return get_spec(name).key
-    except UserError:
-        return lowered
+    return spec_key(name) or lowered
 
 
 def check_gpu(row: ResultRow, spec: GpuSpec, spec_by_key: dict[str, GpuSpec] | None = None) -> Finding | None:

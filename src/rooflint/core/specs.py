@@ -194,6 +194,15 @@ def get_spec(name: str, spec_file: Path | str | None = None) -> GpuSpec:
     raise UserError(f"unknown GPU {name!r}; valid: {', '.join(specs)} (or describe it in a TOML file with --spec-file)")
 
 
+def spec_key(name: str, spec_file: Path | str | None = None) -> str | None:
+    """The key of the spec get_spec resolves ``name`` to, or None where it resolves to none: how the
+    commands that read results identify one GPU written several ways (h100, h100_sxm, a device name)."""
+    try:
+        return get_spec(name, spec_file).key
+    except UserError:
+        return None
+
+
 def detect(device_name: str, specs: dict[str, GpuSpec] | None = None) -> GpuSpec | None:
     """The spec whose longest `match` substring occurs in the device name ("NVIDIA H100 80GB HBM3")."""
     specs = specs if specs is not None else builtin_specs()

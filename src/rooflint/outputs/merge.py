@@ -81,18 +81,11 @@ def by_gpu_key(frame: pd.DataFrame, spec_file: Path | str | None = None) -> pd.D
     one file and another way in the next is one GPU, so its rows dedupe, share one report section
     and join in compare. A name nothing resolves (a GPU outside the table, "cpu", none) stays as
     written, and a name that already is its key is left alone."""
-    from rooflint.core.specs import all_specs, get_spec
+    from rooflint.core.specs import all_specs, spec_key
 
     all_specs(spec_file)  # a bad spec file is refused here, not read as "no name resolves"
     names = frame["gpu"].map(text)
-
-    def key(name: str) -> str:
-        try:
-            return get_spec(name, spec_file).key if name else name
-        except UserError:
-            return name
-
-    keys = {name: key(name) for name in set(names)}
+    keys = {name: (spec_key(name, spec_file) or name) if name else name for name in set(names)}
     return frame.assign(gpu=names.map(keys))
 
 
