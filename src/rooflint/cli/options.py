@@ -6,6 +6,7 @@ here ``None`` means "let the engine decide".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,12 +15,22 @@ import typer
 from rooflint.core.errors import UserError
 
 
-def named_gpu(value: str | None) -> str | None:
-    """An empty --gpu (an unset shell variable: --gpu "$GPU") names no GPU; taken as no --gpu it would
-    judge against another GPU than the caller meant, or skip the wrong-GPU check."""
-    if value is not None and not value.strip():
-        raise UserError("--gpu is empty; name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
-    return value
+def _not_empty(option: str, what_instead: str) -> Callable[[str | None], str | None]:
+    """An option callback refusing an empty value (an unset shell variable: --gpu "$GPU"): taken as
+    the option left out, it would silently run the default the caller did not mean."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise UserError(f"{option} is empty; {what_instead}")
+        return value
+
+    return check
+
+
+# an empty --gpu would judge against another GPU than the caller meant, or skip the wrong-GPU check
+named_gpu = _not_empty("--gpu", "name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
+# an empty --roof would judge against the datasheet where the caller asked for measured ceilings
+named_roof = _not_empty("--roof", "valid: datasheet, measured (or leave it out for the datasheet)")
 
 
 GpuOption = Annotated[
@@ -33,14 +44,6 @@ SpecFileOption = Annotated[
     typer.Option("--spec-file", help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml)."),
 ]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if present).")]
-
-
-def named_roof(value: str | None) -> str | None:
-    """An empty --roof (an unset shell variable: --roof "$ROOF") names no roof; taken as no --roof it
-    would judge against the datasheet when the caller asked for measured ceilings."""
-    if value is not None and not value.strip():
-        raise UserError("--roof is empty; valid: datasheet, measured (or leave it out for the datasheet)")
-    return value
 
 
 RoofOption = Annotated[
