@@ -121,9 +121,12 @@ def test_a_run_stopped_before_its_first_row_never_pushes_the_last_results_out_of
     first = rooflint(*bench, tmp_path=tmp_path, family_modules="fragile_family")
     assert first.returncode == 0, first.stdout + first.stderr
     measured = (out / "results.csv").read_text()
+    # `slow` held at its build (ROOFLINT_TEST_HOLD names a file never made): no row can land before
+    # the signal, however loaded the machine is.
+    held = [*bench[:2], "--variants", "slow", *bench[4:]]
     stopped = subprocess.Popen(
-        [ROOFLINT, *map(str, bench)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-        env=_env(tmp_path, "fragile_family"),
+        [ROOFLINT, *map(str, held)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=dict(_env(tmp_path, "fragile_family"), ROOFLINT_TEST_HOLD=str(tmp_path / "never")),
     )  # fmt: skip
     deadline = time.monotonic() + 60
     # Its own results.csv is open (the last one moved aside): stopped now, before the worker's first row.
