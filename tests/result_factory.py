@@ -6,6 +6,7 @@ rooflint.core.roofline.analyse, so the tests follow the schema and the maths whe
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from rooflint.core.family import Cost
@@ -97,3 +98,9 @@ def run(gpu: str = "h100_sxm", scale: float = 1.0, spread: float = 0.01, slower_
         row("softmax", "eager", 0.12 * slower_gpu, **softmax),
         row("softmax", "triton", 0.09 * slower_gpu * scale, **softmax),
     ]
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows as written, each a dict of text cells (results, ab --csv, kernels.csv)."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))

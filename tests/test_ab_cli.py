@@ -8,7 +8,6 @@ both regimes too, through the same entry point in this process (tests/cli_in_pro
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from cli_in_process import rooflint_in_process
 from console_script import ROOFLINT, needs_console_script
+from result_factory import read_csv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -46,11 +46,6 @@ def ab_here(monkeypatch):
         return rooflint_in_process("ab", *arguments, env=env, cwd=cwd)
 
     return run
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def test_two_builtin_variants_in_both_regimes_end_to_end(tmp_path, ab_here, monkeypatch):

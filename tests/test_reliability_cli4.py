@@ -5,14 +5,13 @@ rows whose roofline labels were alike)."""
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
 from pathlib import Path
 
 from console_script import ROOFLINT, assert_refused, needs_console_script
-from result_factory import CPU, row, write
+from result_factory import CPU, read_csv, row, write
 
 pytestmark = needs_console_script
 
@@ -30,11 +29,6 @@ def _env(family_module: str | None) -> dict[str, str]:
         env["ROOFLINT_FAMILY_MODULES"] = family_module
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURES), os.environ.get("PYTHONPATH")]))
     return env
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def test_ab_drops_an_entry_that_raises_while_timed_and_keeps_the_others(tmp_path):

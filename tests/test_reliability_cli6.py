@@ -6,7 +6,6 @@ leaving a shorter file that read as complete.
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import time
 from pathlib import Path
 
 from console_script import ROOFLINT, assert_refused, needs_console_script
-from result_factory import row, write
+from result_factory import read_csv, row, write
 
 pytestmark = needs_console_script
 
@@ -42,11 +41,6 @@ def rooflint(*argv, tmp_path: Path, family_modules: str | None = None, path: Pat
         env=_env(tmp_path, family_modules, path),
         check=False,
     )
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def test_a_family_or_dtype_named_twice_is_measured_once(tmp_path):
