@@ -6,6 +6,8 @@
 #              `rooflint compare` of it against the one-GPU run (3%)      -> $OUT/fleet/
 #              The one-GPU run is $BASE (a results.csv, e.g. from an earlier MODE=one call),
 #              else $OUT/one/results.csv.
+#   MODE=warm  `rooflint bench FAMILIES --size large` on GPU 0 alone again, over the caches MODE=one
+#              filled (warm Triton, Inductor, nvcc and reference caches)          -> $OUT/warm/
 #   MODE=hosts two simulated hosts of two workers each (a `dask scheduler` and `dask worker`s
 #              started by hand, named hostN-gpuI, ROOFLINT_HOST=hostN, resources GPU=1 and the GPU
 #              type); one worker killed once its first row is in: its task runs again on a peer of
@@ -15,7 +17,9 @@
 #              MODE=fleet in calls of their own, and a few families to MODE=all.
 # Wall times go to $OUT/walls.txt and the speed-up to $OUT/summary.txt. FAMILIES (arguments, default
 # all) keeps a call within its limit: e.g. `bash scripts/device/fleet_scale.sh softmax layernorm rope`.
-# Warm caches: run MODE=one first in the same machine's session (the first run compiles everything).
+# Caches: MODE=one and MODE=fleet each start from empty caches of their own (rooflint's, Triton's,
+# Inductor's, under $CACHES/one and $CACHES/fleet), so that their wall times compare cold with cold
+# whatever ran before them on the machine; MODE=warm reuses $CACHES/one.
 # Carry the Dask wheels where the machine has no index: carry [".whl"] (dask distributed tornado
 # tblib zict partd locket cloudpickle toolz ...).
 #   MODE=one bash scripts/device/fleet_scale.sh            # then, on the same warm machine:
@@ -27,6 +31,7 @@ MODE=${MODE:-all}
 # A stage's limit (and at most what is left of BUDGET_S, default 520): SIGINT then, so bench keeps
 # its rows and writes results.json; the wall time of a stage cut short says so in walls.txt (exit 130).
 LIMIT_S=${LIMIT_S:-480}
+CACHES=${CACHES:-/tmp/fleet-scale-caches}
 mkdir -p "$OUT"
 families=("$@")
 [ ${#families[@]} -eq 0 ] && families=(all)
@@ -41,6 +46,12 @@ start=$SECONDS
 left() { echo $((${BUDGET_S:-520} - (SECONDS - start))); } # seconds left of this device call
 rooflint() { python3 -m rooflint "$@"; }
 nvidia-smi -L >"$OUT/gpus.txt"
+# Point every cache a bench reads at $CACHES/NAME; emptied first unless the second argument is "keep".
+use_caches() {
+  [ "${2:-}" = keep ] || rm -rf "${CACHES:?}/$1"
+  export ROOFLINT_CACHE=$CACHES/$1/rooflint TRITON_CACHE_DIR=$CACHES/$1/triton TORCHINDUCTOR_CACHE_DIR=$CACHES/$1/inductor
+}
+
 # SIGKILL a process and every process below it, by process id (a dask worker: nanny, worker, measuring process).
 kill_tree() {
   python3 -c '
@@ -72,11 +83,22 @@ run_one() {
   cat "$OUT/gpus.txt"
   rooflint doctor >"$OUT/doctor.txt" 2>&1
   tail -1 "$OUT/doctor.txt"
+  use_caches one
   stage one env CUDA_VISIBLE_DEVICES=0 python3 -m rooflint bench "${families[@]}" --size large --out "$OUT/one"
+}
+
+run_warm() {
+  use_caches one keep
+  stage warm env CUDA_VISIBLE_DEVICES=0 python3 -m rooflint bench "${families[@]}" --size large --out "$OUT/warm"
 }
 
 run_fleet() {
   local base=${BASE:-$OUT/one/results.csv}
+  for ((gpu = 0; gpu < $(nvidia-smi -L | wc -l); gpu++)); do
+    CUDA_VISIBLE_DEVICES=$gpu python3 -m rooflint doctor >"$OUT/doctor-gpu$gpu.txt" 2>&1
+    echo "doctor gpu$gpu: $(tail -1 "$OUT/doctor-gpu$gpu.txt")"
+  done
+  use_caches fleet
   stage fleet python3 -m rooflint bench "${families[@]}" --size large --scheduler local --out "$OUT/fleet"
   if [ -f "$base" ]; then
     # --threshold 3: no row of the fleet slower or faster than the one-GPU run by more than 3%.
@@ -130,6 +152,7 @@ EOF
 
 case $MODE in
 one) run_one ;;
+warm) run_warm ;;
 fleet) run_fleet ;;
 hosts) run_hosts ;;
 all)
@@ -138,7 +161,7 @@ all)
   [ "$(left)" -gt 120 ] && run_hosts
   ;;
 *)
-  echo "MODE must be one, fleet, hosts or all (got $MODE)"
+  echo "MODE must be one, warm, fleet, hosts or all (got $MODE)"
   exit 2
   ;;
 esac
@@ -155,7 +178,7 @@ if (out / "walls.txt").exists():
         name, _, rest = line.partition(" ")
         fields = dict(part.split("=", 1) for part in rest.split() if "=" in part)
         walls[name] = fields
-for name in ("one", "fleet", "hosts"):
+for name in ("one", "warm", "fleet", "hosts"):
     path = out / name / "results.csv" if name != "hosts" else out / "hosts" / "bench" / "results.csv"
     if not path.exists():
         continue
@@ -168,5 +191,8 @@ fleet = float(walls.get("fleet", {}).get("wall_s", "nan"))
 gpus = len([line for line in (out / "gpus.txt").read_text().splitlines() if line.strip()]) if (out / "gpus.txt").exists() else 0
 if one == one and fleet == fleet:
     print(f"speed-up of the fleet over one GPU: {one / fleet:.2f}x on {gpus or os.environ.get('GPUS', '?')} GPUs")
+warm = float(walls.get("warm", {}).get("wall_s", "nan"))
+if warm == warm:
+    print(f"one GPU with warm caches: {warm:.1f} s")
 EOF
 echo "total wall $((SECONDS - start)) s"
