@@ -105,6 +105,48 @@ def test_still_throttled_after_the_retries_is_kept_and_marked():
     assert none.throttled and none.retries == 0 and len(sleeps) == 3
 
 
+CAPPED = Telemetry(sm_clock_mhz=1300, sm_clock_min_mhz=1200, power_median_w=700, reasons=("sw_power_cap",))
+
+
+def test_a_row_held_at_the_cap_by_its_own_load_stops_after_one_retiming():
+    calls, sleeps = [], []
+    # the re-timing regains 10 MHz of 1980 (0.5%): its own draw holds it at the cap
+    attempts = iter([CAPPED, dataclasses.replace(CAPPED, sm_clock_mhz=1310), HEALTHY])
+    judged = throttle.time_until_unthrottled(
+        lambda: calls.append(1) or timed(next(attempts)), Reference(1980.0), ThrottlePolicy(0.9, 3, 2.0), sleeps.append
+    )
+    assert (judged.throttled, judged.retries, len(calls), sleeps) == (True, 1, 2, [2.0])
+    assert judged.timing.telemetry.sm_clock_mhz == 1310
+    assert judged.message.startswith("throttled after 1 re-timing: median SM clock 1310 MHz")
+    assert judged.message.endswith(throttle.OWN_LOAD)
+
+
+def test_a_retiming_that_regains_clock_keeps_retrying():
+    # 1300 -> 1340 -> 1380 MHz: each re-timing gains 2% of the reference, so the wait is helping
+    climbing = [dataclasses.replace(CAPPED, sm_clock_mhz=mhz) for mhz in (1300, 1340, 1380, 1420)]
+    judged = throttle.time_until_unthrottled(
+        lambda: timed(climbing.pop(0)), Reference(1980.0), ThrottlePolicy(0.9, 3, 0.0), lambda _: None
+    )
+    assert (judged.throttled, judged.retries, climbing) == (True, 3, [])
+    assert throttle.OWN_LOAD not in judged.message
+
+
+def test_thermal_or_unread_clocks_keep_every_retry():
+    reference = Reference(1980.0)
+    thermal = dataclasses.replace(CAPPED, reasons=("sw_power_cap", "hw_thermal"))
+    assert not throttle.held_by_own_load(thermal, thermal, reference)  # heat eases with time
+    assert not throttle.held_by_own_load(SLOW, SLOW, reference)  # slow without the cap: not its own draw
+    unread = dataclasses.replace(CAPPED, sm_clock_mhz=math.nan)
+    assert not throttle.held_by_own_load(CAPPED, unread, reference)
+    assert not throttle.held_by_own_load(CAPPED, CAPPED, Reference(math.nan))
+    assert throttle.held_by_own_load(CAPPED, CAPPED, reference)
+    calls = []
+    judged = throttle.time_until_unthrottled(
+        lambda: calls.append(1) or timed(thermal), reference, ThrottlePolicy(0.9, 3, 0.0), lambda _: None
+    )
+    assert (judged.retries, len(calls)) == (3, 4)
+
+
 def test_energy_is_the_window_energy_shared_out_by_time_in_calls():
     timing = timed(HEALTHY, median_ms=50.0, energy_j=10.0, window_s=1.0)  # 10 calls, 500 ms of 1 s
     assert throttle.energy_per_call_j(timing) == pytest.approx(10.0 * 0.5 / 10)

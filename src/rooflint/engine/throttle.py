@@ -6,6 +6,8 @@ A row is throttled when, over its timed samples, either
 - NVML reported a thermal or hardware slowdown (hw_slowdown, hw_thermal, sw_thermal, hw_power_brake).
 A throttled row waits ``recovery_delay_s`` for the GPU to cool down and is timed again, up to
 ``retries`` times; a row still throttled after that is kept, marked throttled=True, with the reason.
+A row whose re-timing sat at the power cap again and regained almost none of its clock stops
+retrying at once (``held_by_own_load``): its own draw holds the clock down, and no wait changes that.
 
 Everything here is plain Python over Telemetry values, so tests drive it with fake samplers and
 fake timers on a CPU.
@@ -64,6 +66,25 @@ def throttle_reasons(telemetry: Telemetry, reference: Reference, threshold: floa
     return why
 
 
+# A re-timing that regains less than this share of the reference clock over the attempt before it,
+# at the power cap and with no thermal or hardware slowdown, has not recovered and will not: the
+# limiter caps the row's own draw (a long dense GEMM reaches the cap within its first few calls in
+# every attempt), so further waits only lengthen the bench. Thermal slowdowns ease with time and
+# keep every retry.
+MIN_CLOCK_GAIN = 0.01
+OWN_LOAD = "its own load holds the GPU at its power cap (a re-timing regained under 1% of the clock)"
+
+
+def held_by_own_load(before: Telemetry, after: Telemetry, reference: Reference) -> bool:
+    """Whether ``after``, a re-timing of the attempt that read ``before``, is throttled by the row's
+    own power draw: at the power cap, no slowdown reason, and its median clock not up by
+    MIN_CLOCK_GAIN of the reference. False when a clock could not be read."""
+    if "sw_power_cap" not in after.reasons or SLOWDOWN_REASONS.intersection(after.reasons):
+        return False
+    gained, ref = after.sm_clock_mhz - before.sm_clock_mhz, reference.clock_mhz
+    return math.isfinite(gained) and math.isfinite(ref) and gained < MIN_CLOCK_GAIN * ref
+
+
 @dataclass
 class Judged:
     """The timing a row keeps, whether it is still throttled, and how many re-timings it took."""
@@ -77,7 +98,8 @@ class Judged:
     def message(self) -> str:
         if not self.throttled:
             return ""
-        return f"throttled after {self.retries} re-timings: " + "; ".join(self.why)
+        timings = "re-timing" if self.retries == 1 else "re-timings"
+        return f"throttled after {self.retries} {timings}: " + "; ".join(self.why)
 
 
 def time_until_unthrottled(
@@ -87,13 +109,19 @@ def time_until_unthrottled(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Judged:
     """Time once; while the result is throttled and retries remain, wait and time again.
-    The last timing is kept (the earlier ones were throttled too, or it would have stopped)."""
+    The last timing is kept (the earlier ones were throttled too, or it would have stopped).
+    A re-timing held at the power cap by the row's own load (held_by_own_load) ends the retries."""
     retries = 0
+    before: Telemetry | None = None
     while True:
         measured = time_once()
-        why = throttle_reasons(measured.telemetry or Telemetry(), reference, policy.threshold)
+        telemetry = measured.telemetry or Telemetry()
+        why = throttle_reasons(telemetry, reference, policy.threshold)
         if not why or retries >= policy.retries:
             return Judged(measured, bool(why), retries, why)
+        if before is not None and held_by_own_load(before, telemetry, reference):
+            return Judged(measured, True, retries, [*why, OWN_LOAD])
+        before = telemetry
         sleep(policy.recovery_delay_s)
         retries += 1
 
