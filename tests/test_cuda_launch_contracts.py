@@ -86,3 +86,42 @@ def test_kv_copy_launch(scatter):
     cuda_kv_copy(library, rows, rows, pool, pool, torch.arange(4), 4, 8, scatter)
     assert_matches(library, "kv_cache.cu")
     assert library.calls[0][1][7] == int(scatter)
+
+
+@pytest.mark.parametrize("append", [True, False])
+def test_weight_only_qkv_rope_launch(monkeypatch, append):
+    """codes_qkv_rope's arguments against rooflint_skinny_codes_rope: the rotary start is the token
+    position, the append's start the K columns' first output, and its width K's columns."""
+    from rooflint.engine import cuda_build
+    from rooflint.kernels.gelu_linear.skinny import KVAppend
+    from rooflint.kernels.weight_only_gemm import cuda
+
+    library = RecordingLibrary()
+    monkeypatch.setattr(cuda_build, "load", lambda source: library)
+    monkeypatch.setattr(cuda, "why_not", lambda *args, **kwargs: None)  # no GPU here: nothing launches
+    monkeypatch.setattr(cuda, "why_not_weight", lambda *args, **kwargs: None)
+    heads, kv_heads, d, k, m = 4, 2, 16, 512, 3
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x = torch.zeros(m, k, dtype=torch.bfloat16)
+    codes = torch.zeros(n, k, dtype=torch.int8)
+    scale, bias = torch.ones(n, 1), torch.zeros(n, dtype=torch.bfloat16)
+    cos = sin = torch.zeros(40, d, dtype=torch.bfloat16)
+    pool = torch.zeros(64, d, dtype=torch.bfloat16)
+    kv = KVAppend(pool, pool, torch.arange(m * kv_heads), heads * d, kv_heads, d) if append else None
+    cuda.codes_qkv_rope(x, codes, scale, bias, cos, sin, 17, 1, width, d, kv, pdl=True)
+    if append:  # every pointer given: the kinds check covers all of them
+        assert_matches(library, "cuda.cu")
+    ((function, args),) = library.calls
+    params = signature("cuda.cu", function)
+    assert function == "rooflint_skinny_codes_rope" and len(args) == len(params)
+    named = dict(zip(["x", "w", "scale", "bias", "y", "m", "n", "k", "x_row", "y_row", "steps", "format", "pdl",
+                      "cos", "sin", "rope_width", "rope_dim", "rope_start", "rope_tokens", "slots", "k_rows",
+                      "v_rows", "kv_start", "kv_width", "kv_heads", "head_dim"], args, strict=True))  # fmt: skip
+    assert (named["m"], named["n"], named["k"], named["steps"], named["format"], named["pdl"]) == (m, n, k, 8, 0, 1)
+    assert (named["rope_width"], named["rope_dim"], named["rope_start"], named["rope_tokens"]) == (width, d, 17, 1)
+    if append:
+        assert (named["kv_start"], named["kv_width"], named["kv_heads"], named["head_dim"]) == (heads * d, kv_heads * d,
+                                                                                               kv_heads, d)  # fmt: skip
+        assert named["slots"] is kv.slots and named["k_rows"] is pool
+    else:
+        assert named["slots"] is None and named["kv_width"] == 0

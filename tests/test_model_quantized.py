@@ -337,3 +337,48 @@ def test_the_bf16_triton_step_fuses_swiglu_into_gate_up_where_the_held_kernel_ta
     fused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
     assert len(calls) == TINY["num_hidden_layers"]  # the decode step's layers, not the prefill's 16 rows
     torch.testing.assert_close(fused, unfused, rtol=2e-2, atol=2e-2)
+
+
+def test_rope_in_the_quantized_qkv_gemm_replaces_the_rope_kernel_only_where_it_runs(loaded, monkeypatch):
+    """The qkv_rope fusion with quantized weights (the CUDA weight-only kernel's RoPE and K/V-append
+    epilogue, a GPU's): attach() gives the set the QKV weight that decides it, the plan names it, and a
+    decode step calls the fused slot instead of the projection and the rope kernel, writing the cache
+    itself. Here the fused slot is the float64 reference on the dequantized weight, on the CPU, so the
+    logits must match the unfused step's."""
+    from rooflint.kernels.gelu_linear import skinny_pdl
+    from rooflint.kernels.weight_only_gemm import cuda
+
+    kernels = kernel_set("triton", loaded, "int8")
+    kernels.prepare(loaded.weights)
+    assert kernels.qkv_quantized is kernels.quantized[loaded.weights.layers[0].qkv_w.data_ptr()]
+    assert kernels.fusions(2, True) == frozenset()  # a CPU: the CUDA kernel cannot run
+    prompt = torch.randint(0, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(7))
+    unfused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+
+    calls = []
+
+    def qkv_rope_on_cpu(x, q, b, cos, sin, start, tokens, width, d, append=None):
+        calls.append((x.shape, start, width, d, append is not None))
+        return skinny_pdl.qkv_rope_reference(x, q.dequantized(torch.float64), b, cos, sin, start, tokens, width, d,
+                                             append)  # fmt: skip
+
+    monkeypatch.setattr(Q, "quantized_qkv_rope", qkv_rope_on_cpu)
+    monkeypatch.setattr(cuda, "why_not_weight", lambda *args, **kwargs: None)
+    assert kernels.fusions(2, True) == {"gate_up_swiglu", "qkv_rope"}
+    assert kernels.fusions(Q.MAX_ROWS + 1, True) == frozenset() and kernels.fusions(2, False) == frozenset()
+    assert "qkv_rope at <= 16 decode rows" in kernels.describe()
+    monkeypatch.setattr(Q, "quantized_swiglu", lambda x, q, b=None: _swiglu_on_cpu(x, q, b))
+    fused = Q.decode_logits(Runner(loaded, kernels, 2, 8, 2), prompt)
+    heads, kv_heads, d = loaded.weights.heads, loaded.weights.kv_heads, loaded.weights.head_dim
+    # the decode step's layers, each at the prompt's end, the cache appended by the kernel itself
+    assert calls == [((2, TINY["hidden_size"]), 8, (heads + kv_heads) * d, d, True)] * TINY["num_hidden_layers"]
+    torch.testing.assert_close(fused, unfused, rtol=2e-2, atol=2e-2)
+    # with a head_dim the epilogue cannot pair (not a multiple of 16), the rope kernel stays
+    monkeypatch.setattr(kernels, "rope_dims", (heads, kv_heads, 24))
+    assert "qkv_rope" not in kernels.fusions(2, True)
+
+
+def _swiglu_on_cpu(x, q, b=None):
+    both = Q.quantized_linear("triton", x, q, b).float()
+    ffn = both.shape[1] // 2
+    return (torch.nn.functional.silu(both[:, :ffn]) * both[:, ffn:]).to(x.dtype)

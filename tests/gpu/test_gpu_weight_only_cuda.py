@@ -1,8 +1,10 @@
 """GPU tier: the weight-only decode GEMM that holds int8 / e4m3 codes in registers across the PDL wait
 (kernels/weight_only_gemm/cuda.cu), against float64 over the model's shapes and odd ones, every K split,
-with and without PDL, and its fused bias, GELU and residual."""
+with and without PDL, its fused bias, GELU and residual, and a QKV projection's RoPE and paged K/V append."""
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -121,3 +123,81 @@ def test_swiglu_in_the_epilogue_matches_float64_and_the_unfused_path(m, k, ffn, 
         unfused = cuda.codes_linear(x, codes, scale, bias, pdl=False).float()
         again = (F.silu(unfused[:, :ffn]) * unfused[:, ffn:]).to(torch.bfloat16)
         assert (got.float() - again.float()).abs().max().item() <= 1e-2 * (1 + again.float().abs().max().item())
+
+
+# (m, tokens, start, heads, kv_heads, head_dim, k, bias): Llama-3.2-1B's QKV at B=8, 1 and 12 (two x tiles),
+# Llama-3.1-8B's (head_dim 128) at B=1, Qwen2.5-0.5B's (bias, K = 896 at 8 steps), and a short prefill's
+# rows (3 tokens a sequence) with an odd head count and head_dim 16.
+ROPE_SHAPES = [(8, 1, 511, 32, 8, 64, 2048, False), (1, 1, 0, 32, 8, 64, 2048, False),
+               (12, 1, 100, 32, 8, 64, 2048, False), (1, 1, 700, 32, 8, 128, 4096, False),
+               (8, 1, 33, 14, 2, 64, 896, True), (6, 3, 5, 3, 1, 16, 512, True)]  # fmt: skip
+
+
+def rope_tables(positions: int, head_dim: int):
+    inv = 1.0 / 500000.0 ** (torch.arange(0, head_dim, 2, device="cuda").float() / head_dim)
+    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None, :]
+    both = torch.cat((angles, angles), dim=-1)
+    return both.cos().to(torch.bfloat16), both.sin().to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
+@pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
+def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, fmt):
+    """RoPE and the paged K/V append in the epilogue, against the float64 reference on the dequantized
+    weight (the product rounded once, then rotated), with and without the append and PDL; the cache
+    gets exactly the rotated K and the V, and no other slot is written."""
+    from rooflint.kernels.gelu_linear import skinny, skinny_pdl
+
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x, codes, scale, b, _ = inputs(m, k, n, fmt, m + start + d)
+    b = b if bias else None
+    assert cuda.why_not_rope(m, codes, scale, width, d) is None
+    cos, sin = rope_tables(start + tokens + 8, d)
+    gen = torch.Generator(device="cuda").manual_seed(m + d)
+    pool = 4 * m * kv_heads
+    slots = torch.randperm(pool, device="cuda", generator=gen)[: m * kv_heads]
+    want = skinny_pdl.qkv_rope_reference(x, dequantize64(codes, scale, 0), b, cos, sin, start, tokens, width, d)
+    for appends, pdl in ((False, False), (True, False), (True, True)):
+        k_pool = torch.full((pool, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+        v_pool = torch.full((pool, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+        append = skinny.KVAppend(k_pool, v_pool, slots, heads * d, kv_heads, d) if appends else None
+        if pdl and torch.cuda.get_device_capability()[0] < 9:
+            continue
+        with decode_chain() if pdl else contextlib.nullcontext():
+            got = cuda.codes_qkv_rope(x, codes, scale, b, cos, sin, start, tokens, width, d, append, pdl=pdl)
+        torch.cuda.synchronize()
+        ok, err = close(got, want.double())
+        assert ok, (appends, pdl, err)
+        if appends:
+            assert torch.equal(k_pool[slots], got[:, heads * d : width].reshape(-1, d))
+            assert torch.equal(v_pool[slots], got[:, width:].reshape(-1, d))
+            untouched = torch.ones(pool, dtype=torch.bool, device="cuda")
+            untouched[slots] = False
+            assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
+def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_rounding(fmt):
+    """Llama-3.2-1B's quantized decode step: the fused output against the same kernel's plain QKV product
+    then models/ops/rope_append.py's kernel. The product is the same sum in the same order; only the fp32
+    rotation's contraction into FMAs may differ, by at most one rounding of the result."""
+    from rooflint.models.ops.rope_append import rope_append
+
+    m, heads, kv_heads, d, k, start = 8, 32, 8, 64, 2048, 300
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x, codes, scale, _, _ = inputs(m, k, n, fmt, 3)
+    cos, sin = rope_tables(start + 8, d)
+    got = cuda.codes_qkv_rope(x, codes, scale, None, cos, sin, start, 1, width, d, pdl=False)
+    unfused = cuda.codes_linear(x, codes, scale, pdl=False)
+    rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
+    ulp = 2.0**-7 * unfused.double().abs()
+    assert ((got.double() - unfused.double()).abs() <= ulp + 1e-6).all()
+
+
+def test_qkv_rope_refuses_what_its_epilogue_cannot_pair():
+    x, codes, scale, _, _ = inputs(8, 2048, 3072, torch.int8, 1)
+    cos, sin = rope_tables(16, 64)
+    assert "multiple of 16" in cuda.why_not_rope(8, codes, scale, 24 * 40, 40)
+    assert "whole number of heads" in cuda.why_not_rope(8, codes, scale, 100, 64)
+    with pytest.raises(ValueError, match="must be bf16"):
+        cuda.codes_qkv_rope(x, codes, scale, None, cos.float(), sin.float(), 0, 1, 2048, 64)

@@ -29,6 +29,7 @@ class LlamaSlots:
     # {bf16 weight's data pointer: its int8/fp8 form} with --weights-dtype (models/quantized_weights.py)
     quantized: dict = {}
     gate_up_quantized = None  # the first layer's gate/up weight quantized: what decides fusions()
+    qkv_quantized = None  # the first layer's QKV weight quantized: what decides qkv_rope with quantized weights
     gate_up_w = None  # the first layer's gate/up weight (prepare): what decides fusions() without quantization
     qkv_w = None  # the first layer's QKV weight and (heads, kv_heads, head_dim) (prepare): what decides qkv_rope
     rope_dims = None
@@ -235,14 +236,14 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
     def _rope_in_gemm(self, rows) -> bool:
         """skinny_pdl.cu's held kernel with RoPE and the K/V append in its epilogue, where the decode GEMM
-        streams these rows in bf16 or fp16 (not the quantized weights), the set's rope is its own and the
-        kernel splits the QKV weight's K (Llama-3.2-1B at <= 16 rows, Llama-3.1-8B at <= 8)."""
-        if (
-            self.quantized
-            or self.qkv_w is None
-            or not self._streams(rows)
-            or not self.plan["rope"].startswith("triton")
-        ):
+        streams these rows in bf16 or fp16, the set's rope is its own and the kernel splits the QKV
+        weight's K (Llama-3.2-1B at <= 16 rows, Llama-3.1-8B at <= 8); with quantized weights, the CUDA
+        weight-only kernel's same epilogue where it takes the quantized QKV weight."""
+        if not self.plan.get("rope", "").startswith("triton"):  # unset while the base class builds its plan
+            return False
+        if self.quantized:
+            return quantized_weights.rope_in_gemm(self.name, rows, self.qkv_quantized, self.rope_dims)
+        if self.qkv_w is None or not self._streams(rows):
             return False
         from rooflint.kernels.gelu_linear import skinny_pdl
 
@@ -260,8 +261,12 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             k_rows, v_rows = cache.rows(layer)
             append = skinny.KVAppend(k_rows, v_rows, cache.slots(start, tokens), q_width, kv_heads, d)
         cos, sin = weights.rope_tables_for(start, tokens)
-        qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
-                                  pdl=pdl_enabled(h.device))  # fmt: skip
+        q = self._quantized(h.shape[0], w)
+        if q is not None:
+            qkv = quantized_weights.quantized_qkv_rope(h, q, b, cos, sin, start, tokens, q_width + kv_width, d, append)
+        else:
+            qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
+                                      pdl=pdl_enabled(h.device))  # fmt: skip
         return split_heads(qkv, batch, tokens, weights)
 
     def _swiglu_in_gemm(self, rows) -> bool:

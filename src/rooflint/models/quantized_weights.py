@@ -10,8 +10,9 @@ of it, not the table. Prefill (> 16 rows) is compute-bound and keeps bf16, so th
 resident beside the codes.
 
 The triton set runs the quantized projections and the head on kernels/weight_only_gemm's CUDA
-kernel where it splits K (the codes held in registers across the PDL wait; the residual add, and
-gate/up's silu(gate) * up, in its epilogue), else on its Triton kernel. The eager set is the
+kernel where it splits K (the codes held in registers across the PDL wait; the residual add,
+gate/up's silu(gate) * up, and the QKV projection's RoPE and paged K/V append in its epilogue), else
+on its Triton kernel. The eager set is the
 PyTorch form, dequantize-then-F.linear every call. compile and cuda keep bf16 weights and say so in
 their plan line.
 
@@ -118,10 +119,11 @@ def attach(kernels, weights, weights_dtype: str | None) -> None:
     kernels.quantized = quantize_model(weights, weights_dtype)
     kernels.weights_dtype = weights_dtype
     kernels.gate_up_quantized = kernels.quantized[weights.layers[0].gate_up_w.data_ptr()]  # for fusions()
+    kernels.qkv_quantized = kernels.quantized[weights.layers[0].qkv_w.data_ptr()]
     how = "dequantize, then F.linear"
     if kernels.name == "triton":
-        how = ("weight_only_gemm's CUDA kernel where it splits K, gate/up with silu(gate) * up in its epilogue; "
-               "else its Triton kernel")  # fmt: skip
+        how = ("weight_only_gemm's CUDA kernel where it splits K, gate/up with silu(gate) * up and qkv with RoPE "
+               "and the K/V append in its epilogue; else its Triton kernel")  # fmt: skip
     kernels.plan["weights"] = (
         f"{weights_dtype} per output channel for decode (<= {MAX_ROWS} rows) qkv, o, gate/up, down and lm_head "
         f"({how}), embedding and prefill bf16"
@@ -153,6 +155,27 @@ def swiglu_in_gemm(kind: str, rows: int, gate_up: QuantizedLinear | None) -> boo
     from rooflint.kernels.weight_only_gemm import cuda
 
     return cuda.why_not_weight(rows, gate_up.codes, gate_up.scale, swiglu=True) is None
+
+
+def rope_in_gemm(kind: str, rows: int, qkv: QuantizedLinear | None, rope_dims) -> bool:
+    """Whether the set's QKV projection rotates q and K and appends K and V itself at ``rows``: the triton
+    set's CUDA weight-only kernel where it takes the quantized QKV weight (the qkv_rope fusion).
+    ``rope_dims``: (heads, kv_heads, head_dim)."""
+    if kind != "triton" or qkv is None or rope_dims is None or rows > MAX_ROWS:
+        return False
+    from rooflint.kernels.weight_only_gemm import cuda
+
+    heads, kv_heads, d = rope_dims
+    return cuda.why_not_rope(rows, qkv.codes, qkv.scale, (heads + kv_heads) * d, d) is None
+
+
+def quantized_qkv_rope(x, q: QuantizedLinear, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int,
+                       append=None):  # fmt: skip
+    """The QKV projection of x on the quantized weight with RoPE over its first ``rope_width`` outputs and
+    ``append``'s paged K/V append, in one CUDA kernel (weight_only_gemm.cuda.codes_qkv_rope)."""
+    from rooflint.kernels.weight_only_gemm import cuda
+
+    return cuda.codes_qkv_rope(x, q.codes, q.scale, b, cos, sin, start, tokens, rope_width, head_dim, append)
 
 
 def quantized_swiglu(x, q: QuantizedLinear, b=None):

@@ -33,6 +33,13 @@
 // so the [M, 2 ffn] product never leaves the SM and the step has one kernel less. gate and up are
 // rounded to bf16 before the product, as the unfused GEMM's output is, and silu(g) * u is computed
 // in fp32 and rounded once, as kernels/swiglu does.
+//
+// RoPE (a Llama QKV projection, ROPE = true): as in the bf16 kernel, a block of the rotated outputs
+// holds 8 rows of one head's first half and, as its tile rows 8-15, their rotate-half partners
+// rope_dim / 2 further, so each output's partner is summed (and scaled) in the same block. Both are
+// rounded to bf16 first, as the unfused GEMM's output is, then rotated in fp32 with the position's cos
+// and sin and rounded once, as models/ops/rope_append.py does. The rotated K and the V columns also go
+// to their slots of the paged cache, so a quantized decode step has no rope kernel either.
 #include "rooflint/common.cuh"
 #include "rooflint/pdl.cuh"
 
@@ -105,12 +112,29 @@ struct Params {
   int gelu, pdl;
 };
 
+// A QKV projection's (skinny_codes_kernel's ROPE form): the other forms keep Params alone, since a
+// larger parameter block moved ptxas's register allocation of some of them.
+struct RopeParams : Params {
+  // RoPE (rotate-half) of the first rope_width outputs, heads of rope_dim: x row m is token position
+  // rope_start + m % rope_tokens of cos and sin [positions, rope_dim] (bf16)
+  const __nv_bfloat16* cos;
+  const __nv_bfloat16* sin;
+  long long rope_width, rope_dim, rope_start, rope_tokens;
+  // Paged K/V append: output columns [kv_start, kv_start + kv_width) are K, the next kv_width V; row
+  // m's kv head h goes to slot slots[m * kv_heads + h] of k_rows / v_rows [slots, head_dim]; null without
+  const long long* slots;
+  __nv_bfloat16* k_rows;
+  __nv_bfloat16* v_rows;
+  long long kv_start, kv_width, kv_heads, head_dim;
+};
+
 __device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// A block a row block of 16 outputs (TILES = 2: their gate and up rows); warp w holds K positions
-// [w * 16 * STEPS, (w + 1) * 16 * STEPS).
-template <int FORMAT, int STEPS, int MT, int TILES>
-__global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Params p) {
+// A block a row block of 16 outputs (TILES = 2: their gate and up rows; ROPE: 8 rows of a head's first
+// half and their partners); warp w holds K positions [w * 16 * STEPS, (w + 1) * 16 * STEPS).
+template <int FORMAT, int STEPS, int MT, int TILES, typename P = Params>
+__global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const P p) {
+  constexpr bool ROPE = std::is_same_v<P, RopeParams>;
   constexpr int kChunks = STEPS / 4;  // 64-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -120,11 +144,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
   const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 16 * t;
 
   if (p.pdl) launch_dependents();
-  // The codes of rows row0 + g and row0 + g + 8 (and the same up rows, ffn further): 16 of each
+  // The block's first W row and how much further its tile rows 8-15 start: 8, or with RoPE half a head.
+  long long first = row0, half = 8;
+  if constexpr (ROPE) {
+    if (row0 < p.rope_width) first = row0 / p.rope_dim * p.rope_dim + row0 % p.rope_dim / 2, half = p.rope_dim / 2;
+  }
+  // The codes of rows first + g and first + g + half (and the same up rows, ffn further): 16 of each
   // 64-wide chunk. Rows past N read row N - 1 (no branch around the loads) and multiply nothing:
   // their outputs are not written.
   uint4 w_lo[TILES][kChunks], w_hi[TILES][kChunks];
-  const long long lo_row = min(row0 + g, p.n - 1), hi_row = min(row0 + g + 8, p.n - 1);
+  const long long lo_row = min(first + g, p.n - 1), hi_row = min(first + g + half, p.n - 1);
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
 #pragma unroll
@@ -137,14 +166,39 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
   // The epilogue's constant operands (one output, W row n and x row m, a thread of the first
   // 16 * 8 * MT), also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
-  const long long n = row0 + out_n;
+  const long long n = ROPE ? first + (out_n < 8 ? out_n : half + out_n - 8) : row0 + out_n;
   const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
   float scale[TILES] = {}, bias[TILES] = {};
+  bool rotates = false;
+  // RoPE: the partner's scale and bias, this output's angle
+  float pair_scale = 0.0f, pair_bias = 0.0f, cos_n = 0.0f, sin_n = 0.0f;
+  __nv_bfloat16* cache = nullptr;  // the K/V append: this output's element of the paged cache, or null
   if (writes) {
 #pragma unroll
     for (int tile = 0; tile < TILES; ++tile) {
       scale[tile] = p.scale[n + tile * p.ffn];
       if (p.bias != nullptr) bias[tile] = to_float(p.bias[n + tile * p.ffn]);
+    }
+    if constexpr (ROPE) {
+      rotates = n < p.rope_width;
+      if (rotates) {
+        const long long pair = out_n < 8 ? n + half : n - half;
+        pair_scale = p.scale[pair];
+        if (p.bias != nullptr) pair_bias = to_float(p.bias[pair]);
+        // the tables hold cat(freqs, freqs): the first half's entry serves both
+        const long long angle =
+            (p.rope_start + out_m % p.rope_tokens) * p.rope_dim + (out_n < 8 ? n : pair) % p.rope_dim;
+        cos_n = to_float(p.cos[angle]), sin_n = to_float(p.sin[angle]);
+      }
+      if (p.slots != nullptr) {
+        const long long rel = n - p.kv_start;
+        if (rel >= 0 && rel < 2 * p.kv_width) {
+          const bool to_v = rel >= p.kv_width;
+          const long long col = to_v ? rel - p.kv_width : rel;
+          cache = (to_v ? p.v_rows : p.k_rows) + p.slots[out_m * p.kv_heads + col / p.head_dim] * p.head_dim +
+                  col % p.head_dim;
+        }
+      }
     }
   }
 
@@ -210,13 +264,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_codes_kernel(const Para
     const float gate = bf16_round(zs[0]), up = bf16_round(zs[1]);
     z = gate / (1.0f + __expf(-gate)) * up;
   }
+  if constexpr (ROPE) {
+    if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
+      float other = 0.0f;
+      for (int i = 0; i < warps; ++i) other += partial[i][0][out_n ^ 8][out_m];
+      const float mine = bf16_round(z), partner = bf16_round(other * pair_scale + pair_bias);
+      z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
+    }
+  }
   if (p.gelu) z = gelu_tanh_sigmoid(z);
   if (p.residual != nullptr) z += to_float(p.residual[out_m * p.r_row + n]);
-  p.y[out_m * p.y_row + n] = from_float<__nv_bfloat16>(z);
+  const __nv_bfloat16 out = from_float<__nv_bfloat16>(z);
+  p.y[out_m * p.y_row + n] = out;
+  if constexpr (ROPE) {
+    if (cache != nullptr) *cache = out;
+  }
 }
 
-cudaError_t launch_kernel(void (*kernel)(Params), const Params& p, int warps, cudaStream_t stream) {
+template <typename P> cudaError_t launch_kernel(void (*kernel)(P), const P& p, int warps, cudaStream_t stream) {
   return launch_with_pdl(kernel, p, (p.n + kRows - 1) / kRows, warps, p.pdl != 0, stream);
+}
+
+template <int FORMAT, int STEPS>
+cudaError_t launch_steps(const RopeParams& p, int warps, cudaStream_t stream) {  // RoPE and the K/V append
+  if (p.m <= 8) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 1, 1, RopeParams>, p, warps, stream);
+  if constexpr (STEPS <= 16) return launch_kernel(skinny_codes_kernel<FORMAT, STEPS, 2, 1, RopeParams>, p, warps, stream);
+  return cudaErrorInvalidValue;
 }
 
 template <int FORMAT, int STEPS>
@@ -235,8 +308,8 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-template <int FORMAT>
-cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
+template <int FORMAT, typename P>
+cudaError_t launch(const P& p, long long steps, cudaStream_t stream) {
   const int warps = static_cast<int>(p.k / (16 * steps));
   switch (steps) {
     case 4: return launch_steps<FORMAT, 4>(p, warps, stream);
@@ -247,6 +320,27 @@ cudaError_t launch(const Params& p, long long steps, cudaStream_t stream) {
     case 32: return launch_steps<FORMAT, 32>(p, warps, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+// What every entry point checks: M, N, the K split and alignment (and SwiGLU's ffn).
+bool shape_ok(const void* x, const void* w, long long m, long long n, long long k, long long x_row, long long steps,
+              long long ffn) {
+  if (steps <= 0) return false;
+  const long long warps = k / (16 * steps);
+  // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
+  return m >= 1 && m <= 16 && n >= 1 && (m <= 8 || steps <= 16) && k == 16 * steps * warps &&
+         warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps && x_row % 8 == 0 && aligned16(x) && aligned16(w) &&
+         (ffn == 0 || (ffn == n && steps <= (m <= 8 ? 16 : 8)));
+}
+
+template <typename P> int run(const P& p, long long steps, long long format, cudaStream_t stream) {
+  cudaError_t status;
+  switch (format) {
+    case kInt8: status = launch<kInt8>(p, steps, stream); break;
+    case kE4m3: status = launch<kE4m3>(p, steps, stream); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());
 }
 
 }  // namespace
@@ -260,21 +354,41 @@ extern "C" int rooflint_skinny_codes(const void* x, const void* w, const void* s
                                      long long x_row, long long r_row, long long y_row, long long steps,
                                      long long ffn, long long format, long long gelu, long long pdl,
                                      cudaStream_t stream) {
-  const long long warps = k / (16 * steps);
-  // The epilogue gives each of the block's 16 x 8 (M <= 8) or 16 x 16 outputs a thread of its own.
-  const bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 16) && k == 16 * steps * warps &&
-                  warps >= (m <= 8 ? 4 : 8) && warps <= kMaxWarps && x_row % 8 == 0 && aligned16(x) && aligned16(w) &&
-                  (ffn == 0 || (ffn == n && steps <= (m <= 8 ? 16 : 8)));
-  if (!ok) return static_cast<int>(cudaErrorInvalidValue);
+  if (!shape_ok(x, w, m, n, k, x_row, steps, ffn)) return static_cast<int>(cudaErrorInvalidValue);
   Params p{static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(w), static_cast<const float*>(scale),
            static_cast<const __nv_bfloat16*>(bias), static_cast<const __nv_bfloat16*>(residual),
            static_cast<__nv_bfloat16*>(y), m, n, k, x_row, r_row, y_row, ffn, static_cast<int>(gelu),
            static_cast<int>(pdl)};
-  cudaError_t status;
-  switch (format) {
-    case kInt8: status = launch<kInt8>(p, steps, stream); break;
-    case kE4m3: status = launch<kE4m3>(p, steps, stream); break;
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());
+  return run(p, steps, format, stream);
+}
+
+// A QKV projection with RoPE over outputs [0, rope_width) (heads of rope_dim, a multiple of 16; cos and
+// sin bf16 [positions, rope_dim], row m at position rope_start + m % rope_tokens) and, with slots, the
+// paged K/V append of columns [kv_start, kv_start + 2 kv_width) (K then V, kv_heads heads of head_dim);
+// no residual, GELU or SwiGLU. Otherwise as rooflint_skinny_codes, at most 16 steps for M > 8.
+extern "C" int rooflint_skinny_codes_rope(const void* x, const void* w, const void* scale, const void* bias, void* y,
+                                          long long m, long long n, long long k, long long x_row, long long y_row,
+                                          long long steps, long long format, long long pdl, const void* cos,
+                                          const void* sin, long long rope_width, long long rope_dim,
+                                          long long rope_start, long long rope_tokens, const void* slots,
+                                          void* k_rows, void* v_rows, long long kv_start, long long kv_width,
+                                          long long kv_heads, long long head_dim, cudaStream_t stream) {
+  if (!shape_ok(x, w, m, n, k, x_row, steps, 0)) return static_cast<int>(cudaErrorInvalidValue);
+  const bool rope_ok = rope_width > 0 && rope_dim >= 16 && rope_dim % 16 == 0 && rope_width % rope_dim == 0 &&
+                       rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr && sin != nullptr;
+  const bool kv_ok = slots == nullptr || (kv_width > 0 && kv_heads > 0 && head_dim > 0 && kv_width == kv_heads * head_dim &&
+                                          kv_start >= 0 && kv_start + 2 * kv_width <= n && k_rows != nullptr &&
+                                          v_rows != nullptr);
+  if (!rope_ok || !kv_ok) return static_cast<int>(cudaErrorInvalidValue);
+  RopeParams p;
+  static_cast<Params&>(p) = Params{static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(w),
+                                   static_cast<const float*>(scale), static_cast<const __nv_bfloat16*>(bias), nullptr,
+                                   static_cast<__nv_bfloat16*>(y), m, n, k, x_row, 0, y_row, 0, 0,
+                                   static_cast<int>(pdl)};
+  p.cos = static_cast<const __nv_bfloat16*>(cos), p.sin = static_cast<const __nv_bfloat16*>(sin);
+  p.rope_width = rope_width, p.rope_dim = rope_dim, p.rope_start = rope_start, p.rope_tokens = rope_tokens;
+  p.slots = static_cast<const long long*>(slots);
+  p.k_rows = static_cast<__nv_bfloat16*>(k_rows), p.v_rows = static_cast<__nv_bfloat16*>(v_rows);
+  p.kv_start = kv_start, p.kv_width = kv_width, p.kv_heads = kv_heads, p.head_dim = head_dim;
+  return run(p, steps, format, stream);
 }

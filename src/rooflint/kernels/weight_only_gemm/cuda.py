@@ -6,7 +6,9 @@ for the previous kernel; int8 and e4m3 codes become bf16 by integer and bf16x2 i
 2.5 a code), the MMAs are bf16 ones, and the per-channel scale multiplies each output once. Bias, a
 GELU and a residual add are fused, so a Llama decode step's o and down projections add their residual
 in the GEMM; ``codes_swiglu`` runs a Llama MLP's gate/up projection with silu(gate) * up in the
-epilogue, each block holding the gate and the up rows of its 16 outputs. Per-channel scales only: a
+epilogue, each block holding the gate and the up rows of its 16 outputs, and ``codes_qkv_rope`` a
+QKV projection with RoPE and the paged K/V append in it, each block holding 8 rows of a head's first
+half and their rotate-half partners. Per-channel scales only: a
 grouped weight runs on the Triton kernel.
 """
 
@@ -111,6 +113,49 @@ def codes_swiglu(x, w_q, w_scale, b=None, out=None, pdl=None, steps=None):
     steps = steps or steps_for(k, m, swiglu=True)
     out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
     _launch(x, w_q, w_scale, b, None, out, ffn, steps, ffn, False, pdl_enabled(x.device) if pdl is None else pdl)
+    return out
+
+
+def why_not_rope(m: int, w_q: torch.Tensor, w_scale: torch.Tensor, rope_width: int, head_dim: int) -> str | None:
+    """Why ``codes_qkv_rope`` cannot take the quantized QKV weight at M rows with RoPE over its first
+    ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
+    if head_dim < 16 or head_dim % 16:
+        return f"the weight-only RoPE epilogue pairs rows in 16-row blocks: head_dim {head_dim} is not a multiple of 16"
+    if rope_width % head_dim or not 0 < rope_width <= w_q.shape[0]:
+        return f"RoPE over {rope_width} of {w_q.shape[0]} outputs is not a whole number of heads of {head_dim}"
+    return why_not_weight(m, w_q, w_scale)
+
+
+def codes_qkv_rope(x, w_q, w_scale, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int,
+                   append=None, out=None, pdl=None, steps=None):  # fmt: skip
+    """x @ (w_q * w_scale)^T + b [M, N] with outputs [0, rope_width) (the q and K heads of ``head_dim``)
+    rotated by RoPE (rotate-half; row m is position start + m % tokens of cos, sin [positions,
+    head_dim], bf16), and with ``append`` (gelu_linear.skinny.KVAppend) the rotated K and the V
+    columns written to the paged cache: a Llama QKV projection and its rope kernel in one. Each output
+    and its rotate-half partner are rounded to bf16 before the rotation, as the unfused projection's
+    outputs are (gelu_linear.skinny_pdl.qkv_rope_reference on the dequantized weight is the reference)."""
+    m, k = x.shape
+    n = w_q.shape[0]
+    why = why_not(x, w_q, w_scale) or why_not_rope(m, w_q, w_scale, rope_width, head_dim)
+    if why is None and (cos.dtype != torch.bfloat16 or sin.dtype != torch.bfloat16):
+        why = f"cos {cos.dtype} and sin {sin.dtype} must be bf16, the activations' dtype"
+    if why is None and (cos.shape[-1] != head_dim or not cos.is_contiguous() or not sin.is_contiguous()):
+        why = f"cos and sin must be contiguous [positions, {head_dim}]"
+    if why is None and append is not None and append.slots.dtype != torch.int64:
+        why = f"the K/V append's slots must be int64, not {append.slots.dtype}"
+    if why:
+        raise ValueError(why)
+    steps = steps or steps_for(k, m)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
+    pdl = pdl_enabled(x.device) if pdl is None else pdl
+    kv = append
+    cuda_build.load(CODES_CU).launch(
+        "rooflint_skinny_codes_rope", x, w_q.contiguous(), w_scale.contiguous(), b, out,
+        m, n, k, x.stride(0), out.stride(0), steps, FORMATS[w_q.dtype], int(pdl),
+        cos, sin, rope_width, head_dim, start, tokens,
+        kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
+        kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
+    )  # fmt: skip
     return out
 
 
