@@ -9,6 +9,7 @@ import torch
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels.attention import FAMILY, fp8
+from rooflint.kernels.common import autotune_picks
 from rooflint.kernels.scaled_gemm.formats import require_fp8_tensor_cores
 
 
@@ -160,9 +161,10 @@ def triton_attention(q, k, v, causal, out=None, group=1, scales=None):
     # holding the same fp16/bf16 values give the tensor cores' exact products there instead.
     upcast = interpreting()
     strides = [s for t in (q, k, v, out) for s in t.stride()[:3]]
-    _attn_fwd_kernel[grid](
-        q, k, v, out, n, qk_scale, sv, h, group, *strides, D=d, CAUSAL=bool(causal), UPCAST=upcast, PV_BF16=pv_bf16
-    )
+    autotune_picks.launch(
+        _attn_fwd_kernel, grid, q.device, q, k, v, out, n, qk_scale, sv, h, group, *strides,
+        D=d, CAUSAL=bool(causal), UPCAST=upcast, PV_BF16=pv_bf16,
+    )  # fmt: skip
     return out
 
 

@@ -8,6 +8,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels.common import autotune_picks
 from rooflint.kernels.common.tile_order import (
     PERSISTENT_TILE,
     autotuned_descriptors,
@@ -91,7 +92,8 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
 
     grid = persistent_grid(m, n, sms)
 
-    _gelu_linear_kernel[grid](x_desc, w_desc, y_desc, b, m, n, k, UPCAST=interpreting())
+    autotune_picks.launch(_gelu_linear_kernel, grid, x.device, x_desc, w_desc, y_desc, b, m, n, k,
+                          UPCAST=interpreting())  # fmt: skip
     return out
 
 

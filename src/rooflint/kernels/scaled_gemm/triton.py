@@ -21,6 +21,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels.common import autotune_picks
 from rooflint.kernels.common.gelu_tanh import gelu_tanh, mufu_form
 from rooflint.kernels.common.tile_order import autotuned_descriptors, gemm_configs, persistent_grid, tile_origin
 from rooflint.kernels.scaled_gemm import FAMILY
@@ -121,8 +122,8 @@ def scaled_gemm(
 
     sa = sa.contiguous()
     bias = sa if gelu_bias is None else gelu_bias.contiguous()  # a pointer the plain GEMM never reads
-    _scaled_gemm_kernel[grid](
-        a_desc, b_desc, c_desc, sa, sb.contiguous(), bias, m, n, k,
+    autotune_picks.launch(
+        _scaled_gemm_kernel, grid, a.device, a_desc, b_desc, c_desc, sa, sb.contiguous(), bias, m, n, k,
         ROW_SCALES=not blocks and (sa.numel() > 1 or sb.numel() > 1), BLOCK_SCALES=blocks,
         INTEGER=a.dtype == torch.int8, SCALE_BLOCK=SCALE_BLOCK,
         GELU_BIAS=gelu_bias is not None, MUFU=gelu_bias is not None and mufu_form(out.dtype),

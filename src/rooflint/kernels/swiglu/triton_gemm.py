@@ -20,6 +20,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import interpreting, tl, triton
 from rooflint.kernels import sm_count
+from rooflint.kernels.common import autotune_picks
 from rooflint.kernels.common.tile_order import (
     PERSISTENT_TILE,
     autotuned_descriptors,
@@ -144,7 +145,8 @@ def gemm_swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
     args = (x_desc, w_desc, y_desc, bias, m, n, k)
     given = {name: value for name, value in (config or {}).items() if value is not None}
     if not given:
-        _gemm_swiglu_kernel[grid](*args, HAS_BIAS=b is not None, UPCAST=interpreting())
+        autotune_picks.launch(_gemm_swiglu_kernel, grid, x.device, *args, HAS_BIAS=b is not None,
+                              UPCAST=interpreting())  # fmt: skip
         return out
     first = _gemm_swiglu_kernel.configs[0]
     meta = {**first.kwargs, "num_warps": first.num_warps, "num_stages": first.num_stages, **given}
