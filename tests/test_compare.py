@@ -264,3 +264,19 @@ def test_no_rows_in_common_is_bad_input(tmp_path):
         compare_frames(read_results(base), read_results(new))
     result = runner.invoke(app, ["compare", str(base), str(new)])
     assert result.exit_code == 2 and "share no" in result.output
+
+
+def test_rows_held_at_the_cap_by_their_own_load_are_compared_not_untrusted(tmp_path):
+    """Bench keeps a compute-bound row held at the power cap by its own load unthrottled (its clock is
+    reproducible there), so a real slowdown of it is caught: slower, exit 1."""
+    note = "at its power cap by its own load: compute-bound work this long runs at the cap on a healthy GPU"
+    base_rows, new_rows = run(), run(scale=1.5)
+    for rows in (base_rows, new_rows):
+        for capped in rows:
+            capped.sm_clock_mhz, capped.sm_clock_min_mhz, capped.message = 1530.0, 1515.0, note
+            capped.clock_event_reasons, capped.throttle_retries = "sw_power_cap", 1
+    result = runner.invoke(
+        app, ["compare", str(write(base_rows, tmp_path / "base")), str(write(new_rows, tmp_path / "new"))]
+    )
+    assert result.exit_code == 1, result.output
+    assert "untrusted" not in result.output.split("\n\n")[1] and "slower" in result.output

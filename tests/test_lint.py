@@ -520,3 +520,19 @@ def test_above_roof_on_measured_ceilings_names_a_busy_machine():
     raised = next(f for f in lint_row(gpu, recorded_spec(gpu)) if f.rule == "above_roof")
     assert "the higher of its datasheet and measured ceilings" in raised.message
     assert "busy" not in raised.message
+
+
+def test_power_capped_rule_is_info_and_never_the_throttled_error():
+    """A compute-bound row bench kept at its power cap by its own load (engine/throttle.py): an info
+    finding that says so, no throttled error, although its NVML clock sits well under the reference."""
+    capped = good_row(
+        sm_clock_mhz=1530.0, sm_clock_min_mhz=1515.0, regime="burst", throttle_retries=1,
+        clock_event_reasons="sw_power_cap", message="at its power cap by its own load: compute-bound work ...",
+    )  # fmt: skip
+    findings = lint_row(capped, H100)
+    finding = next(f for f in findings if f.rule == "power_capped")
+    assert finding.severity == Severity.INFO and "its own compute-bound load" in finding.message
+    assert "throttled" not in rules(findings)
+    assert "power_capped" not in rules(lint_row(good_row(), H100))
+    # marked throttled, the error stands and the info is not added
+    assert "power_capped" not in rules(lint_row(dataclasses.replace(capped, throttled=True), H100))

@@ -284,3 +284,26 @@ def test_a_cpu_worker_without_fakes_records_nan_clocks_and_its_regime():
     )
     assert row.status == "ok" and row.regime == "burst" and row.timing_mode == "cpu_wall"
     assert math.isnan(row.sm_clock_mhz) and math.isnan(row.energy_per_call_j) and not row.throttled
+
+
+def test_compute_bound_work_held_at_the_cap_by_its_own_load_is_kept_power_capped_not_throttled():
+    """A dense GEMM long enough to reach the power cap runs there on a healthy GPU, in every run: its
+    re-timing regains nothing, so it is kept unthrottled with the power-capped note (lint: info; compare:
+    compared). A memory-bound row cannot hold the GPU at its cap by itself: it stays throttled."""
+    sleeps: list[float] = []
+    # attention's QK^T and PV on tensor cores: at N=256, D=64 its 64 FLOP a byte are over this spec's ridge (25)
+    dense = Task("attention", "eager", "fp32", "custom", {"B": 1, "H": 1, "N": 256, "D": 64, "causal": False})
+    worker = _worker([CAPPED, dataclasses.replace(CAPPED, sm_clock_mhz=1305)], sleeps=sleeps)
+    worker.spec = measured_spec("cpu", "CPU (measured)", 20.0, {"cuda_fp32_tflops": 0.5, "tensor_fp32_tflops": 0.5}, "")
+    row = worker.run(dense)
+    assert row.status == "ok" and row.bound == "compute" and sleeps == [2.0]
+    assert not row.throttled and row.throttle_retries == 1 and row.sm_clock_mhz == 1305
+    assert throttle.POWER_CAPPED_NOTE + ": compute-bound work this long runs at the cap" in row.message
+    assert "SM clock 1305 MHz again after 1 re-timing" in row.message
+    copy = _worker([CAPPED, CAPPED]).run(TASK)  # vector_add: memory-bound
+    assert copy.bound == "memory" and copy.throttled and copy.throttle_retries == 1
+    assert throttle.OWN_LOAD in copy.message and throttle.POWER_CAPPED_NOTE not in copy.message
+    judged = throttle.time_until_unthrottled(
+        lambda: timed(CAPPED), Reference(1980.0), ThrottlePolicy(0.9, 3, 0.0), lambda _: None, compute_bound=True
+    )
+    assert judged.power_capped and not judged.throttled and judged.retries == 1

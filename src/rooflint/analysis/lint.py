@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from rooflint.core.fmt import finite
 from rooflint.core.roofline import CUDA_CORE_PRECISION
 from rooflint.core.specs import GpuSpec, builtin_specs, detect, spec_from_rows, unit_precisions
-from rooflint.outputs.results import CRASHED, ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, ResultRow
+from rooflint.outputs.results import CRASHED, ERROR, FAILED, OK, OOM, POWER_CAPPED_NOTE, SHARED_GPU_NOTE, ResultRow
 
 
 class Severity:
@@ -308,6 +308,17 @@ def lint_row(
                 Severity.ERROR,
                 "throttled",
                 f"{throttled}; the time reflects the clock, not the kernel: rerun on an idle, cool GPU",
+                label,
+            )
+        )
+
+    if not throttled and POWER_CAPPED_NOTE in row.message:
+        findings.append(
+            Finding(
+                Severity.INFO,
+                "power_capped",
+                "held at the GPU's power cap by its own compute-bound load, in every timing: its time is this "
+                "kernel's at the cap, reproducible and compared as such (--regime sustained times every row there)",
                 label,
             )
         )

@@ -8,6 +8,10 @@ A throttled row waits ``recovery_delay_s`` for the GPU to cool down and is timed
 ``retries`` times; a row still throttled after that is kept, marked throttled=True, with the reason.
 A row whose re-timing sat at the power cap again and regained almost none of its clock stops
 retrying at once (``held_by_own_load``): its own draw holds the clock down, and no wait changes that.
+Where the row's work is compute-bound (``compute_bound``), that clock is what this kernel runs at on a
+healthy GPU, reproducibly: the row is kept unthrottled, with POWER_CAPPED_NOTE saying so, so that
+lint does not call it an error in every run and compare compares it. A memory-bound row cannot hold a
+GPU at its cap by itself: it stays throttled.
 
 Everything here is plain Python over Telemetry values, so tests drive it with fake samplers and
 fake timers on a CPU.
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from rooflint.engine.nvml import SLOWDOWN_REASONS, Telemetry
 from rooflint.engine.settings import Regime, ThrottlePolicy
+from rooflint.outputs.results import POWER_CAPPED_NOTE
 
 if TYPE_CHECKING:
     from rooflint.engine.timing import Timing
@@ -93,9 +98,19 @@ class Judged:
     throttled: bool = False
     retries: int = 0
     why: list[str] = field(default_factory=list)
+    power_capped: bool = False  # compute-bound and held at the cap by its own load: kept, not throttled
 
     @property
     def message(self) -> str:
+        if self.power_capped:
+            telemetry = self.timing.telemetry or Telemetry()
+            timings = "re-timing" if self.retries == 1 else "re-timings"
+            return (
+                f"{POWER_CAPPED_NOTE}: compute-bound work this long runs at the cap on a healthy GPU "
+                f"(SM clock {telemetry.sm_clock_mhz:.0f} MHz again after {self.retries} {timings}; "
+                + "; ".join(self.why)
+                + ")"
+            )
         if not self.throttled:
             return ""
         timings = "re-timing" if self.retries == 1 else "re-timings"
@@ -107,10 +122,12 @@ def time_until_unthrottled(
     reference: Reference,
     policy: ThrottlePolicy,
     sleep: Callable[[float], None] = time.sleep,
+    compute_bound: bool = False,
 ) -> Judged:
     """Time once; while the result is throttled and retries remain, wait and time again.
     The last timing is kept (the earlier ones were throttled too, or it would have stopped).
-    A re-timing held at the power cap by the row's own load (held_by_own_load) ends the retries."""
+    A re-timing held at the power cap by the row's own load (held_by_own_load) ends the retries;
+    a ``compute_bound`` row's is then kept as power-capped, not throttled."""
     retries = 0
     before: Telemetry | None = None
     while True:
@@ -120,6 +137,8 @@ def time_until_unthrottled(
         if not why or retries >= policy.retries:
             return Judged(measured, bool(why), retries, why)
         if before is not None and held_by_own_load(before, telemetry, reference):
+            if compute_bound:
+                return Judged(measured, False, retries, why, power_capped=True)
             return Judged(measured, True, retries, [*why, OWN_LOAD])
         before = telemetry
         sleep(policy.recovery_delay_s)

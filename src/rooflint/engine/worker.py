@@ -25,7 +25,7 @@ import torch
 from rooflint.core.errors import VariantSkipped, describe
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
 from rooflint.core.registry import get_family
-from rooflint.core.roofline import analyse, copy_to_row
+from rooflint.core.roofline import analyse, copy_to_row, floor_seconds
 from rooflint.core.specs import GpuSpec, current_gpu_spec, spec_from_dict
 from rooflint.core.triton_compat import HAS_TRITON
 from rooflint.engine import compile_caches, cuda_build, environment, nvml, throttle, timing
@@ -225,7 +225,9 @@ class Worker:
         if not verdict.passed:
             row.status, row.message = FAILED, verdict.message
             return row
-        judged = self._timed(fn, task)
+        # Compute-bound work may hold the GPU at its power cap by itself (throttle.POWER_CAPPED_NOTE).
+        _, bound = floor_seconds(cost, self.spec, family.tensor_precision(task.dtype))
+        judged = self._timed(fn, task, compute_bound=bound == "compute")
         measured = judged.timing
         throttle.fill_row(row, judged)  # clocks, power, energy, reasons, throttled, retries
         row.launch_overhead_ms = measured.launch_overhead_ms
@@ -282,7 +284,7 @@ class Worker:
                 if count:
                     self.clock.count(f"{name}_added", count)
 
-    def _timed(self, fn: Callable[[], Any], task: Task) -> throttle.Judged:
+    def _timed(self, fn: Callable[[], Any], task: Task, compute_bound: bool = False) -> throttle.Judged:
         """Time a checked variant, re-timing it while throttled. Its seconds are split: reaching the
         burst start state and waiting out a throttle are "cool", the rest (warm-up, flushes,
         samples) is "measure"."""
@@ -301,6 +303,7 @@ class Worker:
             self.reference,
             self.settings.throttle,
             sleep,
+            compute_bound=compute_bound,
         )
         elapsed = time.perf_counter() - began
         cool = min(elapsed, timing.start_state_seconds() - cooled + waited)

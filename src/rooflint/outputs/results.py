@@ -42,6 +42,8 @@ def not_passed(frame) -> list[tuple[str, str]]:
 # A row's message carries this when NVML saw another process computing on its GPU while it was
 # timed: its SMs were shared, so its time says as little about its code as a throttled clock does.
 SHARED_GPU_NOTE = "another process was using the GPU"
+# A compute-bound row held at the power cap by its own load (engine/throttle.py): kept, not throttled.
+POWER_CAPPED_NOTE = "at its power cap by its own load"
 
 
 @dataclass
