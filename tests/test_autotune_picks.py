@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from rooflint.core import autotune_tally
 from rooflint.kernels.common import autotune_picks
 
 
@@ -63,12 +64,16 @@ def process(store, autotuner, *keys, gpu=H100):
     return autotuner
 
 
-def test_a_second_process_launches_the_first_ones_pick_without_timing(store):
+def test_a_second_process_launches_the_first_ones_pick_without_timing(store, monkeypatch):
+    monkeypatch.setitem(autotune_tally.PICKS, "hits", 0)
+    monkeypatch.setitem(autotune_tally.PICKS, "misses", 0)
     first = process(store, FakeAutotuner(winner=2), (4096, "torch.bfloat16"), (1024, "torch.float8_e4m3fn"))
     assert first.timed == [(4096, True, "torch.bfloat16"), (1024, True, "torch.float8_e4m3fn")]
     # the next process's autotuner would pick config 0 if it timed: it must not time, and must run config 2
+    assert autotune_tally.PICKS == {"hits": 0, "misses": 2}
     second = process(store, FakeAutotuner(winner=0), (4096, "torch.bfloat16"), (1024, "torch.float8_e4m3fn"))
     assert second.timed == [] and set(second.launched) == {"BLOCK_M: 256"}
+    assert autotune_tally.PICKS == {"hits": 2, "misses": 2}  # the run record's "autotune" cache
     third = process(store, FakeAutotuner(winner=0), (8192, "torch.bfloat16"))  # a new key is timed, once
     assert third.timed == [(8192, True, "torch.bfloat16")]
     stored = json.loads(autotune_picks.store_path(H100).read_text())

@@ -111,7 +111,7 @@ def test_each_gpu_type_runs_the_whole_plan_into_one_csv(cluster, tmp_path):
     assert run["other_s"] >= 0
     reference = run["caches"]["reference"]
     assert reference["hits"] + reference["misses"] + reference["recomputed"] >= 2  # a case on each GPU type
-    assert set(run["caches"]) == {"reference", "build", "triton", "inductor"}
+    assert set(run["caches"]) == {"reference", "build", "triton", "inductor", "autotune"}
     assert summary_line(run).startswith(f"wall {run['wall_s']:.0f} s, phases in GPU-seconds over 2 workers: measure ")
 
 

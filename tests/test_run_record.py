@@ -88,6 +88,21 @@ def test_a_warm_run_says_so_and_the_summary_names_each_phase():
     assert "(cache off)" in summary_line(off) and off["caches"]["reference"]["state"] == "off"
 
 
+def test_autotune_picks_are_a_cache_of_the_record():
+    """Picks read from rooflint's store are hits, picks timed and stored are misses (kernels/common/
+    autotune_picks.py counts them in core/autotune_tally, the worker reports them)."""
+    tally = RunTally()
+    tally.worker_started()
+    tally.add({"counts": {"autotune_hits": 7}, "cache_entries": {"build": 1, "triton": 3, "inductor": 2}})
+    record = run_record(tally, "a", "b", 10.0, reference_cache=True, rows=7)
+    assert record["caches"]["autotune"] == {"hits": 7, "misses": 0, "state": "warm"}
+    tally.add({"counts": {"autotune_misses": 2}})
+    assert run_record(tally, "a", "b", 10.0, reference_cache=True, rows=7)["caches"]["autotune"]["state"] == "mixed"
+    assert (
+        run_record(RunTally(), "a", "b", 1.0, reference_cache=True, rows=0)["caches"]["autotune"]["state"] == "unused"
+    )
+
+
 def test_the_progress_bar_shows_an_eta():
     from rich.progress import TimeRemainingColumn
 

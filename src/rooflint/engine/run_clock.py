@@ -175,6 +175,7 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
     build, triton, inductor: entries in nvcc's, Triton's and Inductor's on-disk caches when the
     first worker started (the build cache: before bench's builds ahead), and entries the run added
     (each a compile or build that missed); build also says how many of those bench built ahead.
+    autotune: the autotuners' picks read from rooflint's store (hits) and timed then stored (misses).
     """
     counts = tally.counts
     hits, misses = counts.get("reference_hits", 0), counts.get("reference_misses", 0)
@@ -190,6 +191,9 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
     for name in ("build", "triton", "inductor"):
         before, added = tally.first_seen.get(name, 0), counts.get(f"{name}_added", 0)
         caches[name] = {"entries_before": before, "added": added, "state": _state(before, added)}
+    # Autotune picks (kernels/common/autotune_picks.py): read from the store, or timed and stored.
+    hits, misses = counts.get("autotune_hits", 0), counts.get("autotune_misses", 0)
+    caches["autotune"] = {"hits": hits, "misses": misses, "state": _state(hits, misses)}
     # Of the libraries added, those bench built ahead, and the wall seconds those builds ran.
     caches["build"].update(built_ahead=counts.get("built_ahead", 0), ahead_s=round(tally.ahead_s, 3))
     return caches

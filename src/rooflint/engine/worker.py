@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from rooflint.core import autotune_tally
 from rooflint.core.errors import VariantSkipped, describe
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC, NEEDS_TRITON, Case, Family, Variant
 from rooflint.core.registry import get_family
@@ -269,6 +270,7 @@ class Worker:
         caches are counted as misses; libraries, as the builds this process ran (a library bench
         built ahead is counted by bench)."""
         before = compile_caches.census()
+        picks = dict(autotune_tally.PICKS)
         build_s, built = cuda_build.BUILDS.seconds, cuda_build.BUILDS.built
         began = time.perf_counter()
         try:
@@ -283,6 +285,9 @@ class Worker:
             for name, count in added.items():
                 if count:
                     self.clock.count(f"{name}_added", count)
+            for name, count in autotune_tally.PICKS.items():  # picks served from the store, or timed
+                if count > picks[name]:
+                    self.clock.count(f"autotune_{name}", count - picks[name])
 
     def _timed(self, fn: Callable[[], Any], task: Task, compute_bound: bool = False) -> throttle.Judged:
         """Time a checked variant, re-timing it while throttled. Its seconds are split: reaching the

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rooflint.core.autotune_tally import PICKS
 from rooflint.core.paths import cache_dir, replacing
 
 ENV = "ROOFLINT_AUTOTUNE_PICKS"
@@ -77,6 +78,7 @@ def restore(autotuner: Any, device_name: str) -> int:
         if isinstance(index, int) and 0 <= index < len(autotuner.configs) and key not in autotuner.cache:
             autotuner.cache[key] = autotuner.configs[index]
             taken += 1
+    PICKS["hits"] += taken
     return taken
 
 
@@ -95,6 +97,7 @@ def remember(autotuner: Any, device_name: str) -> int:
         if text not in picks and id(config) in indexes:
             picks[text] = indexes[id(config)]
             added += 1
+    PICKS["misses"] += added
     if added:
         path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path) as handle:
