@@ -30,7 +30,9 @@ regression ("now <status>"), because a variant that stops passing its correctnes
 building or kills its process is worse than a slow one; so is a row that fails (failed, oom, error,
 crashed) in NEW where BASE only skipped it. not ok -> ok is "fixed"; failing on both sides is "still
 <status>"; a row NEW skipped (no GPU, no nvcc there) where BASE had it failing is "skipped", not
-"still failing": nothing was run to fail.
+"still failing": nothing was run to fail. A row still failing is no regression, but it fails the
+comparison all the same: a crash is a failure in every command that reads it, and a file compared
+with itself (or a baseline that crashed too) must not pass a CI gate with a crashed row in NEW.
 
 A row ok in BASE and absent from NEW, where NEW measured its family on its GPU, is a regression
 ("now missing"): the variant vanished from a run that covered it (a worker lost without a row, a
@@ -40,7 +42,8 @@ failed, so a run of a few families can be compared against a full reference.
 A row only in NEW that fails (failed, oom, error, crashed) is a regression too ("now <status>"): a
 variant added broken is listed among the failures, not among the rows only in NEW.
 
-A regression is any slower, now failing or now missing row; `rooflint compare` exits 1 if there is one.
+A regression is any slower, now failing or now missing row; `rooflint compare` exits 1 if there is
+one, or if a row is still failing.
 
 A model's op=step rows (rooflint model) carry their throughput, tokens_per_s: where both sides
 have it, the change is judged on it like a time (tok/s down by more than the threshold is slower),
@@ -218,6 +221,16 @@ class Comparison:
     def regressions(self) -> list[Entry]:
         return [e for e in self.entries if e.regression]
 
+    @property
+    def still_failing(self) -> list[Entry]:
+        """Rows that failed in BASE and fail in NEW again: no regression, but no pass either."""
+        return [e for e in self.entries if e.verdict == STILL_FAILING]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the comparison fails (`rooflint compare` exits 1)."""
+        return bool(self.regressions or self.still_failing)
+
     def count(self, verdict: str) -> int:
         return sum(e.verdict == verdict for e in self.entries)
 
@@ -384,7 +397,7 @@ def _verdict_cell(entry: Entry) -> str:
     if entry.verdict == NOW_MISSING:
         return "**now missing**: no row in NEW, though NEW ran this family on this GPU"
     if entry.verdict == STILL_FAILING:
-        return f"still {md_text(entry.new.status)}"
+        return f"**still {md_text(entry.new.status)}**"
     if entry.verdict == SKIPPED_NOW:
         why = entry.new.message.splitlines()[0][:80] if entry.new.message else ""
         return "skipped" + (f": {md_text(why)}" if why else "")
@@ -415,10 +428,15 @@ def _table(entries: list[Entry]) -> list[str]:
 
 
 def render_markdown(result: Comparison) -> str:
-    regressions = result.regressions
+    regressions, still = result.regressions, result.still_failing
     pct = f"{100 * result.threshold:g}%"
+    why = []
     if regressions:
-        head = f"## rooflint compare: FAIL, {len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}"
+        why.append(f"{len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}")
+    if still:
+        why.append(f"{len(still)} row{'s' * (len(still) != 1)} still failing")
+    if why:
+        head = f"## rooflint compare: FAIL, {', '.join(why)}"
     else:
         head = f"## rooflint compare: pass, no regression past {pct}"
     counts = ", ".join(f"{result.count(v)} {v}" for v in _ORDER if result.count(v))
@@ -430,7 +448,8 @@ def render_markdown(result: Comparison) -> str:
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
         "(reported, not failed). A variant that was ok and now fails, errors, skips, crashes or is missing "
-        "from a family NEW ran is a regression, and so is one new in NEW that fails. "
+        "from a family NEW ran is a regression, and so is one new in NEW that fails; one failing in both "
+        "runs is still failing, and fails the comparison too. "
         "A pair where either side ran throttled, or beside another process on its GPU, is untrusted: "
         "its clock or its neighbour, not its code, may explain the change.",
     ]

@@ -187,6 +187,9 @@ def read_counters(path: Path | str) -> dict[tuple[str, str, str, str], float]:
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise UserError(f"{path} is not a rooflint profile CSV: missing columns {', '.join(missing)}")
+    # Cut short, pandas read the last row's cut count (40 of 4098000 bytes) and the cells it lost as
+    # empty: the bytes-disagree rule then judged a number ncu never measured.
+    check_table(path, needed)
     values = pd.to_numeric(frame["measured_dram_bytes"], errors="coerce")
     # Empty or nan is a variant ncu did not measure; anything else must be a count, or the rows it
     # joins would silently lose the bytes-disagree rule (or be judged on a negative or infinite count).

@@ -84,21 +84,23 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 @contextlib.contextmanager
-def replacing(path: Path | str, newline: str | None = None) -> Iterator[IO[str]]:
-    """A text file to write ``path`` through: a private name beside it, renamed over ``path`` once
-    written whole. Stopped midway (Ctrl-C, SIGTERM, an error), ``path`` keeps what it held before
-    and the partial file is removed: written in place, a cut-short results file or report kept the
-    rows written so far and read back as a complete, shorter one. A symlink's target is the file
-    replaced; what is not a regular file (/dev/stdout, a pipe) is written as it is."""
+def replacing(path: Path | str, newline: str | None = None, binary: bool = False) -> Iterator[IO]:
+    """A file to write ``path`` through (text, or bytes with ``binary``): a private name beside it,
+    renamed over ``path`` once written whole. Stopped midway (Ctrl-C, SIGTERM, an error), ``path``
+    keeps what it held before and the partial file is removed: written in place, a cut-short results
+    file or report kept the rows written so far and read back as a complete, shorter one. A
+    symlink's target is the file replaced; what is not a regular file (/dev/stdout, a pipe) is
+    written as it is."""
     path = Path(path)
+    mode = "wb" if binary else "w"
     if path.exists() and not path.is_file():
-        with path.open("w", newline=newline) as handle:
+        with path.open(mode, newline=newline) as handle:
             yield handle
         return
     path = Path(os.path.realpath(path))
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with temporary.open("w", newline=newline) as handle:
+        with temporary.open(mode, newline=newline) as handle:
             yield handle
         os.replace(temporary, path)
     except BaseException:

@@ -13,9 +13,11 @@ so a number read off a plot can always be traced back to a row.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from rooflint.core.errors import UserError  # noqa: E402
+from rooflint.core.paths import replacing, why_not  # noqa: E402
 from rooflint.core.specs import GpuSpec  # noqa: E402
 from rooflint.outputs.points import (  # noqa: E402
     KIND_MARKERS,
@@ -70,19 +74,40 @@ def plot_roofline(
     # Extra columns (a projection's predicted_ms and model, say) travel into the CSV untouched.
     points = points.reindex(columns=POINT_COLUMNS + [c for c in points.columns if c not in POINT_COLUMNS])
     out_base = Path(out_base)
-    out_base.parent.mkdir(parents=True, exist_ok=True)
     written = [beside(out_base, ".png"), beside(out_base, ".svg"), beside(out_base, ".csv")]
+    for path in written:
+        # Checked before drawing: a folder of that name was found only when its file was written,
+        # as an IsADirectoryError (exit 1) after the files before it had been replaced.
+        if path.is_dir():
+            raise UserError(f"cannot write roofline {path}: it is a directory; move it away or give another --out")
+    with _writing(out_base.parent):
+        out_base.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         # A family or variant named in a script the font lacks (CJK, emoji) draws as boxes; matplotlib's
         # two-line warning per glyph, with its source line, would read like a crash on the console.
         warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
         fig, ceiling_rows = draw_roofline(points, spec, title, extra_ceilings)
-        save_palette_png(fig, written[0])
-        fig.savefig(written[1])
-    plt.close(fig)
+        try:
+            with _writing(written[0]):
+                save_palette_png(fig, written[0])
+            with _writing(written[1]), replacing(written[1], binary=True) as handle:
+                fig.savefig(handle, format="svg")
+        finally:
+            plt.close(fig)
     data = pd.concat([points, pd.DataFrame(ceiling_rows)], ignore_index=True)
-    data.to_csv(written[2], index=False)
+    with _writing(written[2]), replacing(written[2], newline="") as handle:
+        data.to_csv(handle, index=False)
     return written
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An output written (each through a private name, renamed into place once whole, so a run
+    stopped midway keeps the last roofline, not a cut one), or one line naming it where it cannot be."""
+    try:
+        yield
+    except OSError as error:
+        raise UserError(f"cannot write roofline {path}: {why_not(path, error)}") from None
 
 
 def save_palette_png(fig, path: Path) -> None:
@@ -95,7 +120,10 @@ def save_palette_png(fig, path: Path) -> None:
     fig.savefig(buffer, format="png")
     buffer.seek(0)
     with Image.open(buffer) as image:
-        image.convert("RGB").quantize(colors=256).save(path, optimize=True)
+        palette = image.convert("RGB").quantize(colors=256)
+    # Whole or not at all: a report embeds the PNG, and a cut-short one reads as a broken image.
+    with replacing(path, binary=True) as handle:
+        palette.save(handle, format="PNG", optimize=True)
 
 
 def draw_roofline(points: pd.DataFrame, spec: GpuSpec, title: str, extra_ceilings=None) -> tuple[Any, list[dict]]:

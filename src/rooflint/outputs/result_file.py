@@ -7,11 +7,14 @@ anything that could be misread is refused with one line naming the file, the lin
 - a time that is not a number, or is not finite (NaN, inf, 1e300 on an ok row): a rate, % of roof
   or comparison made from it would be nonsense;
 - any other number that is infinite (but a failed row's rel_error): a rate or a count made from it;
+  or finite but past any count, cost, rate or clock (1e308 TFLOP/s): the report's axes around it
+  overflow to inf;
 - a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80;
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
-- a status rooflint does not write;
+- a status rooflint does not write, and an empty family, variant or dtype (every row rooflint writes
+  names them: without them a row reads as a nameless table row, and joins or dedupes on nothing);
 - a last line without its line end (a copy or a run cut short), whose last cell may be cut.
 
 Allowed, because they cannot shift a value: columns rooflint does not know (kept as text), columns
@@ -34,6 +37,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.paths import existing_file, same_file
 
 REQUIRED = ("family", "variant", "dtype", "shape", "status", "median_ms")
+NAMED = ("family", "variant", "dtype")  # never empty in a row rooflint writes
 TIMES = ("median_ms", "p20_ms", "p80_ms")  # an ok row's timing: finite, and median_ms above 0
 # No single kernel call takes a day: a time past it is a corrupted cell (1e300), not a measurement.
 MAX_TIME_MS = 86_400_000.0
@@ -47,6 +51,9 @@ INFINITE_OK = ("rel_error",)
 # Any other negative count, cost, rate, clock or ceiling is a corrupted cell: it would draw a point
 # left of the roofline or a roof below the floor.
 SIGNED = ("launch_overhead_ms", "device_index", "peak_extra_memory_bytes")
+# No count, cost, rate, clock or ceiling comes near it (a whole model's generation is under 1e20
+# FLOPs): a number past it is a corrupted cell, and a plot's axes padded around it overflow to inf.
+MAX_NUMBER = 1e30
 
 
 @dataclass(frozen=True)
@@ -231,12 +238,19 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
         else:
             row[name] = _text(value)
     row["status"] = status
+    for name in NAMED:
+        if not row[name].strip():
+            _refuse(place, f"{name} is empty; valid: the name of the {name} the row measured, as bench writes it")
     timed = status == schema.ok
     for name, kind in schema.types.items():
         if timed and name in TIMES:
             continue  # an ok row's times are judged below, with what a time may be
         if kind in ("float", "int") and name not in SIGNED and row[name] < 0:
             _refuse(place, f"{name} {record.get(name)!r} is negative; valid: a number of 0 or more, or empty")
+        if kind in ("float", "int") and name not in TIMES + INFINITE_OK and abs(row[name]) > MAX_NUMBER:
+            _refuse(
+                place, f"{name} {row[name]:g} is past any count or rate; valid: a number under {MAX_NUMBER:g}, or empty"
+            )
     for name in INFINITE_OK:
         if math.isinf(row[name]) and status != schema.failed:
             _refuse(

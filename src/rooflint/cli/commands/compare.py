@@ -32,7 +32,8 @@ def compare_command(
     median time grew by more than the threshold AND the two runs' p20-p80 intervals do not overlap;
     past the threshold with overlapping intervals it is "noisy" and does not fail. A variant that was
     ok in BASE and fails, errors, skips or crashes in NEW is a regression, and so is one missing from
-    NEW where NEW ran its family on that GPU. Rows of families NEW did not run are listed.
+    NEW where NEW ran its family on that GPU. A variant failing in both runs ("still failing") fails
+    the comparison too. Rows of families NEW did not run are listed.
 
     Examples:
       rooflint compare reports/h100/results.csv out/results.csv
@@ -54,5 +55,5 @@ def compare_command(
         write_text(out, text, "comparison")
     typer.echo(text, nl=False)
     missing = result.count("only in base")
-    if result.regressions or (fail_on_missing and missing):
+    if result.failed or (fail_on_missing and missing):
         raise typer.Exit(1)

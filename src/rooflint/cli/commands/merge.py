@@ -25,11 +25,16 @@ def merge_command(
 
     Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
     """
+    from rooflint.core.errors import UserError
     from rooflint.outputs.merge import merge_files, write_frame
     from rooflint.outputs.result_file import refuse_reading_and_writing
 
     # Merged over an input, that file's older duplicates (and a results.json's run record) would be gone.
     refuse_reading_and_writing(out, results)
     merged = merge_files(results)
+    if merged.frame.empty:
+        # Header-only files (runs killed before their first row) merged to a header-only file with
+        # exit 0, over any --out there was: every command that reads it refuses it as holding no rows.
+        raise UserError(f"no result rows in {', '.join(str(p) for p in results)}; merge results files that hold rows")
     write_frame(merged.frame, out)
     err_console.print(f"{merged.describe()} -> {out}", highlight=False, soft_wrap=True)
