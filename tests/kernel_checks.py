@@ -62,3 +62,21 @@ def compile_gluon_for_sm90(kernel: str, cache_dir: Path) -> list[dict]:
     done = subprocess.run([sys.executable, str(script), kernel], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def rope_tables(positions: int, head_dim: int, dtype):
+    """cos and sin [positions, head_dim] as a Llama model holds them (cat(freqs, freqs), theta 500000)."""
+    inv = 1.0 / 500000.0 ** (torch.arange(0, head_dim, 2, device="cuda").float() / head_dim)
+    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None, :]
+    both = torch.cat((angles, angles), dim=-1)
+    return both.cos().to(dtype), both.sin().to(dtype)
+
+
+def assert_appended(got, k_pool, v_pool, slots, heads: int, width: int, d: int):
+    """A QKV epilogue's paged append: exactly the rotated K and the V of ``got`` in their slots of
+    the pools (NaN-filled before the call), and no other slot written."""
+    assert torch.equal(k_pool[slots], got[:, heads * d : width].reshape(-1, d))
+    assert torch.equal(v_pool[slots], got[:, width:].reshape(-1, d))
+    untouched = torch.ones(k_pool.shape[0], dtype=torch.bool, device=k_pool.device)
+    untouched[slots] = False
+    assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_checks import assert_appended, rope_tables
 
 from rooflint.kernels.gelu_linear import skinny, skinny_pdl
 
@@ -202,13 +203,6 @@ ROPE_SHAPES = [(8, 1, 511, 32, 8, 64, 2048, False), (1, 1, 0, 32, 8, 64, 2048, F
                (8, 1, 33, 14, 2, 64, 896, True), (6, 3, 5, 3, 1, 16, 512, True)]  # fmt: skip
 
 
-def rope_tables(positions: int, head_dim: int, dtype):
-    inv = 1.0 / 500000.0 ** (torch.arange(0, head_dim, 2, device="cuda").float() / head_dim)
-    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None, :]
-    both = torch.cat((angles, angles), dim=-1)
-    return both.cos().to(dtype), both.sin().to(dtype)
-
-
 @pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, dtype):
@@ -231,11 +225,7 @@ def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, he
         err = (got.double() - want.double()).abs().max().item()
         assert err <= TOL[dtype] * (1 + want.double().abs().max().item()), (appends, pdl, err)
         if appends:
-            assert torch.equal(k_pool[slots], got[:, heads * d : width].reshape(-1, d))
-            assert torch.equal(v_pool[slots], got[:, width:].reshape(-1, d))
-            untouched = torch.ones(pool, dtype=torch.bool, device="cuda")
-            untouched[slots] = False
-            assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+            assert_appended(got, k_pool, v_pool, slots, heads, width, d)
 
 
 def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_rounding():

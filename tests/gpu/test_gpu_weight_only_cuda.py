@@ -9,6 +9,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_checks import assert_appended, rope_tables
 
 from rooflint.kernels.common.pdl import decode_chain
 from rooflint.kernels.scaled_gemm.formats import dequantize64, quantize
@@ -133,13 +134,6 @@ ROPE_SHAPES = [(8, 1, 511, 32, 8, 64, 2048, False), (1, 1, 0, 32, 8, 64, 2048, F
                (8, 1, 33, 14, 2, 64, 896, True), (6, 3, 5, 3, 1, 16, 512, True)]  # fmt: skip
 
 
-def rope_tables(positions: int, head_dim: int):
-    inv = 1.0 / 500000.0 ** (torch.arange(0, head_dim, 2, device="cuda").float() / head_dim)
-    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None, :]
-    both = torch.cat((angles, angles), dim=-1)
-    return both.cos().to(torch.bfloat16), both.sin().to(torch.bfloat16)
-
-
 @pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
 @pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
 def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, fmt):
@@ -152,7 +146,7 @@ def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, he
     x, codes, scale, b, _ = inputs(m, k, n, fmt, m + start + d)
     b = b if bias else None
     assert cuda.why_not_rope(m, codes, scale, width, d) is None
-    cos, sin = rope_tables(start + tokens + 8, d)
+    cos, sin = rope_tables(start + tokens + 8, d, torch.bfloat16)
     gen = torch.Generator(device="cuda").manual_seed(m + d)
     pool = 4 * m * kv_heads
     slots = torch.randperm(pool, device="cuda", generator=gen)[: m * kv_heads]
@@ -169,11 +163,7 @@ def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, he
         ok, err = close(got, want.double())
         assert ok, (appends, pdl, err)
         if appends:
-            assert torch.equal(k_pool[slots], got[:, heads * d : width].reshape(-1, d))
-            assert torch.equal(v_pool[slots], got[:, width:].reshape(-1, d))
-            untouched = torch.ones(pool, dtype=torch.bool, device="cuda")
-            untouched[slots] = False
-            assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+            assert_appended(got, k_pool, v_pool, slots, heads, width, d)
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=["int8", "e4m3"])
@@ -186,7 +176,7 @@ def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_roun
     m, heads, kv_heads, d, k, start = 8, 32, 8, 64, 2048, 300
     n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
     x, codes, scale, _, _ = inputs(m, k, n, fmt, 3)
-    cos, sin = rope_tables(start + 8, d)
+    cos, sin = rope_tables(start + 8, d, torch.bfloat16)
     got = cuda.codes_qkv_rope(x, codes, scale, None, cos, sin, start, 1, width, d, pdl=False)
     unfused = cuda.codes_linear(x, codes, scale, pdl=False)
     rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
@@ -196,7 +186,7 @@ def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_roun
 
 def test_qkv_rope_refuses_what_its_epilogue_cannot_pair():
     x, codes, scale, _, _ = inputs(8, 2048, 3072, torch.int8, 1)
-    cos, sin = rope_tables(16, 64)
+    cos, sin = rope_tables(16, 64, torch.bfloat16)
     assert "multiple of 16" in cuda.why_not_rope(8, codes, scale, 24 * 40, 40)
     assert "whole number of heads" in cuda.why_not_rope(8, codes, scale, 100, 64)
     with pytest.raises(ValueError, match="must be bf16"):
