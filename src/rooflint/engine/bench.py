@@ -72,7 +72,8 @@ def prepare(request: BenchRequest) -> BenchPlan:
         if bad:
             raise UserError(f"--devices: no GPU {bad[0]}; this machine has {count} (valid: 0..{count - 1})")
     tasks = plan(filled)
-    if not filled.scheduler:  # a cluster's workers have their own memory
+    # A remote cluster's workers have their own memory; a local one's are this machine's GPUs (or CPU).
+    if filled.scheduler in (None, fleet.LOCAL):
         check_fits(tasks, filled.device, filled.devices)
     return BenchPlan(filled, tasks)
 

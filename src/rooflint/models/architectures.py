@@ -82,6 +82,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     check_architecture(fields.get("model_type"), str(path))
     check_shape(fields, str(path))
     check_rope_type(fields, str(path))
+    check_norm_eps(fields, str(path))
     return fields
 
 
@@ -96,6 +97,19 @@ def check_rope_type(fields: dict[str, Any], source: str) -> None:
     theta = rope.get("rope_theta", fields.get("rope_theta")) if isinstance(rope, dict) else fields.get("rope_theta")
     if theta is not None and (type(theta) not in (int, float) or not 0 < theta < math.inf):
         raise UserError(f"{source}: rope_theta must be a positive number, not {theta!r}")
+    # A scaling factor under 1 only draws a warning from transformers: 0 made every logit NaN (the
+    # check failed, exit 1), a negative one ran and passed as a model no checkpoint has.
+    factor = rope.get("factor") if isinstance(rope, dict) and kind != "default" else None
+    if factor is not None and (type(factor) not in (int, float) or not 1 <= factor < math.inf):
+        raise UserError(f"{source}: the {kind} rope scaling's factor must be a number of at least 1, not {factor!r}")
+
+
+def check_norm_eps(fields: dict[str, Any], source: str) -> None:
+    """transformers takes a negative or NaN rms_norm_eps: RMSNorm's rsqrt of a negative variance made
+    every logit NaN, and the run reported each kernel set as failing its check (exit 1)."""
+    eps = fields.get("rms_norm_eps")
+    if eps is not None and (type(eps) not in (int, float) or not 0 <= eps < math.inf):
+        raise UserError(f"{source}: rms_norm_eps must be a finite number of at least 0, not {eps!r}")
 
 
 # The fields that size the model. transformers fills a missing one with its own default (Llama-2-7B's)

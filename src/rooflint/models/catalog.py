@@ -32,6 +32,9 @@ def _is_path(name: str) -> bool:
 
 def get_model(name: str) -> ModelSpec:
     """The ModelSpec of a built-in name, a spec name (gpt2, llama) or a config.json path."""
+    valid = f"valid: {', '.join(BUILTINS)}, or a Hugging Face config.json path"
+    if not name.strip():  # `rooflint model "$MODEL"`, unset: read as a path, it ran the config.json of the cwd
+        raise UserError(f"the model name is empty; {valid}")
     if name in BUILTINS:
         return importlib.import_module(BUILTINS[name][0]).SPEC
     if name in MODELS:
@@ -40,7 +43,7 @@ def get_model(name: str) -> ModelSpec:
         from rooflint.models.llama import from_config_file
 
         return from_config_file(Path(name))
-    raise UserError(f"unknown model {name!r}; valid: {', '.join(BUILTINS)}, or a Hugging Face config.json path")
+    raise UserError(f"unknown model {name!r}; {valid}")
 
 
 def resolve(name: str, config: str | None) -> tuple[ModelSpec, str]:

@@ -17,7 +17,7 @@ import torch
 
 from rooflint.core.errors import UserError
 from rooflint.core.family import DTYPES, FLOAT_DTYPES
-from rooflint.core.paths import probe_output_dir
+from rooflint.core.paths import output_dir, probe_output_dir
 from rooflint.core.specs import GpuSpec, check_gpu_flag, load_spec_file
 from rooflint.engine import environment
 from rooflint.models import memory, peers, sweep
@@ -30,6 +30,7 @@ from rooflint.models.kernel_sets import ALL_SETS, KERNEL_SETS
 from rooflint.models.outcome import ModelOutcome, ModelRequest
 from rooflint.models.rows import baseline_rows, set_rows
 from rooflint.models.tables import write_tables
+from rooflint.outputs.folder_lock import FolderLock, refuse_if_busy
 from rooflint.outputs.results import OK, ResultRow, ResultWriter
 
 
@@ -58,6 +59,7 @@ def check_flags(request: ModelRequest) -> None:
         load_spec_file(request.spec_file)  # missing, binary or not TOML: refused, not ignored on a CPU
     check_gpu_flag(request.gpu, request.spec_file, on_cpu=resolve_device(request.device).type == "cpu")
     probe_output_dir(request.out)  # created by the run itself, once every flag has passed
+    refuse_if_busy(request.out)  # a bench or model run writing there: refused before the model is built
 
 
 def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: None) -> ModelOutcome:
@@ -92,66 +94,70 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
         log("HF eager reference: logits" + (" in fp32" if request.dtype != "fp32" else "") + " and greedy tokens")
         reference = references(loaded, request, ids, prompt)
 
-    writer = ResultWriter(request.out)
-    outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
+    output_dir(request.out)
+    # One run writes a folder at a time, as bench's lock keeps it: a model run's results.csv opened
+    # over a bench's (or another model run's) cut that run's rows off and interleaved the two.
+    with FolderLock(request.out):
+        writer = ResultWriter(request.out)
+        outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
 
-    def emit(row: ResultRow) -> None:
-        writer.append(environment.stamp(row, gpu_spec, device.type))
+        def emit(row: ResultRow) -> None:
+            writer.append(environment.stamp(row, gpu_spec, device.type))
 
-    def baselines(compiled: bool) -> None:
-        measured = run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled=compiled)
-        outcome.baselines.update(measured)
-        for row in baseline_rows(measured, family, request, gpu_spec):
-            emit(row)
-
-    try:
-        for name in wanted:
-            if name == "compile" and request.hf_baseline and not outcome.baselines:
-                baselines(compiled=False)  # the quick baselines before the minutes of compiling
-            log(f"kernel set {name}" + (" (own process)" if isolate else ""))
-            if isolate:
-                result = run_set_isolated(name, request, gpu_spec)
-            else:
-                result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference)
-            outcome.sets.append(result)
-            for row in set_rows(result, family, request, gpu_spec, outcome.sets):
+        def baselines(compiled: bool) -> None:
+            measured = run_baselines(loaded, request, device, gpu_spec, ids, prompt, log, compiled=compiled)
+            outcome.baselines.update(measured)
+            for row in baseline_rows(measured, family, request, gpu_spec):
                 emit(row)
-            gc.collect()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        del reference
-        if request.hf_baseline:
-            if not outcome.baselines:
-                baselines(compiled=False)
-            baselines(compiled=True)
-            static = peers.hf_static_compiled(loaded, request, device, gpu_spec, prompt, log)
-            outcome.baselines.update(static)
-            for row in baseline_rows(static, family, request, gpu_spec) + peers.skipped_peer_rows(family, request,
-                                                                                                   device):  # fmt: skip
-                emit(row)
-        if points:
-            passed = [result.name for result in outcome.sets if result.status == OK]
 
-            def point_done(point: sweep.SweepPoint) -> None:
-                outcome.sweep.append(point)
-                for row in sweep.sweep_rows([point], family, request, gpu_spec):
+        try:
+            for name in wanted:
+                if name == "compile" and request.hf_baseline and not outcome.baselines:
+                    baselines(compiled=False)  # the quick baselines before the minutes of compiling
+                log(f"kernel set {name}" + (" (own process)" if isolate else ""))
+                if isolate:
+                    result = run_set_isolated(name, request, gpu_spec)
+                else:
+                    result = run_set(name, loaded, request, device, gpu_spec, ids, prompt, reference)
+                outcome.sets.append(result)
+                for row in set_rows(result, family, request, gpu_spec, outcome.sets):
                     emit(row)
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            del reference
+            if request.hf_baseline:
+                if not outcome.baselines:
+                    baselines(compiled=False)
+                baselines(compiled=True)
+                static = peers.hf_static_compiled(loaded, request, device, gpu_spec, prompt, log)
+                outcome.baselines.update(static)
+                skipped = peers.skipped_peer_rows(family, request, device)
+                for row in baseline_rows(static, family, request, gpu_spec) + skipped:
+                    emit(row)
+            if points:
+                passed = [result.name for result in outcome.sets if result.status == OK]
 
-            sweep.run_sweep(loaded, request, passed, device, gpu_spec, points, refused, log, point_done)
-    finally:
-        writer.close()
-        outcome.rows = writer.rows
-    outcome.files = [writer.csv_path, writer.out_dir / "results.json"]
-    outcome.files.append(write_tables(outcome))
-    if request.plots:
-        from rooflint.models.charts import plot_phases  # matplotlib: loaded only when charts are drawn
+                def point_done(point: sweep.SweepPoint) -> None:
+                    outcome.sweep.append(point)
+                    for row in sweep.sweep_rows([point], family, request, gpu_spec):
+                        emit(row)
 
-        outcome.files += plot_phases(outcome)
-        if outcome.sweep:
-            from rooflint.models.charts import plot_sweep
+                sweep.run_sweep(loaded, request, passed, device, gpu_spec, points, refused, log, point_done)
+        finally:
+            writer.close()
+            outcome.rows = writer.rows
+        outcome.files = [writer.csv_path, writer.out_dir / "results.json"]
+        outcome.files.append(write_tables(outcome))
+        if request.plots:
+            from rooflint.models.charts import plot_phases  # matplotlib: loaded only when charts are drawn
 
-            outcome.files += plot_sweep(outcome)
-    return outcome
+            outcome.files += plot_phases(outcome)
+            if outcome.sweep:
+                from rooflint.models.charts import plot_sweep
+
+                outcome.files += plot_sweep(outcome)
+        return outcome
 
 
 def preflight(request: ModelRequest, spec_model, device: torch.device, copies: int) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class DurationTable:
         if not isinstance(gpus, dict):
             return cls()
         table = {
-            str(gpu): {str(key): float(value) for key, value in rows.items() if isinstance(value, (int, float))}
+            str(gpu): {str(key): float(value) for key, value in rows.items() if _seconds(value)}
             for gpu, rows in gpus.items()
             if isinstance(rows, dict)
         }
@@ -90,6 +91,12 @@ class DurationTable:
             with contextlib.suppress(OSError):
                 temporary.unlink()
         return path
+
+
+def _seconds(value: object) -> bool:
+    """Whether a stored entry is a row's seconds: a finite number, not negative. JSON reads Infinity
+    and NaN too: an infinite entry cut its case into inf / inf groups, a ValueError before any row."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
 
 
 def default_seconds(task: Task) -> float:

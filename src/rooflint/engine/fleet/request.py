@@ -22,7 +22,8 @@ def remote_device(request: BenchRequest) -> str | None:
     """
     if not request.scheduler or request.scheduler == LOCAL:
         return None
-    device = request.device or "cuda"
+    # Only a device left out means cuda: an empty one (`--device "$DEVICE"`, unset) is refused as locally.
+    device = "cuda" if request.device is None else request.device
     if device not in ("cuda", "cpu"):
         raise UserError(f"unknown device {device!r}; valid: cuda, cpu")
     return device
