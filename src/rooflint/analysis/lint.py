@@ -589,16 +589,26 @@ def lint_file(
             if not row.gpu and row.status != OK:
                 out.append((row, _correctness(row)))  # nothing timed (a crash in an older file): no roof needed
                 continue
-            if not row.gpu:
-                raise UserError(f"{path}: row {row_label(row)!r} names no gpu; add a gpu column or pass --gpu")
-            if row.gpu not in cache:
-                try:
-                    cache[row.gpu] = get_spec(row.gpu, spec_file) if row.gpu != "cpu" else None
-                except UserError:
-                    cache[row.gpu] = None
-                if cache[row.gpu] is not None:
-                    cache[row.gpu] = roof_spec(cache[row.gpu], roof)
-            spec = cache[row.gpu] or recorded_spec(row) or recorded_on(row.gpu)
+            # A timed row whose gpu cell is empty (the report draws it, under "unknown GPU") is judged
+            # against the GPU its device name names, else the ceilings it recorded; one with neither (a
+            # plain CSV without a gpu column) has no roof to be judged against.
+            gpu = row.gpu
+            if not gpu and row.device_name:
+                known = detect(row.device_name, specs)
+                gpu = known.key if known else ""
+            if not gpu:
+                spec = recorded_spec(row)
+                if spec is None:
+                    raise UserError(f"{path}: row {row_label(row)!r} names no gpu; add a gpu column or pass --gpu")
+            else:
+                if gpu not in cache:
+                    try:
+                        cache[gpu] = get_spec(gpu, spec_file) if gpu != "cpu" else None
+                    except UserError:
+                        cache[gpu] = None
+                    if cache[gpu] is not None:
+                        cache[gpu] = roof_spec(cache[gpu], roof)
+                spec = cache[gpu] or recorded_spec(row) or recorded_on(gpu)
             if spec is None and row.status != OK:
                 out.append((row, _correctness(row)))  # nothing was timed: no ceiling needed
                 continue

@@ -53,6 +53,8 @@ def read_lint_input(path: Path | str) -> LintInput:
     path = existing_file(path, "results file", "results.csv")
     try:
         head = pd.read_csv(path, nrows=0) if path.suffix != ".json" else None
+    except pd.errors.EmptyDataError:
+        head = None  # nothing at all: the results reader says the file is empty, as every command does
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
     if head is not None and "kernel" in head.columns and "family" not in head.columns:

@@ -66,7 +66,8 @@ class GpuSpec:
 
     @property
     def l2_bytes(self) -> int:
-        return int(self.get("l2_mib") or 0) * 2**20
+        # Rounded after scaling: int() of the MiB first made a 1.5 MiB L2 1 MiB, and 0.5 MiB none.
+        return round((self.get("l2_mib") or 0) * 2**20)
 
     def tensor_peak_tflops(self, precision: str) -> float | None:
         """The tensor-core peak of a precision, or of the precision a dtype name runs (fp8_e4m3: fp8)."""

@@ -113,6 +113,13 @@ def _import_family(source: FamilySource) -> Family:
     family = getattr(module, "FAMILY", None)
     if not isinstance(family, Family):
         raise UserError(f"family module {source.describe()} defines no FAMILY (a rooflint.core.family.Family)")
+    if not family.variants:
+        # Its variant modules never imported (the import at the end of its __init__ missing): `list`
+        # showed no line for it and bench said no family supports the variants asked for.
+        raise UserError(
+            f"family module {source.describe()} defines FAMILY {family.name!r} with no variant; register one "
+            "with @FAMILY.variant(...) in a module the family module imports"
+        )
     if source.name != "?" and family.name != source.name:
         raise UserError(
             f"family module {source.describe()} is registered as {source.name!r} but its FAMILY is named "

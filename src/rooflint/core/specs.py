@@ -63,6 +63,11 @@ def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
     return GpuSpec(key, str(table.get("name", key)), values, match, origin)
 
 
+# No GPU's bandwidth, peak, cache, clock or SM count comes near either end: a number outside is a typo
+# (1e300 for 1e3), and a roofline drawn around it overflows (matplotlib's OverflowError, exit 1).
+SPEC_RANGE = (1e-30, 1e30)
+
+
 def _positive_number(value: Any, what: str) -> float:
     """A finite number above zero: TOML's true is not 1, and inf or nan would make every roof a lie."""
     try:
@@ -73,6 +78,9 @@ def _positive_number(value: Any, what: str) -> float:
         raise UserError(f"{what} value {value!r} is not a number")
     if not math.isfinite(number) or number <= 0:
         raise UserError(f"{what} must be a finite positive number, got {number:g}")
+    low, high = SPEC_RANGE
+    if not low <= number <= high:
+        raise UserError(f"{what} {number:g} is past any GPU; valid: a number from {low:g} to {high:g}")
     return number
 
 

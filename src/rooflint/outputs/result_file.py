@@ -13,8 +13,9 @@ anything that could be misread is refused with one line naming the file, the lin
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
-- a status rooflint does not write, and an empty family, variant or dtype (every row rooflint writes
-  names them: without them a row reads as a nameless table row, and joins or dedupes on nothing);
+- a status or regime rooflint does not write, and an empty family, variant or dtype (every row
+  rooflint writes names them: without them a row reads as a nameless table row, and joins or dedupes
+  on nothing);
 - a last line without its line end (a copy or a run cut short), whose last cell may be cut.
 
 Allowed, because they cannot shift a value: columns rooflint does not know (kept as text), columns
@@ -65,6 +66,7 @@ class Schema:
     ok: str  # the status of a timed row
     na_values: tuple[str, ...]  # how an empty number is written
     failed: str  # the status of a row whose output failed its check: the one row rel_error may be inf
+    regimes: tuple[str, ...] = ()  # the regime column's values beside "" (none checked where empty)
 
 
 def read_result_file(path: Path | str, schema: Schema) -> pd.DataFrame:
@@ -238,6 +240,13 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
         else:
             row[name] = _text(value)
     row["status"] = status
+    if schema.regimes:
+        row["regime"] = regime = row["regime"].strip()
+        if regime and regime not in schema.regimes:
+            # A time is only meaningful with its regime: a report set a "warm" row beside burst ones as
+            # a regime of its own, and merge kept both as different measurements of one row.
+            valid = ", ".join(schema.regimes)
+            _refuse(place, f"regime {regime!r} is not one rooflint writes; valid: {valid}, or empty")
     for name in NAMED:
         if not row[name].strip():
             _refuse(place, f"{name} is empty; valid: the name of the {name} the row measured, as bench writes it")

@@ -29,6 +29,8 @@ STATUSES = (OK, FAILED, SKIPPED, OOM, ERROR, CRASHED)
 # Rows that make a bench exit 1: a wrong answer or a variant that could not be measured. Skipped rows
 # (no GPU, no nvcc here) are not failures of the run.
 FAILING_STATUSES = (FAILED, OOM, ERROR, CRASHED)
+# The regime column's values: engine.settings.Regime's (it sits above this layer), "" on an untimed row.
+REGIMES = ("burst", "sustained")
 
 
 def not_passed(frame) -> list[tuple[str, str]]:
@@ -206,7 +208,7 @@ def read_results(path: Path | str) -> pd.DataFrame:
     (the strict reader, outputs/result_file.py: every command that takes results reads through it)."""
     from rooflint.outputs.result_file import Schema, read_result_file
 
-    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED))
+    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES))
 
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:

@@ -75,7 +75,7 @@ def ab_command(
         regimes=tuple(split_named(regime, "--regime", "of burst, sustained")) or AbSettings.regimes,
     )
     if csv is not None:
-        _check_writable(csv)
+        _check_writable(csv, source or [])
     outcome = run_ab(settings, on_note=lambda message: err_console.print(message, highlight=False))
     for shape in dict.fromkeys(s.shape for s in outcome.summaries):
         console.print(_table(outcome, shape))
@@ -106,14 +106,17 @@ def ab_command(
         raise typer.Exit(1)
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, sources: list[Path]) -> None:
     """Open the file for writing before the rounds, not after them: a folder that exists but takes
-    no file (read-only, /proc) must cost one line and exit 2, not an A/B's minutes and a crash."""
+    no file (read-only, /proc) must cost one line and exit 2, not an A/B's minutes and a crash. A
+    --source is an input: the table written over it replaced the kernel's only copy, exit 0."""
     from rooflint.core.errors import UserError
     from rooflint.core.paths import writable_file
+    from rooflint.outputs.result_file import refuse_reading_and_writing
 
     if path.is_dir():
         raise UserError(f"--csv {path} is a folder; give a file name")
+    refuse_reading_and_writing(path, sources, "--csv")
     writable_file(path, "--csv file")
 
 
@@ -154,8 +157,13 @@ def _write_csv(path: Path, outcome, confidence: float) -> None:
     import csv
 
     from rooflint.analysis.ab_stats import CSV_COLUMNS, csv_rows
+    from rooflint.core.errors import UserError
+    from rooflint.core.paths import replacing, why_not
 
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(csv_rows(outcome.summaries, confidence))
+    try:
+        with replacing(path, newline="") as handle:  # whole or not at all: stopped midway, the old table stays
+            writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            writer.writerows(csv_rows(outcome.summaries, confidence))
+    except OSError as error:
+        raise UserError(f"cannot write --csv file {path}: {why_not(path, error)}") from None
