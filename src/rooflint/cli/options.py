@@ -27,10 +27,29 @@ def _not_empty(option: str, what_instead: str) -> Callable[[str | None], str | N
     return check
 
 
+def _path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
+    """_not_empty for a path option, as its parser: a callback sees the value after it became a
+    Path, where "" is already Path("."), the current folder, read as that folder (or its files)."""
+    check = _not_empty(option, what_instead)
+
+    def parse(value: str) -> Path:
+        return Path(check(value))
+
+    return parse
+
+
 # an empty --gpu would judge against another GPU than the caller meant, or skip the wrong-GPU check
 named_gpu = _not_empty("--gpu", "name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
 # an empty --roof would judge against the datasheet where the caller asked for measured ceilings
 named_roof = _not_empty("--roof", "valid: datasheet, measured (or leave it out for the datasheet)")
+# an empty --weights loaded the current folder as the checkpoint ("" is Path("."))
+checkpoint_path = _path_not_empty(
+    "--weights", "name a local checkpoint directory (save_pretrained) or leave it out for random weights"
+)
+# an empty --spec-file was refused as "spec file . does not exist", a file the caller never named
+spec_file_path = _path_not_empty(
+    "--spec-file", "name a TOML file of GPUs (format: hardware_specs/gpus.toml) or leave it out"
+)
 
 
 GpuOption = Annotated[
@@ -41,7 +60,12 @@ GpuOption = Annotated[
 ]
 SpecFileOption = Annotated[
     Path | None,
-    typer.Option("--spec-file", help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml)."),
+    typer.Option(
+        "--spec-file",
+        help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml).",
+        parser=spec_file_path,
+        metavar="<path>",  # as typer labels a Path option (a parser's type would show as <Path>)
+    ),
 ]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if present).")]
 

@@ -190,8 +190,10 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
     return BenchOutcome(writer.rows, written, writer.csv_path, interrupted, final)
 
 
-# The last run's rooflines (outputs/plot.roofline_base): roofline.* or roofline-<gpu>.* each.
-_LAST_ROOFLINE = re.compile(r"roofline(-[^.]+)?\.(png|svg|csv)")
+# The last run's rooflines (outputs/plot.roofline_base): roofline.* or roofline-<gpu>.* each, and a
+# model run's roofline-<config>-<set>-<phase>.*, whose config may hold dots (qwen2.5-0.5b); not the
+# .prev ones a run before it kept.
+_LAST_ROOFLINE = re.compile(r"roofline(-.+?)?(?<!\.prev)\.(png|svg|csv)")
 
 
 def keep_previous(out: Path) -> None:

@@ -20,6 +20,7 @@ from rooflint.core.family import DTYPES, FLOAT_DTYPES
 from rooflint.core.paths import output_dir, probe_output_dir
 from rooflint.core.specs import GpuSpec, check_gpu_flag, load_spec_file
 from rooflint.engine import environment
+from rooflint.engine.bench import keep_previous
 from rooflint.models import memory, peers, sweep
 from rooflint.models.base import check_checkpoint, check_weights_flags, require_transformers
 from rooflint.models.baseline import run_baselines
@@ -98,6 +99,7 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     # One run writes a folder at a time, as bench's lock keeps it: a model run's results.csv opened
     # over a bench's (or another model run's) cut that run's rows off and interleaved the two.
     with FolderLock(request.out):
+        keep_previous(request.out)  # as bench keeps them: the last run's results.csv was written over
         writer = ResultWriter(request.out)
         outcome = ModelOutcome(loaded.config_name, family, gpu_spec, request, [], {}, [])
 

@@ -70,9 +70,14 @@ def skipped_peer_rows(family: str, request, device) -> list[ResultRow]:
     """A skipped row, with the reason, for each peer this machine cannot run."""
     rows = []
     shape = f"op=step,phase=decode,B={request.batch},prompt={request.prompt},new={request.new_tokens}"
+    static = None
     if device.type != "cuda":
+        static = "transformers compiles generate's static-cache step only on a GPU"
+    elif request.new_tokens < 2:  # hf_static_compiled measured nothing: the run had no row of it at all
+        static = "its decode step is generate(N) - generate(1) over N - 1 steps: --new-tokens must be at least 2"
+    if static is not None:
         row = base_row(family, "hf_static_compile", "compile", request.dtype, shape, SKIPPED)
-        row.message = "transformers compiles generate's static-cache step only on a GPU"
+        row.message = static
         rows.append(row)
     for engine in SERVING_ENGINES:
         row = base_row(family, engine, "library", request.dtype, shape, SKIPPED)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, split_named
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, checkpoint_path, split_named
 
 
 @user_errors
@@ -22,7 +22,11 @@ def model_command(
     ],
     config: Annotated[
         str | None,
-        typer.Option("--config", help="A preset of the model (gpt2: gpt2, gpt2-medium, gpt2-large, gpt2-xl)."),
+        typer.Option(
+            "--config",
+            help="A preset of the model (gpt2: gpt2, gpt2-medium, gpt2-large, gpt2-xl); not with --weights, "
+            "whose checkpoint keeps its own config.",
+        ),
     ] = None,
     batch: Annotated[
         str, typer.Option("--batch", help="Sequences per step; several (1,8,32,128) sweep decode over each.")
@@ -53,7 +57,13 @@ def model_command(
         ),
     ] = None,
     weights: Annotated[
-        Path | None, typer.Option("--weights", help="A local checkpoint directory (save_pretrained); default random.")
+        Path | None,
+        typer.Option(
+            "--weights",
+            help="A local checkpoint directory (save_pretrained); default random.",
+            parser=checkpoint_path,
+            metavar="<path>",  # as typer labels a Path option (a parser's type would show as <Path>)
+        ),
     ] = None,
     layers: Annotated[
         int | None, typer.Option("--layers", help="Override the preset's depth (quick smoke runs on a CPU).")
@@ -101,6 +111,13 @@ def model_command(
     from rooflint.models.sweep import parse_sizes
     from rooflint.models.tables import all_tables
 
+    if weights is not None and config is not None:
+        # A preset is a config to build random weights from; a checkpoint loads with its own. The
+        # --config was ignored, even an unknown one: refused as --layers is with --weights.
+        raise UserError(
+            f"--config {config} picks a preset to build with random weights; a --weights checkpoint keeps its own "
+            "config: give one of them"
+        )
     spec, config = resolve(model, config)
     quantized = resolve_weights_dtype(weights_dtype, dtype, spec.name)  # refused before anything is built
     known = spec.configs  # an unknown --config is refused before anything is built
