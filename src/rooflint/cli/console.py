@@ -28,7 +28,8 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def user_errors(command: F) -> F:
-    """Wrap a command so bad input is one red line and exit code 2, also under CliRunner."""
+    """Wrap a command so bad input is one red line and exit code 2, also under CliRunner; a Ctrl-C
+    (or SIGTERM) the command does not handle itself says so and exits 130."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -36,5 +37,10 @@ def user_errors(command: F) -> F:
             return command(*args, **kwargs)
         except UserError as error:
             raise fail(str(error)) from None
+        except KeyboardInterrupt:
+            # typer turns it into a bare exit 130 before the entry point's handler sees it: the run
+            # stopped without a word, as if it had printed all it meant to
+            err_console.print("[yellow]interrupted[/]: stopped before it finished (Ctrl-C or SIGTERM)")
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]

@@ -32,7 +32,9 @@ def _path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
     Path, where "" is already Path("."), the current folder, read as that folder (or its files)."""
     check = _not_empty(option, what_instead)
 
-    def parse(value: str) -> Path:
+    def parse(value: str | Path) -> Path:
+        if isinstance(value, Path):  # the option's default, never empty
+            return value
         return Path(check(value))
 
     return parse
@@ -50,6 +52,10 @@ checkpoint_path = _path_not_empty(
 spec_file_path = _path_not_empty(
     "--spec-file", "name a TOML file of GPUs (format: hardware_specs/gpus.toml) or leave it out"
 )
+# an empty bench --out wrote the run into the current folder, moving its results.* aside as .prev
+bench_out_path = _path_not_empty("--out", "name the folder for results.csv/json (default: rooflint-out)")
+# an empty --junit was refused as "cannot write JUnit report .: it is a directory", a folder never named
+junit_path = _path_not_empty("--junit", "name the JUnit XML file to write, e.g. junit.xml, or leave it out")
 
 
 GpuOption = Annotated[

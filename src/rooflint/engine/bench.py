@@ -162,28 +162,33 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
 
     with FolderLock(request.out):  # one bench per folder: two writers would interleave their rows
         keep_previous(request.out)
-        cpu_spec = None
-        if request.device == "cpu":
-            measured = time.perf_counter()
-            cpu_spec = measure_cpu_ceilings()
-            tally.add_phase("ceilings", time.perf_counter() - measured)
         writer = ResultWriter(request.out)
-        interrupted = False
+        cpu_spec, interrupted = None, False
         try:
+            if request.device == "cpu":
+                measured = time.perf_counter()
+                cpu_spec = measure_cpu_ceilings()
+                tally.add_phase("ceilings", time.perf_counter() - measured)
             run(bench, writer, cpu_spec, on_row, tally)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             writer.close(record())  # an interrupted run keeps its record as far as it got
         plotted = time.perf_counter()
-        written = (
-            write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec) if request.plots else []
-        )
+        written: list[Path] = []
+        # The JUnit file before the plots: stopped while drawing, CI still reads this run's checks,
+        # not the file an earlier run left at that path.
         if request.junit:
             from rooflint.outputs.junit import write_junit
 
-            write_junit(writer.rows, request.junit)
+            planned = len(bench.tasks) * max(1, len(request.gpu_types))
+            write_junit(writer.rows, request.junit, not_run=planned - len(writer.rows) if interrupted else 0)
             written.append(request.junit)
+        try:
+            if request.plots:
+                written[:0] = write_plots(writer.rows, request.out, request.spec_file, request.roof, cpu_spec)
+        except KeyboardInterrupt:
+            interrupted = True  # every row is on disk: only the plots are left undrawn
         tally.add_phase("plots", time.perf_counter() - plotted)
         final = record()  # the plots and JUnit included
         write_json(writer.rows, writer.out_dir / "results.json", final)
@@ -204,6 +209,11 @@ def keep_previous(out: Path) -> None:
     its first row: Ctrl-C at start, an unreachable scheduler): it is removed, never moved over the
     results.prev.* of the last run that measured something."""
     empty = _holds_no_rows(out / "results.csv")
+    if not empty and any((out / name).exists() for name in ("results.csv", "results.json")):
+        # The last run's results become the .prev pair whole: the run before it's results.prev.json
+        # (the last run killed before it wrote its own) must not stay beside its results.prev.csv.
+        for name in ("results.prev.csv", "results.prev.json"):
+            (out / name).unlink(missing_ok=True)
     for name in ("results.csv", "results.json"):
         current = out / name
         if empty:

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rooflint.core.errors import UserError
-from rooflint.core.paths import why_not
+from rooflint.core.paths import replacing, why_not
 from rooflint.outputs.results import FAILED, OK, SKIPPED, ResultRow
 
 # Characters XML 1.0 cannot hold, escaped or not: ElementTree writes them as they are and every
@@ -20,9 +20,11 @@ def _xml(text: str) -> str:
     return _NOT_XML.sub("?", text)
 
 
-def write_junit(rows: list[ResultRow], path: Path) -> None:
+def write_junit(rows: list[ResultRow], path: Path, not_run: int = 0) -> None:
     """One test case per row, in a suite per family: failed correctness is a <failure>, a crash,
-    error or out-of-memory an <error>, a variant that cannot run here <skipped>."""
+    error or out-of-memory an <error>, a variant that cannot run here <skipped>. ``not_run``: rows
+    of the plan a stopped run (Ctrl-C, SIGTERM) never reached, one <error> in a suite of their own:
+    without it the rows it did measure read as a whole run that passed."""
     root = ET.Element("testsuites", name="rooflint")
     suites: dict[str, ET.Element] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -54,8 +56,16 @@ def write_junit(rows: list[ResultRow], path: Path) -> None:
     for family, suite in suites.items():
         for key, value in counts[family].items():
             suite.set(key, str(value))
+    if not_run > 0:
+        suite = ET.SubElement(root, "testsuite", name="rooflint.run", tests="1", failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="rooflint.run", name="interrupted", time="0")
+        rows_left = f"{not_run} planned row{'s' if not_run != 1 else ''}"
+        ET.SubElement(case, "error", message=f"the run was stopped (Ctrl-C or SIGTERM) before {rows_left} ran")
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+        # whole or not at all: written in place, a run stopped midway left a cut-short file that no
+        # CI could parse, in the place of the last run's whole one
+        with replacing(path, binary=True) as handle:
+            ET.ElementTree(root).write(handle, encoding="utf-8", xml_declaration=True)
     except OSError as error:
         raise UserError(f"cannot write JUnit file {path}: {why_not(path, error)}") from None

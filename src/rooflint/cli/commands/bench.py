@@ -16,6 +16,8 @@ from rooflint.cli.options import (
     SizeOption,
     SpecFileOption,
     VariantsOption,
+    bench_out_path,
+    junit_path,
     split_named,
 )
 from rooflint.core.errors import UserError
@@ -36,9 +38,12 @@ def bench_command(
         ),
     ] = None,
     size: SizeOption = None,
-    out: Annotated[Path, typer.Option("--out", help="Directory for results.csv/json and roofline plots.")] = Path(
-        "rooflint-out"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Directory for results.csv/json and roofline plots.", parser=bench_out_path, metavar="<path>"
+        ),
+    ] = Path("rooflint-out"),
     device: DeviceOption = None,
     devices: Annotated[
         str | None, typer.Option("--devices", help="GPU indices to run on, e.g. 0,1,2,3: one worker each.")
@@ -64,7 +69,10 @@ def bench_command(
     cuda_graphs: Annotated[
         bool, typer.Option("--cuda-graphs", help="Time N calls captured in a CUDA graph (no launch gaps).")
     ] = False,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write correctness checks as JUnit XML.")] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Write correctness checks as JUnit XML.", parser=junit_path, metavar="<path>"),
+    ] = None,
     roof: RoofOption = None,
     # The measuring settings' defaults live in rooflint.engine.settings; None here means "the default".
     regime: Annotated[
