@@ -74,6 +74,21 @@ def probe_output_dir(path: Path) -> None:
             break
 
 
+def probe_writable_file(path: Path | str, what: str = "file") -> None:
+    """writable_file without leaving behind the folders it had to create, as probe_output_dir: input
+    refused after this check (a bad --format, a results file without rows) must not leave an empty one."""
+    path = Path(path)
+    missing = [folder for folder in path.parents if not folder.exists()]
+    try:
+        writable_file(path, what)
+    finally:
+        for folder in missing:  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file: by two spellings (./x.csv, a symlink), or by two names (a
     hard link). A file not written yet is judged by its spelling alone."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,10 +47,17 @@ LABEL_POINTS = 7.5  # font size of point labels: readable in a PNG shown at page
 HOLLOW = ("predicted", "ncu")  # point kinds drawn as outlines
 
 
+# A GPU's name comes from a results file's gpu column (or a --spec-file key): a path separator in it
+# wrote the images into a subfolder, and "../" out of the folder the caller named. Each such
+# character is written ~hex~, as the HTML report writes its point ids, so two names stay two files.
+_FILE_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
 def roofline_base(directory: Path, gpu: str, several: bool) -> Path:
     """The one name rooflint gives roofline files (bench, roofline and report alike): roofline.png,
     .svg and .csv where a folder holds one GPU's roofline, roofline-<gpu>.* for each of several."""
-    return Path(directory) / (f"roofline-{gpu}" if several else "roofline")
+    safe = _FILE_UNSAFE.sub(lambda match: f"~{ord(match.group()):x}~", str(gpu))
+    return Path(directory) / (f"roofline-{safe}" if several else "roofline")
 
 
 def beside(base: Path, suffix: str) -> Path:

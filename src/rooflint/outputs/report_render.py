@@ -9,6 +9,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -280,7 +281,10 @@ def render_markdown(report: dict[str, Any], base: Path | None = None) -> str:
         lines.append(md_text(_ceilings(section)) + ".")
         lines += ["", energy_note(section) + "."]
         if section.images.get("png") and base is not None:
-            link = Path(os.path.relpath(section.images["png"], base)).as_posix()
+            # Percent-encoded: the name carries the GPU's, and a space, quote or <, > in it ended the
+            # link early (CommonMark reads `(a "b")` as a link with a title), leaving no image and
+            # the rest of the name as raw text, a <tag> in it as HTML.
+            link = quote(Path(os.path.relpath(section.images["png"], base)).as_posix())
             lines += ["", f"![roofline on {md_text(section.gpu)}]({link})"]
         if section.spec is not None and section.points is not None:
             text = text_roofline(section.points, section.spec.bandwidth_gbps, section.roofs)

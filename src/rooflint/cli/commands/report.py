@@ -43,22 +43,25 @@ def report_command(
       rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
     """
     from rooflint.analysis.lint_input import read_counters
-    from rooflint.core.paths import output_dir, writable_file
+    from rooflint.core.paths import probe_output_dir, probe_writable_file
     from rooflint.outputs.merge import merge_files
     from rooflint.outputs.report import check_format, refuse_image_name, write_report
     from rooflint.outputs.result_file import refuse_reading_and_writing
 
+    check_format(fmt)  # first: a flag refused after the probes below would leave their folders
     if out is not None:
         refuse_reading_and_writing(out, [*results, *(counters or [])])
         refuse_image_name(out)
-        output_dir(out.parent)  # one line, before any work, where the report cannot be written
+        # One line, before any work, where the report cannot be written; the folders these probes
+        # create are removed again (write_report makes them), so input refused after them (counters
+        # or results that do not read, a file without rows) leaves no empty folder behind.
+        probe_output_dir(out.parent)
         # A folder given as --out was found only when the report was written: by then the
         # rooflines had been drawn over those in the folder above it.
-        writable_file(out, "report")
+        probe_writable_file(out, "report")
     measured: dict[tuple[str, str, str, str], float] = {}
     for path in counters or []:
         measured.update(read_counters(path))
-    check_format(fmt)
     merged = merge_files(results, spec_file)  # read once: for the report, and for the rows that did not pass
     text = write_report(results, fmt, out, spec_file, counters=measured if counters else None, merged=merged)
     if out is None:

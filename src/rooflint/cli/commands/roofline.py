@@ -49,7 +49,7 @@ def roofline_command(
     """
     from rooflint.analysis.projection import measured_groups, points_for_roofline
     from rooflint.core.errors import UserError
-    from rooflint.core.paths import output_dir
+    from rooflint.core.paths import output_dir, probe_output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec, load_spec_file
     from rooflint.outputs.plot import plot_roofline, roofline_base
@@ -64,7 +64,9 @@ def roofline_command(
         raise UserError(
             f"--ceilings {ceilings} {what}; give the folder `rooflint ceilings --out` wrote <gpu>.toml into"
         )
-    output_dir(out)
+    # Proved writable before any work, and created only once the results and --gpu have passed:
+    # input refused here (a missing file, an unknown GPU, no row timed) must leave no empty folder.
+    probe_output_dir(out)
     frame = read_results(results) if results is not None else None
     if gpu or frame is None:
         # One roof: rows measured on it, else projected from other GPUs' rows or predicted.
@@ -78,6 +80,7 @@ def roofline_command(
         ]
         if not plots:
             raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
+    output_dir(out)
     written = []
     for spec, points, title in plots:
         base = roofline_base(out, spec.key, several=len(plots) > 1)
