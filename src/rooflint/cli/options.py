@@ -27,9 +27,10 @@ def _not_empty(option: str, what_instead: str) -> Callable[[str | None], str | N
     return check
 
 
-def _path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
-    """_not_empty for a path option, as its parser: a callback sees the value after it became a
-    Path, where "" is already Path("."), the current folder, read as that folder (or its files)."""
+def path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
+    """_not_empty for a path option, as its parser (every command's --out, --json, --weights,
+    --spec-file, --junit): a callback sees the value after it became a Path, where "" is already
+    Path("."), the current folder, read as that folder (or its files) without a word."""
     check = _not_empty(option, what_instead)
 
     def parse(value: str | Path) -> Path:
@@ -45,17 +46,17 @@ named_gpu = _not_empty("--gpu", "name a GPU (h100_sxm, t4, ...: `rooflint specs`
 # an empty --roof would judge against the datasheet where the caller asked for measured ceilings
 named_roof = _not_empty("--roof", "valid: datasheet, measured (or leave it out for the datasheet)")
 # an empty --weights loaded the current folder as the checkpoint ("" is Path("."))
-checkpoint_path = _path_not_empty(
+checkpoint_path = path_not_empty(
     "--weights", "name a local checkpoint directory (save_pretrained) or leave it out for random weights"
 )
 # an empty --spec-file was refused as "spec file . does not exist", a file the caller never named
-spec_file_path = _path_not_empty(
+spec_file_path = path_not_empty(
     "--spec-file", "name a TOML file of GPUs (format: hardware_specs/gpus.toml) or leave it out"
 )
 # an empty bench --out wrote the run into the current folder, moving its results.* aside as .prev
-bench_out_path = _path_not_empty("--out", "name the folder for results.csv/json (default: rooflint-out)")
+bench_out_path = path_not_empty("--out", "name the folder for results.csv/json (default: rooflint-out)")
 # an empty --junit was refused as "cannot write JUnit report .: it is a directory", a folder never named
-junit_path = _path_not_empty("--junit", "name the JUnit XML file to write, e.g. junit.xml, or leave it out")
+junit_path = path_not_empty("--junit", "name the JUnit XML file to write, e.g. junit.xml, or leave it out")
 
 
 GpuOption = Annotated[

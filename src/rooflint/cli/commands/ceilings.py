@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_not_empty
 
 # The unit each measured ceiling is shown in; every other field is a peak in TFLOP/s.
 CEILING_UNITS = {"memory_bandwidth_gbps": "GB/s", "l2_bandwidth_gbps": "GB/s", "l2_mib": "MiB", "sm_count": ""}
@@ -17,7 +17,13 @@ CEILING_UNITS = {"memory_bandwidth_gbps": "GB/s", "l2_bandwidth_gbps": "GB/s", "
 @user_errors
 def ceilings_command(
     out: Annotated[
-        Path | None, typer.Option("--out", help="Directory for <gpu>.toml (default: the user cache, see below).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Directory for <gpu>.toml (default: the user cache, see below).",
+            parser=path_not_empty("--out", "name the folder for <gpu>.toml, or leave it out for the user cache"),
+            metavar="<path>",
+        ),
     ] = None,
     device: DeviceOption = None,
     gpu: GpuOption = None,

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import user_errors
+from rooflint.cli.options import path_not_empty
 
 
 @user_errors
@@ -24,7 +25,15 @@ def compare_command(
         bool,
         typer.Option("--fail-on-missing", help="Also exit 1 when a BASE row of a family NEW did not run is missing."),
     ] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the Markdown diff to this file.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the Markdown diff to this file.",
+            parser=path_not_empty("--out", "name the Markdown file to write, or leave it out"),
+            metavar="<path>",
+        ),
+    ] = None,
 ) -> None:
     """Compare two results files and fail (exit 1) on a regression past the threshold.
 

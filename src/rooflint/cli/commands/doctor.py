@@ -9,12 +9,20 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import GpuOption, SpecFileOption
+from rooflint.cli.options import GpuOption, SpecFileOption, path_not_empty
 
 
 @user_errors
 def doctor_command(
-    json_path: Annotated[Path | None, typer.Option("--json", help="Also save the report as JSON to this file.")] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Also save the report as JSON to this file.",
+            parser=path_not_empty("--json", "name the JSON file to write, or leave it out"),
+            metavar="<path>",
+        ),
+    ] = None,
     gpu: GpuOption = None,
     spec_file: SpecFileOption = None,
 ) -> None:

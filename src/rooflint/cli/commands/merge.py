@@ -8,14 +8,21 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import err_console, user_errors
+from rooflint.cli.options import path_not_empty
 
 
 @user_errors
 def merge_command(
     results: Annotated[list[Path], typer.Argument(help="Results files (.csv or .json) to combine.")],
-    out: Annotated[Path, typer.Option("--out", help="Merged file; .json writes JSON, anything else CSV.")] = Path(
-        "merged.csv"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Merged file; .json writes JSON, anything else CSV.",
+            parser=path_not_empty("--out", "name the merged file (.csv or .json)"),
+            metavar="<path>",
+        ),
+    ] = Path("merged.csv"),
 ) -> None:
     """Combine results from several machines or GPUs into one file.
 

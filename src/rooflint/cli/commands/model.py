@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, checkpoint_path, split_named
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, checkpoint_path, path_not_empty, split_named
 
 
 @user_errors
@@ -72,9 +72,15 @@ def model_command(
         bool,
         typer.Option("--hf-baseline", help="Also time Hugging Face as users run it: SDPA, eager, compile, generate."),
     ] = False,
-    out: Annotated[Path, typer.Option("--out", help="Directory for results, tables and plots.")] = Path(
-        "rooflint-out/model"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Directory for results, tables and plots.",
+            parser=path_not_empty("--out", "name the folder for results, tables and plots (default: rooflint-out)"),
+            metavar="<path>",
+        ),
+    ] = Path("rooflint-out/model"),
     device: DeviceOption = None,
     gpu: GpuOption = None,
     spec_file: SpecFileOption = None,

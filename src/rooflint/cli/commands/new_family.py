@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
+from rooflint.cli.options import path_not_empty
 
 PLACEHOLDER = "my_family"  # the name the templates are written with (rooflint/kernels/templates)
 
@@ -15,7 +16,15 @@ PLACEHOLDER = "my_family"  # the name the templates are written with (rooflint/k
 @user_errors
 def new_family_command(
     name: Annotated[str, typer.Argument(help="Family name: a Python identifier, also the module's name.")],
-    out: Annotated[Path, typer.Option("--out", help="Folder to write NAME.py and test_NAME.py into.")] = Path("."),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Folder to write NAME.py and test_NAME.py into.",
+            parser=path_not_empty("--out", "name the folder to write into (default: the current folder)"),
+            metavar="<path>",
+        ),
+    ] = Path("."),
 ) -> None:
     """Write NAME.py, a working kernel family (vector_add as a starting point), and its test.
 

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import err_console, user_errors
-from rooflint.cli.options import SpecFileOption
+from rooflint.cli.options import SpecFileOption, path_not_empty
 
 
 @user_errors
@@ -17,7 +17,13 @@ def report_command(
     results: Annotated[list[Path], typer.Argument(help="Results files (.csv or .json); several are merged.")],
     fmt: Annotated[str, typer.Option("--format", help="md, html or json.")] = "md",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Report file; rooflines are drawn beside it. Default: stdout.")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Report file; rooflines are drawn beside it. Default: stdout.",
+            parser=path_not_empty("--out", "name the report file, or leave it out for stdout"),
+            metavar="<path>",
+        ),
     ] = None,
     spec_file: SpecFileOption = None,
     counters: Annotated[

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import SpecFileOption, named_gpu
+from rooflint.cli.options import SpecFileOption, named_gpu, path_not_empty
 
 
 @user_errors
@@ -24,7 +24,15 @@ def roofline_command(
             callback=named_gpu,
         ),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Directory for roofline.png/.svg/.csv.")] = Path("rooflint-out"),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Directory for roofline.png/.svg/.csv.",
+            parser=path_not_empty("--out", "name the folder for roofline.png/.svg/.csv (default: rooflint-out)"),
+            metavar="<path>",
+        ),
+    ] = Path("rooflint-out"),
     spec_file: SpecFileOption = None,
     ceilings: Annotated[
         Path | None,
