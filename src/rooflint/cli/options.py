@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,22 +41,17 @@ def path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
     return parse
 
 
+def path_option(name: str, help: str, what_instead: str) -> Any:
+    """A path option (--out, --json, --weights, --junit) declared once: its empty value refused in one
+    line (path_not_empty: ``what_instead`` says what is valid), labelled <path> as typer labels a Path
+    option (a parser's type would show as <Path>)."""
+    return typer.Option(name, help=help, parser=path_not_empty(name, what_instead), metavar="<path>")
+
+
 # an empty --gpu would judge against another GPU than the caller meant, or skip the wrong-GPU check
 named_gpu = _not_empty("--gpu", "name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
 # an empty --roof would judge against the datasheet where the caller asked for measured ceilings
 named_roof = _not_empty("--roof", "valid: datasheet, measured (or leave it out for the datasheet)")
-# an empty --weights loaded the current folder as the checkpoint ("" is Path("."))
-checkpoint_path = path_not_empty(
-    "--weights", "name a local checkpoint directory (save_pretrained) or leave it out for random weights"
-)
-# an empty --spec-file was refused as "spec file . does not exist", a file the caller never named
-spec_file_path = path_not_empty(
-    "--spec-file", "name a TOML file of GPUs (format: hardware_specs/gpus.toml) or leave it out"
-)
-# an empty bench --out wrote the run into the current folder, moving its results.* aside as .prev
-bench_out_path = path_not_empty("--out", "name the folder for results.csv/json (default: rooflint-out)")
-# an empty --junit was refused as "cannot write JUnit report .: it is a directory", a folder never named
-junit_path = path_not_empty("--junit", "name the JUnit XML file to write, e.g. junit.xml, or leave it out")
 
 
 GpuOption = Annotated[
@@ -67,11 +62,11 @@ GpuOption = Annotated[
 ]
 SpecFileOption = Annotated[
     Path | None,
-    typer.Option(
+    # empty, it was refused as "spec file . does not exist", a file the caller never named
+    path_option(
         "--spec-file",
-        help="TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml).",
-        parser=spec_file_path,
-        metavar="<path>",  # as typer labels a Path option (a parser's type would show as <Path>)
+        "TOML describing GPUs the table lacks (format: hardware_specs/gpus.toml).",
+        "name a TOML file of GPUs (format: hardware_specs/gpus.toml) or leave it out",
     ),
 ]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if present).")]

@@ -16,8 +16,7 @@ from rooflint.cli.options import (
     SizeOption,
     SpecFileOption,
     VariantsOption,
-    bench_out_path,
-    junit_path,
+    path_option,
     split_named,
 )
 from rooflint.core.errors import UserError
@@ -40,8 +39,11 @@ def bench_command(
     size: SizeOption = None,
     out: Annotated[
         Path,
-        typer.Option(
-            "--out", help="Directory for results.csv/json and roofline plots.", parser=bench_out_path, metavar="<path>"
+        # empty, it wrote the run into the current folder, moving its results.* aside as .prev
+        path_option(
+            "--out",
+            "Directory for results.csv/json and roofline plots.",
+            "name the folder for results.csv/json (default: rooflint-out)",
         ),
     ] = Path("rooflint-out"),
     device: DeviceOption = None,
@@ -71,7 +73,11 @@ def bench_command(
     ] = False,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Write correctness checks as JUnit XML.", parser=junit_path, metavar="<path>"),
+        path_option(
+            "--junit",
+            "Write correctness checks as JUnit XML.",
+            "name the JUnit XML file to write, e.g. junit.xml, or leave it out",
+        ),
     ] = None,
     roof: RoofOption = None,
     # The measuring settings' defaults live in rooflint.engine.settings; None here means "the default".

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_not_empty
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_option
 
 # The unit each measured ceiling is shown in; every other field is a peak in TFLOP/s.
 CEILING_UNITS = {"memory_bandwidth_gbps": "GB/s", "l2_bandwidth_gbps": "GB/s", "l2_mib": "MiB", "sm_count": ""}
@@ -18,11 +16,10 @@ CEILING_UNITS = {"memory_bandwidth_gbps": "GB/s", "l2_bandwidth_gbps": "GB/s", "
 def ceilings_command(
     out: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
             "--out",
-            help="Directory for <gpu>.toml (default: the user cache, see below).",
-            parser=path_not_empty("--out", "name the folder for <gpu>.toml, or leave it out for the user cache"),
-            metavar="<path>",
+            "Directory for <gpu>.toml (default: the user cache, see below).",
+            "name the folder for <gpu>.toml, or leave it out for the user cache",
         ),
     ] = None,
     device: DeviceOption = None,

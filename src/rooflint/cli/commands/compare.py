@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import user_errors
-from rooflint.cli.options import path_not_empty
+from rooflint.cli.options import path_option
 
 
 @user_errors
@@ -27,11 +27,8 @@ def compare_command(
     ] = False,
     out: Annotated[
         Path | None,
-        typer.Option(
-            "--out",
-            help="Also write the Markdown diff to this file.",
-            parser=path_not_empty("--out", "name the Markdown file to write, or leave it out"),
-            metavar="<path>",
+        path_option(
+            "--out", "Also write the Markdown diff to this file.", "name the Markdown file to write, or leave it out"
         ),
     ] = None,
 ) -> None:

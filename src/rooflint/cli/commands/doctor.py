@@ -9,18 +9,15 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import GpuOption, SpecFileOption, path_not_empty
+from rooflint.cli.options import GpuOption, SpecFileOption, path_option
 
 
 @user_errors
 def doctor_command(
     json_path: Annotated[
         Path | None,
-        typer.Option(
-            "--json",
-            help="Also save the report as JSON to this file.",
-            parser=path_not_empty("--json", "name the JSON file to write, or leave it out"),
-            metavar="<path>",
+        path_option(
+            "--json", "Also save the report as JSON to this file.", "name the JSON file to write, or leave it out"
         ),
     ] = None,
     gpu: GpuOption = None,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import err_console, user_errors
-from rooflint.cli.options import path_not_empty
+from rooflint.cli.options import path_option
 
 
 @user_errors
@@ -16,11 +16,8 @@ def merge_command(
     results: Annotated[list[Path], typer.Argument(help="Results files (.csv or .json) to combine.")],
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            help="Merged file; .json writes JSON, anything else CSV.",
-            parser=path_not_empty("--out", "name the merged file (.csv or .json)"),
-            metavar="<path>",
+        path_option(
+            "--out", "Merged file; .json writes JSON, anything else CSV.", "name the merged file (.csv or .json)"
         ),
     ] = Path("merged.csv"),
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, checkpoint_path, path_not_empty, split_named
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_option, split_named
 
 
 @user_errors
@@ -58,11 +58,11 @@ def model_command(
     ] = None,
     weights: Annotated[
         Path | None,
-        typer.Option(
+        # empty, it loaded the current folder as the checkpoint ("" is Path("."))
+        path_option(
             "--weights",
-            help="A local checkpoint directory (save_pretrained); default random.",
-            parser=checkpoint_path,
-            metavar="<path>",  # as typer labels a Path option (a parser's type would show as <Path>)
+            "A local checkpoint directory (save_pretrained); default random.",
+            "name a local checkpoint directory (save_pretrained) or leave it out for random weights",
         ),
     ] = None,
     layers: Annotated[
@@ -74,11 +74,10 @@ def model_command(
     ] = False,
     out: Annotated[
         Path,
-        typer.Option(
+        path_option(
             "--out",
-            help="Directory for results, tables and plots.",
-            parser=path_not_empty("--out", "name the folder for results, tables and plots (default: rooflint-out)"),
-            metavar="<path>",
+            "Directory for results, tables and plots.",
+            "name the folder for results, tables and plots (default: rooflint-out)",
         ),
     ] = Path("rooflint-out/model"),
     device: DeviceOption = None,

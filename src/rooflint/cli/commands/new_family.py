@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, user_errors
-from rooflint.cli.options import path_not_empty
+from rooflint.cli.options import path_option
 
 PLACEHOLDER = "my_family"  # the name the templates are written with (rooflint/kernels/templates)
 
@@ -18,11 +18,10 @@ def new_family_command(
     name: Annotated[str, typer.Argument(help="Family name: a Python identifier, also the module's name.")],
     out: Annotated[
         Path,
-        typer.Option(
+        path_option(
             "--out",
-            help="Folder to write NAME.py and test_NAME.py into.",
-            parser=path_not_empty("--out", "name the folder to write into (default: the current folder)"),
-            metavar="<path>",
+            "Folder to write NAME.py and test_NAME.py into.",
+            "name the folder to write into (default: the current folder)",
         ),
     ] = Path("."),
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, path_not_empty, split_named
+from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, path_option, split_named
 
 
 @user_errors
@@ -47,13 +47,10 @@ def profile_command(
     ] = False,
     out: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
             "--out",
-            help="Directory for kernels.csv, ncu.csv and the ncu roofline (rooflint-out/profile).",
-            parser=path_not_empty(
-                "--out", "name the folder for kernels.csv and ncu.csv (default: rooflint-out/profile)"
-            ),
-            metavar="<path>",
+            "Directory for kernels.csv, ncu.csv and the ncu roofline (rooflint-out/profile).",
+            "name the folder for kernels.csv and ncu.csv (default: rooflint-out/profile)",
         ),
     ] = None,
     gpu: GpuOption = None,

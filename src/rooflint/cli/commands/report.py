@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import err_console, user_errors
-from rooflint.cli.options import SpecFileOption, path_not_empty
+from rooflint.cli.options import SpecFileOption, path_option
 
 
 @user_errors
@@ -18,11 +18,10 @@ def report_command(
     fmt: Annotated[str, typer.Option("--format", help="md, html or json.")] = "md",
     out: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
             "--out",
-            help="Report file; rooflines are drawn beside it. Default: stdout.",
-            parser=path_not_empty("--out", "name the report file, or leave it out for stdout"),
-            metavar="<path>",
+            "Report file; rooflines are drawn beside it. Default: stdout.",
+            "name the report file, or leave it out for stdout",
         ),
     ] = None,
     spec_file: SpecFileOption = None,

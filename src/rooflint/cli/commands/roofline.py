@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import SpecFileOption, named_gpu, path_not_empty
+from rooflint.cli.options import SpecFileOption, named_gpu, path_option
 
 
 @user_errors
@@ -26,11 +26,10 @@ def roofline_command(
     ] = None,
     out: Annotated[
         Path,
-        typer.Option(
+        path_option(
             "--out",
-            help="Directory for roofline.png/.svg/.csv.",
-            parser=path_not_empty("--out", "name the folder for roofline.png/.svg/.csv (default: rooflint-out)"),
-            metavar="<path>",
+            "Directory for roofline.png/.svg/.csv.",
+            "name the folder for roofline.png/.svg/.csv (default: rooflint-out)",
         ),
     ] = Path("rooflint-out"),
     spec_file: SpecFileOption = None,
