@@ -34,3 +34,25 @@ def test_an_empty_output_path_is_refused_and_nothing_is_written(tmp_path, comman
     option = "--json" if command == "doctor" else "--out"
     assert_refused(done, f"{option} is empty")
     assert sorted(path.name for path in folder.iterdir() if path.name != "cache") == []
+
+
+def test_probing_a_missing_output_folder_creates_and_removes_nothing(tmp_path):
+    """The probe of a missing --out created the folder, wrote a probe file and removed the folder: a
+    second process probing the same folder at once (two commands, two test workers) lost the folder
+    under its probe file and was refused "No such file or directory". Now nothing is created."""
+    from rooflint.core.errors import UserError
+    from rooflint.core.paths import probe_output_dir, probe_writable_file
+
+    target = tmp_path / "a" / "b"
+    probe_output_dir(target)
+    probe_writable_file(target / "report.md", "report")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError, match="f is a file, not a folder"):
+        probe_output_dir(tmp_path / "f" / "out")
+    with pytest.raises(UserError, match="f is a file, not a folder"):
+        probe_writable_file(tmp_path / "f" / "out" / "report.md", "report")
+    existing = tmp_path / "there"
+    existing.mkdir()
+    probe_output_dir(existing)  # an existing folder still gets a probe file of its own, then none is left
+    assert list(existing.iterdir()) == []

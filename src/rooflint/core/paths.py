@@ -62,31 +62,38 @@ def output_dir(path: Path) -> Path:
 
 
 def probe_output_dir(path: Path) -> None:
-    """Prove ``path`` can be an output directory, as output_dir does, without leaving behind the
-    folders it had to create: a flag refused after this check must not leave an empty one."""
+    """Prove ``path`` can be an output directory, as output_dir does, without creating it: a flag
+    refused after this check must not leave an empty folder. An existing folder gets output_dir's
+    probe file; a missing one is judged by the nearest folder above it that exists. Nothing is
+    created and removed: two processes probing the same missing folder at once (two commands, two
+    test workers) each removed the folder under the other's probe file."""
     path = Path(path)
-    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
-    output_dir(path)
-    for folder in missing:  # deepest first; each is empty again once the probe file is gone
-        try:
-            folder.rmdir()
-        except OSError:
-            break
+    if path.exists():
+        output_dir(path)
+        return
+    _writable_above(path, f"cannot write to output directory {path}")
 
 
 def probe_writable_file(path: Path | str, what: str = "file") -> None:
-    """writable_file without leaving behind the folders it had to create, as probe_output_dir: input
-    refused after this check (a bad --format, a results file without rows) must not leave an empty one."""
+    """writable_file without creating the folders on its way, as probe_output_dir: input refused after
+    this check (a bad --format, a results file without rows) must not leave an empty one."""
     path = Path(path)
-    missing = [folder for folder in path.parents if not folder.exists()]
-    try:
+    if path.parent.exists():
         writable_file(path, what)
-    finally:
-        for folder in missing:  # deepest first
-            try:
-                folder.rmdir()
-            except OSError:
-                break
+        return
+    _writable_above(path, f"cannot write {what} {path}")
+
+
+def _writable_above(path: Path, refusal: str) -> None:
+    """One line (``refusal``: why) where the nearest existing folder above ``path`` is a file or not
+    writable: creating the folders down to ``path`` would fail there."""
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"{refusal}: {folder} is a file, not a folder")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise UserError(f"{refusal}: {folder} is not writable")
+            return
 
 
 def same_file(a: Path, b: Path) -> bool:
