@@ -56,3 +56,11 @@ def test_probing_a_missing_output_folder_creates_and_removes_nothing(tmp_path):
     existing.mkdir()
     probe_output_dir(existing)  # an existing folder still gets a probe file of its own, then none is left
     assert list(existing.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", ["n=4096,", "n=4096,,n=8", ",n=4096"])
+def test_a_size_with_a_comma_too_many_says_so(tmp_path, size):
+    """`--size n=4096,` was refused as "unknown size key ''": a key the user never typed."""
+    assert_refused(
+        run_in(tmp_path, "bench", "vector_add", "--device", "cpu", "--size", size), "empty entry between commas"
+    )

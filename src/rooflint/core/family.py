@@ -313,6 +313,11 @@ class Family:
         for item in size.split(","):
             key, _, text = item.partition("=")
             key = key.strip()
+            if not item.strip():  # `n=4096,` or `n=4096,,m=8`: a comma too many, not a key named ''
+                raise UserError(
+                    f"size {size!r} has an empty entry between commas; give key=value pairs over "
+                    f"{', '.join(template)}, separated by single commas"
+                )
             if key not in template:
                 raise UserError(f"unknown size key {key!r} for {self.name}; valid keys: {', '.join(template)}")
             # `n=4096,n=8192` would silently run the last one, and the shape would not be the one asked for.
