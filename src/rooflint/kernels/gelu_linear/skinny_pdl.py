@@ -29,6 +29,7 @@ import torch
 
 from rooflint.engine import cuda_build
 from rooflint.kernels import cuda_dtype
+from rooflint.kernels.common.rope_pairs import why_not_pairs
 
 SKINNY_PDL_CU = cuda_build.family_source(__file__, "skinny_pdl")
 
@@ -203,11 +204,8 @@ def rope_steps(k: int, m: int) -> int:
 def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str | None:
     """Why ``qkv_rope`` cannot take the QKV weight ``w`` [N, K] at M rows with RoPE over its first
     ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
-    if head_dim < 16 or head_dim % 16:
-        return f"skinny_pdl.cu's RoPE epilogue pairs rows in 16-row blocks: head_dim {head_dim} is not a multiple of 16"
-    if rope_width % head_dim or not 0 < rope_width <= w.shape[0]:
-        return f"RoPE over {rope_width} of {w.shape[0]} outputs is not a whole number of heads of {head_dim}"
-    return _why_not_held("RoPE epilogue", m, w, rope_steps(w.shape[1], m), "16 or 8 steps x 4-16 warps")
+    why = why_not_pairs("skinny_pdl.cu's RoPE epilogue", rope_width, w.shape[0], head_dim)
+    return why or _why_not_held("RoPE epilogue", m, w, rope_steps(w.shape[1], m), "16 or 8 steps x 4-16 warps")
 
 
 def qkv_rope(

@@ -22,6 +22,7 @@ from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import NEEDS_CUDA, NEEDS_NVCC
 from rooflint.engine import cuda_build
 from rooflint.kernels.common.pdl import decode_chain, pdl_enabled
+from rooflint.kernels.common.rope_pairs import why_not_pairs
 from rooflint.kernels.weight_only_gemm import FAMILY
 
 CODES_CU = cuda_build.family_source(__file__, "cuda")
@@ -119,11 +120,8 @@ def codes_swiglu(x, w_q, w_scale, b=None, out=None, pdl=None, steps=None):
 def why_not_rope(m: int, w_q: torch.Tensor, w_scale: torch.Tensor, rope_width: int, head_dim: int) -> str | None:
     """Why ``codes_qkv_rope`` cannot take the quantized QKV weight at M rows with RoPE over its first
     ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
-    if head_dim < 16 or head_dim % 16:
-        return f"the weight-only RoPE epilogue pairs rows in 16-row blocks: head_dim {head_dim} is not a multiple of 16"
-    if rope_width % head_dim or not 0 < rope_width <= w_q.shape[0]:
-        return f"RoPE over {rope_width} of {w_q.shape[0]} outputs is not a whole number of heads of {head_dim}"
-    return why_not_weight(m, w_q, w_scale)
+    why = why_not_pairs("the weight-only RoPE epilogue", rope_width, w_q.shape[0], head_dim)
+    return why or why_not_weight(m, w_q, w_scale)
 
 
 def codes_qkv_rope(x, w_q, w_scale, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int,
