@@ -102,9 +102,9 @@ class Judged:
 
     @property
     def message(self) -> str:
+        timings = "re-timing" if self.retries == 1 else "re-timings"
         if self.power_capped:
             telemetry = self.timing.telemetry or Telemetry()
-            timings = "re-timing" if self.retries == 1 else "re-timings"
             return (
                 f"{POWER_CAPPED_NOTE}: compute-bound work this long runs at the cap on a healthy GPU "
                 f"(SM clock {telemetry.sm_clock_mhz:.0f} MHz again after {self.retries} {timings}; "
@@ -113,7 +113,6 @@ class Judged:
             )
         if not self.throttled:
             return ""
-        timings = "re-timing" if self.retries == 1 else "re-timings"
         return f"throttled after {self.retries} {timings}: " + "; ".join(self.why)
 
 

@@ -48,7 +48,7 @@ def report_command(
       rooflint report out/results.csv --counters out/profile/ncu.csv --format html --out report/index.html
     """
     from rooflint.analysis.lint_input import read_counters
-    from rooflint.core.paths import probe_output_dir, probe_writable_file
+    from rooflint.core.paths import probe_writable_file
     from rooflint.outputs.merge import merge_files
     from rooflint.outputs.report import check_format, refuse_image_name, write_report
     from rooflint.outputs.result_file import refuse_reading_and_writing
@@ -57,11 +57,9 @@ def report_command(
     if out is not None:
         refuse_reading_and_writing(out, [*results, *(counters or [])])
         refuse_image_name(out)
-        # One line, before any work, where the report cannot be written; the folders these probes
-        # create are removed again (write_report makes them), so input refused after them (counters
-        # or results that do not read, a file without rows) leaves no empty folder behind.
-        probe_output_dir(out.parent)
-        # A folder given as --out was found only when the report was written: by then the
+        # One line, before any work, where the report cannot be written: its folder (judged by the
+        # nearest one that exists, none created, so input refused after this leaves no empty folder),
+        # or a folder given as --out, found before only when the report was written, after the
         # rooflines had been drawn over those in the folder above it.
         probe_writable_file(out, "report")
     measured: dict[tuple[str, str, str, str], float] = {}
