@@ -17,6 +17,9 @@ from rooflint.models.checks import CheckResult
 from rooflint.outputs.results import FAILING_STATUSES, ResultRow
 
 SUM_TOLERANCE = 0.10  # per-op times must sum to within 10% of the measured step
+# The sets that run a decode step's projections on --weights-dtype's codes: the weight-only kernel
+# (triton) and its PyTorch reference form (eager); the others keep bf16 and say so in their plan.
+QUANTIZED_SETS = ("triton", "eager")
 
 
 @dataclass
@@ -47,6 +50,16 @@ class ModelRequest:
     # The decode sweep (models/sweep.py): every (batch, context) point; None: no sweep.
     sweep_batches: list[int] | None = None
     sweep_contexts: list[int] | None = None
+
+    @property
+    def code_format(self) -> str | None:
+        """--weights-dtype's code format ("int8", "fp8"), or None for the model's own weights."""
+        return None if self.weights_dtype in (None, "bf16") else self.weights_dtype
+
+    def decode_weights(self, set_name: str) -> str | None:
+        """The code format set_name's decode step runs its projections on, or None where they are the
+        model's own weights (a set outside QUANTIZED_SETS): part of that set's decode rows' identity."""
+        return self.code_format if set_name in QUANTIZED_SETS else None
 
 
 @dataclass

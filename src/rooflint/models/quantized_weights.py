@@ -37,11 +37,11 @@ from rooflint.kernels.scaled_gemm.formats import SCALE_BYTES, quantize
 from rooflint.models import checks
 from rooflint.models.base import Dims, Phase, copy_model
 from rooflint.models.checks import relative_error
+from rooflint.models.outcome import QUANTIZED_SETS
 from rooflint.models.runner import Runner
 
 WEIGHTS_DTYPES = ("bf16", "int8", "fp8")
 CODE_DTYPES = {"int8": torch.int8, "fp8": torch.float8_e4m3fn}
-QUANTIZED_SETS = ("triton", "eager")  # the weight-only kernel, and its PyTorch reference form
 MAX_ROWS = 16  # the weight-only kernel's rows (kernels/weight_only_gemm.MAX_ROWS): a decode step's
 DECODE_LINEARS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 HEAD = "lm_head"

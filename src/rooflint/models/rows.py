@@ -28,10 +28,15 @@ from rooflint.outputs.results import OK, ResultRow
 STEP = "step"
 
 
-def shape(op: str, phase: str, batch: int, seq: int, prompt: int, new_tokens: int) -> str:
+def shape(op: str, phase: str, batch: int, seq: int, prompt: int, new_tokens: int, weights: str | None = None) -> str:
+    """A model row's shape. ``weights`` (the decode projections' code format) joins the decode and
+    generate rows of a set that ran them quantized: an int8 step is another configuration than a
+    bf16 one, so compare and merge must never pair the two. Prefill runs the bf16 weights in every
+    set, so its rows stay comparable across formats."""
     if phase == "prefill":
         return f"op={op},phase=prefill,B={batch},T={seq}"
-    return f"op={op},phase={phase},B={batch},prompt={prompt},new={new_tokens}"
+    tail = f",weights={weights}" if weights else ""
+    return f"op={op},phase={phase},B={batch},prompt={prompt},new={new_tokens}{tail}"
 
 
 def phase_of(name: str, request: ModelRequest) -> Phase:
@@ -98,7 +103,8 @@ def set_rows(result: SetResult, family: str, request: ModelRequest, gpu_spec: Gp
         for name in ("prefill", "decode", "generate"):
             if name == "decode" and request.new_tokens < 2:
                 continue
-            row = base_row(family, result.name, kind, request.dtype, _shape(STEP, name, request), result.status)
+            row = base_row(family, result.name, kind, request.dtype, _shape(STEP, name, request, result.name),
+                           result.status)  # fmt: skip
             set_phase(row, phase_of(name, request))
             row.message = "; ".join(filter(None, [result.message, result.plan]))
             if result.check is not None:
@@ -124,7 +130,7 @@ def set_phase(row: ResultRow, phase: Phase) -> None:
 def step_row(phase: PhaseResult, family: str, variant: str, kind: str, request: ModelRequest,
              gpu_spec: GpuSpec) -> ResultRow:  # fmt: skip
     """A phase's op=step row: its timing, its throughput and, where the phase has costs, its floor."""
-    row = base_row(family, variant, kind, request.dtype, _shape(STEP, phase.phase.name, request))
+    row = base_row(family, variant, kind, request.dtype, _shape(STEP, phase.phase.name, request, variant))
     set_phase(row, phase.phase)
     set_timing(row, phase.timing)
     row.tokens_per_s = phase.tokens_per_s
@@ -162,7 +168,7 @@ def op_rows(phase: PhaseResult, family: str, variant: str, kind: str, request: M
         timed = attribution.ops.get(op)
         if timed is None or timed.ms <= 0:
             continue
-        row = base_row(family, variant, kind, request.dtype, _shape(op, phase.phase.name, request))
+        row = base_row(family, variant, kind, request.dtype, _shape(op, phase.phase.name, request, variant))
         set_phase(row, phase.phase)
         row.median_ms, row.n_samples = timed.ms, 1
         row.timing_mode = "profiler_" + attribution.mode.replace(" ", "_")
@@ -173,7 +179,7 @@ def op_rows(phase: PhaseResult, family: str, variant: str, kind: str, request: M
         row.message = f"share={timed.ms / step_ms:.1%}; calls={timed.calls}; top: {top} ({share:.0%})"
         rows.append(row)
     if attribution.unattributed_ms > 0:
-        row = base_row(family, variant, kind, request.dtype, _shape(UNATTRIBUTED, phase.phase.name, request))
+        row = base_row(family, variant, kind, request.dtype, _shape(UNATTRIBUTED, phase.phase.name, request, variant))
         set_phase(row, phase.phase)
         row.median_ms, row.n_samples, row.timing_mode = attribution.unattributed_ms, 1, "profiler"
         row.message = f"share={attribution.unattributed_ms / step_ms:.1%}; time in the step outside every op range"
@@ -192,5 +198,6 @@ def baseline_rows(baselines: dict[str, PhaseResult], family: str, request: Model
     return rows
 
 
-def _shape(op: str, phase: str, request: ModelRequest) -> str:
-    return shape(op, phase, request.batch, request.seq, request.prompt, request.new_tokens)
+def _shape(op: str, phase: str, request: ModelRequest, set_name: str) -> str:
+    return shape(op, phase, request.batch, request.seq, request.prompt, request.new_tokens,
+                 request.decode_weights(set_name))  # fmt: skip

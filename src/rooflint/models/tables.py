@@ -32,6 +32,18 @@ def _pct(value: float) -> str:
     return f"{value:.1f}%" if isinstance(value, float) and math.isfinite(value) else "-"
 
 
+def precision(request) -> str:
+    """The run's dtype, and the decode weights' code format where --weights-dtype quantized them: a
+    title that said only "bf16" over an int8 run's numbers named the wrong model."""
+    return f"{request.dtype}, {request.code_format} decode weights" if request.code_format else request.dtype
+
+
+def roofs_source(spec) -> str:
+    """The spec's name and where its numbers come from, once: a measured spec's name already says
+    so ("CPU (measured) (measured)" before)."""
+    return spec.name if f"({spec.origin})" in spec.name else f"{spec.name} ({spec.origin})"
+
+
 def summary_table(outcome: ModelOutcome) -> Table:
     headers = ["kernels", "status", "prefill tok/s", "prefill ms", "% floor", "decode tok/s", "ms/step", "% floor",
                "generate tok/s", "check"]  # fmt: skip
@@ -61,7 +73,7 @@ def summary_table(outcome: ModelOutcome) -> Table:
         dashes = ["-"] * 3
         rows.append([name, OK, *(cells if kind == "prefill" else dashes), *(cells if kind == "decode" else dashes),
                      _rate(phase.tokens_per_s) if kind == "generate" else "-", "Hugging Face"])  # fmt: skip
-    return f"{outcome.family} ({outcome.request.dtype}) on {outcome.spec.name}", headers, rows
+    return f"{outcome.family} ({precision(outcome.request)}) on {outcome.spec.name}", headers, rows
 
 
 def targets_table(outcome: ModelOutcome) -> Table | None:
@@ -156,7 +168,7 @@ def markdown(outcome: ModelOutcome) -> str:
     request = outcome.request
     lines.append(
         f"B={request.batch}, prefill T={request.seq}, prompt {request.prompt} + {request.new_tokens} new tokens, "
-        f"{request.dtype}, roofs: {outcome.spec.name} ({outcome.spec.origin})"
+        f"{precision(request)}, roofs: {roofs_source(outcome.spec)}"
     )
     for result in outcome.sets:
         if result.plan:
