@@ -329,7 +329,7 @@ def test_cli_exit_codes(tmp_path):
     assert result.exit_code == 0, result.output
     assert "clean" in result.output
     (tmp_path / "bad").mkdir()
-    failing = write_rows(tmp_path / "bad", [good_row(median_ms=0.3)])
+    failing = write_rows(tmp_path / "bad", [good_row(median_ms=0.3, p20_ms=0.298, p80_ms=0.302)])
     result = runner.invoke(app, ["lint", str(failing)])
     assert result.exit_code == 1 and "above_roof" in result.output
 

@@ -65,7 +65,7 @@ from rooflint.analysis.lint import boost_clock_mhz, gpu_key, shared_gpu_note, th
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.outputs.merge import KEY, dedupe
-from rooflint.outputs.report_render import md_code, md_text
+from rooflint.outputs.report_render import md_code, md_span, md_text
 from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, row_from_record
 
 SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "untrusted"
@@ -443,7 +443,7 @@ def render_markdown(result: Comparison) -> str:
     lines = [
         head,
         "",
-        f"`{result.base_name}` -> `{result.new_name}`: {counts or 'no rows'}.",
+        f"{md_span(result.base_name)} -> {md_span(result.new_name)}: {counts or 'no rows'}.",
         "",
         f"Rule: a row is slower or faster when its median time moved by more than {pct} and the two runs' "
         "p20-p80 intervals do not overlap; past the threshold with overlapping intervals it is noisy "
@@ -453,7 +453,9 @@ def render_markdown(result: Comparison) -> str:
         "A pair where either side ran throttled, or beside another process on its GPU, is untrusted: "
         "its clock or its neighbour, not its code, may explain the change.",
     ]
-    lines += [f"\n> {note}" for note in result.notes]
+    # A note quotes the files: their names, GPU names, a library's name and versions. Shown as written,
+    # never as Markdown or HTML of their own (a version "<b>2</b>" rendered bold in a PR comment).
+    lines += [f"\n> {md_text(note)}" for note in result.notes]
     compared = [e for e in result.entries if e.verdict not in (BASE_ONLY, NEW_ONLY, SAME)]
     if compared:
         lines += [""] + _table(compared)
@@ -465,7 +467,7 @@ def render_markdown(result: Comparison) -> str:
     for verdict, title in ((BASE_ONLY, result.base_name), (NEW_ONLY, result.new_name)):
         missing = [e for e in result.entries if e.verdict == verdict]
         if missing:
-            lines += ["", f"**{len(missing)} row{'s' * (len(missing) != 1)} only in `{title}`:**", ""]
+            lines += ["", f"**{len(missing)} row{'s' * (len(missing) != 1)} only in {md_span(title)}:**", ""]
             lines += [
                 f"- {md_text(e.family)} / {md_text(e.variant)} / {md_text(e.dtype)} / "
                 f"`{md_code(e.shape)}` / {md_text(e.gpu)}"

@@ -9,6 +9,8 @@ through the same rules. Other tables' names for the compute-unit column and its 
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
 from rooflint.core.paths import existing_file
 from rooflint.core.specs import CUDA_PRECISIONS, TENSOR_PRECISIONS
-from rooflint.outputs.result_file import check_table
+from rooflint.outputs.result_file import check_table, file_text
 from rooflint.outputs.results import FAILED, OK, ResultRow, read_results, rows_from_frame
 
 PLAIN_REQUIRED = ("kernel",)
@@ -51,16 +53,24 @@ class LintInput:
 
 def read_lint_input(path: Path | str) -> LintInput:
     path = existing_file(path, "results file", "results.csv")
-    try:
-        head = pd.read_csv(path, nrows=0) if path.suffix != ".json" else None
-    except pd.errors.EmptyDataError:
-        head = None  # nothing at all: the results reader says the file is empty, as every command does
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
-        raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
-    if head is not None and "kernel" in head.columns and "family" not in head.columns:
-        return _read_plain(path)
-    frame = read_results(path)
+    # Read once: a pipe (`rooflint lint <(git show main:out/results.csv)`, /dev/stdin) gives its bytes
+    # to one reader only, and the header read to tell the formats apart left the reader an empty file.
+    text = file_text(path)
+    if path.suffix.lower() != ".json" and _plain_header(text):
+        return _read_plain(path, text)
+    frame = read_results(path, text)
     return LintInput(rows_from_frame(frame), _numbers(frame, "measured_dram_bytes"), plain=False)
+
+
+def _plain_header(text: str) -> bool:
+    """Whether the first line is a plain table's header: `kernel` and no `family`, in any case and
+    spacing, as the plain reader reads its columns (docs/lint.md: "Kernel,GPU,Time_ms" is one)."""
+    first = text.splitlines()[0] if text.strip() else ""
+    try:
+        names = {cell.strip().lower() for cell in next(csv.reader([first]), [])}
+    except csv.Error:
+        return False  # the results reader says what is wrong with the file
+    return "kernel" in names and "family" not in names
 
 
 def _numbers(frame: pd.DataFrame, column: str) -> list[float]:
@@ -69,12 +79,14 @@ def _numbers(frame: pd.DataFrame, column: str) -> list[float]:
     return [float(v) for v in pd.to_numeric(frame[column], errors="coerce")]
 
 
-def _read_plain(path: Path) -> LintInput:
-    check_table(path, PLAIN_REQUIRED)  # ragged, cut short, a second header: refused as for results files
+def _read_plain(path: Path, text: str) -> LintInput:
+    check_table(path, PLAIN_REQUIRED, text)  # ragged, cut short, a second header: refused as for results files
     try:
         # Cells as text (numbers are converted below): a `correct` column of 1, 0 and empty cells
         # would otherwise be read as floats, its 0.0 matching no word for false.
-        frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], skipinitialspace=True, dtype=str)
+        frame = pd.read_csv(
+            io.StringIO(text), keep_default_na=False, na_values=["", "nan", "NaN"], skipinitialspace=True, dtype=str
+        )
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
     frame.columns = [str(c).strip().lower() for c in frame.columns]
@@ -181,8 +193,9 @@ def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_
 def read_counters(path: Path | str) -> dict[tuple[str, str, str, str], float]:
     """measured_dram_bytes per (family, variant, dtype, shape) from a `rooflint profile --ncu` CSV."""
     path = existing_file(path, "counters file")
+    text = file_text(path)  # read once: a pipe read again is empty (read_lint_input)
     try:
-        frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=["", "nan", "NaN"])
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as error:
         raise UserError(f"{path} is not a CSV file: {str(error).splitlines()[0]}") from None
     needed = ("family", "variant", "dtype", "shape", "measured_dram_bytes")
@@ -191,7 +204,7 @@ def read_counters(path: Path | str) -> dict[tuple[str, str, str, str], float]:
         raise UserError(f"{path} is not a rooflint profile CSV: missing columns {', '.join(missing)}")
     # Cut short, pandas read the last row's cut count (40 of 4098000 bytes) and the cells it lost as
     # empty: the bytes-disagree rule then judged a number ncu never measured.
-    check_table(path, needed)
+    check_table(path, needed, text)
     values = pd.to_numeric(frame["measured_dram_bytes"], errors="coerce")
     # Empty or nan is a variant ncu did not measure; anything else must be a count, or the rows it
     # joins would silently lose the bytes-disagree rule (or be judged on a negative or infinite count).

@@ -9,7 +9,8 @@ anything that could be misread is refused with one line naming the file, the lin
 - any other number that is infinite (but a failed row's rel_error): a rate or a count made from it;
   or finite but past any count, cost, rate or clock (1e308 TFLOP/s): the report's axes around it
   overflow to inf;
-- a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80;
+- a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80 or whose
+  median is outside [p20, p80];
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
@@ -28,6 +29,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,29 +69,43 @@ class Schema:
     na_values: tuple[str, ...]  # how an empty number is written
     failed: str  # the status of a row whose output failed its check: the one row rel_error may be inf
     regimes: tuple[str, ...] = ()  # the regime column's values beside "" (none checked where empty)
+    version: int = 0  # the newest results.json schema_version this reader knows (0: none checked)
 
 
-def read_result_file(path: Path | str, schema: Schema) -> pd.DataFrame:
+def read_result_file(path: Path | str, schema: Schema, text: str | None = None) -> pd.DataFrame:
     """Every row of a rooflint results file, each cell checked against its column's type.
 
     String columns hold "" where empty, numeric ones NaN; every column of the current schema is
-    present (filled with its default where the file predates it).
+    present (filled with its default where the file predates it). ``text``: the file's text where
+    the caller has read it already (file_text), so a pipe is not read twice.
     """
     path = existing_file(path, "results file", "results.csv")
     where = _Where(path)
-    text = _text_of(path, where)
-    records = _json_records(text, where) if path.suffix.lower() == ".json" else _csv_records(text, where, REQUIRED)
+    text = _text_of(path, where) if text is None else text
+    if path.suffix.lower() == ".json":
+        records = _json_records(text, where, schema.version)
+    else:
+        records = _csv_records(text, where, REQUIRED, spelt=tuple(schema.types))
     try:
         return _frame(records, schema)
     except _Refusal as refusal:
         raise UserError(f"{path} {refusal}") from None
 
 
-def check_table(path: Path, required: tuple[str, ...]) -> None:
+def file_text(path: Path) -> str:
+    """A results file's (or another table's) text, checked to be UTF-8 text, or one line naming it.
+
+    Read once and handed to the readers: a pipe (`rooflint lint <(git show main:out/results.csv)`,
+    /dev/stdin) gives its bytes to the first reader only, and a second read found it empty."""
+    return _text_of(path, _Where(path))
+
+
+def check_table(path: Path, required: tuple[str, ...], text: str | None = None) -> None:
     """The checks of a results CSV that need no schema, for another table lint reads (a plain CSV of
-    published numbers): text, one header, every row as wide as it, nothing cut off."""
+    published numbers): text, one header, every row as wide as it, nothing cut off. ``text``: the
+    file's, where already read (file_text)."""
     where = _Where(path)
-    _csv_records(_text_of(path, where), where, required)
+    _csv_records(_text_of(path, where) if text is None else text, where, required)
 
 
 def refuse_reading_and_writing(out: Path, inputs: list[Path], option: str = "--out") -> None:
@@ -131,11 +147,15 @@ class _Where:
         raise UserError(f"{self.path} is not a rooflint results file: {why}".replace("\n", " ")[:400]) from None
 
 
-def _csv_records(text: str, where: _Where, required: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+def _csv_records(
+    text: str, where: _Where, required: tuple[str, ...], spelt: tuple[str, ...] = ()
+) -> list[tuple[str, dict[str, Any]]]:
+    """Each data row as (place, {column: cell}). ``required`` are found in any case (a plain table's
+    reader lower-cases its header); ``spelt``, a results file's columns, must be named as written."""
     if not text.strip():
         where.whole("it is empty")
     try:
-        _header(next(csv.reader([text.splitlines()[0]])), where, required)  # not a results file at all: say that first
+        _header(next(csv.reader([text.splitlines()[0]])), where, required, spelt)  # not a results file: say that first
     except csv.Error as error:
         where.whole(f"not CSV: {error}")
     if not text.endswith(("\n", "\r")):
@@ -153,7 +173,7 @@ def _csv_records(text: str, where: _Where, required: tuple[str, ...]) -> list[tu
             if not cells or cells == [""]:
                 continue  # a blank line shifts nothing
             if header is None:
-                header = _header(cells, where, required)
+                header = _header(cells, where, required, spelt)
                 continue
             place = f"line {start}"
             if [c.strip() for c in cells] == header:
@@ -172,18 +192,26 @@ def _csv_records(text: str, where: _Where, required: tuple[str, ...]) -> list[tu
     return records
 
 
-def _header(cells: list[str], where: _Where, required: tuple[str, ...]) -> list[str]:
+def _header(cells: list[str], where: _Where, required: tuple[str, ...], spelt: tuple[str, ...] = ()) -> list[str]:
     header = [c.strip() for c in cells]
     missing = [c for c in required if c not in [h.lower() for h in header]]
     if missing:
         where.whole(f"missing columns {', '.join(missing)}")
+    # A results file's cells are read by their column's name as rooflint writes it: "Family" was
+    # taken as present, then every row refused as having an empty family; "P20_ms" was kept as a
+    # column of its own, every row read as having no spread.
+    misspelt = [h for h in header if h not in spelt and h.lower() in spelt]
+    if misspelt:
+        where.fail(
+            "line 1", f"column {misspelt[0]!r} is not spelt as rooflint writes it; valid: {misspelt[0].lower()!r}"
+        )
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         where.fail("line 1", f"column {repeated[0]!r} appears twice in the header")
     return header
 
 
-def _json_records(text: str, where: _Where) -> list[tuple[str, dict[str, Any]]]:
+def _json_records(text: str, where: _Where, newest: int = 0) -> list[tuple[str, dict[str, Any]]]:
     try:
         payload = json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -191,6 +219,19 @@ def _json_records(text: str, where: _Where) -> list[tuple[str, dict[str, Any]]]:
     rows = payload.get("rows") if isinstance(payload, dict) else None
     if not isinstance(rows, list):
         where.whole('no "rows" list')
+    version = payload.get("schema_version")
+    if newest and version is not None:
+        # A newer rooflint may mean another thing by a column: its rows were read as this schema's.
+        # No schema_version at all (a file made by hand) is read as the current one.
+        whole = type(version) is int or (type(version) is float and version.is_integer())
+        if not whole or not 1 <= version <= newest:
+            why = (
+                f"newer than this rooflint reads (1 to {newest}); upgrade rooflint to read it"
+                if whole and version > newest
+                else f"not a schema version; valid: a whole number from 1 to {newest}"
+            )
+            shown = str(version)[:40] if whole else repr(str(version)[:40])
+            raise UserError(f"{where.path} has schema_version {shown}: {why}") from None
     records = []
     for index, record in enumerate(rows):
         place = f"row {index + 1}"
@@ -237,6 +278,10 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
             row[name] = number
         elif kind == "bool":
             row[name] = _flag(place, name, value)
+        elif isinstance(value, (list, dict)):
+            # A JSON list or object is no cell: read as its Python text ("['a']"), a family or shape
+            # named by it joined and compared as a name no run ever wrote.
+            _refuse(place, f"{name} is a JSON {'list' if isinstance(value, list) else 'object'}; valid: text")
         else:
             row[name] = _text(value)
     row["status"] = status
@@ -273,7 +318,22 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
         _refuse(
             place, f"p20_ms {row['p20_ms']:g} is above p80_ms {row['p80_ms']:g}; a 20th percentile is at most the 80th"
         )
+    low, high, median = row["p20_ms"], row["p80_ms"], row["median_ms"]
+    if timed and (median < low or median > high):  # a bound not recorded (NaN) compares false: no bound
+        # rooflint takes all three from one sorted list of samples. A median outside its own spread
+        # (a hand edit of one cell) made compare judge the change by the median and its noise by an
+        # interval the median was not in.
+        _refuse(
+            place,
+            f"median_ms {median:g} is outside [p20_ms {low:g}, p80_ms {high:g}]; "
+            "a median lies between the 20th and 80th percentiles of its samples",
+        )
     return row
+
+
+# A number as a results file spells it (Python's repr, pandas, a spreadsheet): ASCII digits, a point,
+# an exponent, or nan/inf.
+_DECIMAL = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 
 
 class _Refusal(UserError):
@@ -289,6 +349,10 @@ def _number(place: str, name: str, value: Any, na_values: tuple[str, ...]) -> fl
         return math.nan
     if isinstance(value, bool):
         _refuse(place, f"{name} {value!r} is not a number")
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value.strip()):
+        # float() also reads "1_000" as 1000 and "١٢" or "１２" as 12: a cell that reads as another
+        # number than the one shown, which no writer of results files spells so.
+        _refuse(place, f"{name} {value[:40]!r} is not a number")
     try:
         number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):

@@ -203,12 +203,14 @@ def json_safe(record: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
 
 
-def read_results(path: Path | str) -> pd.DataFrame:
+def read_results(path: Path | str, text: str | None = None) -> pd.DataFrame:
     """Read a results.csv or results.json written by rooflint, with one clear error if it is not one
-    (the strict reader, outputs/result_file.py: every command that takes results reads through it)."""
+    (the strict reader, outputs/result_file.py: every command that takes results reads through it).
+    ``text``: the file's, where the caller has read it already (result_file.file_text)."""
     from rooflint.outputs.result_file import Schema, read_result_file
 
-    return read_result_file(path, Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES))
+    schema = Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES, SCHEMA_VERSION)
+    return read_result_file(path, schema, text)
 
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:

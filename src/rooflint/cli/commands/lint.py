@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import console, user_errors
 from rooflint.cli.options import RoofOption, SpecFileOption, named_gpu
@@ -52,14 +53,16 @@ def lint_command(
     )
     roof_note = f"judged against {'--gpu ' + gpu if gpu else 'each row' + chr(39) + 's GPU'}, {roof} ceilings"
     if not findings:
-        console.print(f"[green]clean[/]: {summary} ({roof_note})")
+        console.print(f"[green]clean[/]: {summary} ({escape(roof_note)})")
         return
-    table = Table(title=f"rooflint lint: {results} ({roof_note})", show_lines=False)
+    # Escaped: the path and each row's names come from the user and the file, and rich read a
+    # `[/]` in them as markup (a traceback) and a `[bold]` as a style, dropping it from the text.
+    table = Table(title=escape(f"rooflint lint: {results} ({roof_note})"), show_lines=False)
     for column in ("row", "severity", "rule", "explanation"):
         table.add_column(column, overflow="fold")
     for finding in findings:
         style = SEVERITY_STYLE[finding.severity]
-        table.add_row(finding.row, f"[{style}]{finding.severity}[/]", finding.rule, finding.message)
+        table.add_row(escape(finding.row), f"[{style}]{finding.severity}[/]", finding.rule, escape(finding.message))
     console.print(table)
     console.print(summary)
     if counts[Severity.ERROR]:

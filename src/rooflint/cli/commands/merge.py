@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import err_console, user_errors
 from rooflint.cli.options import path_option
@@ -41,4 +42,5 @@ def merge_command(
         # exit 0, over any --out there was: every command that reads it refuses it as holding no rows.
         raise UserError(f"no result rows in {', '.join(str(p) for p in results)}; merge results files that hold rows")
     write_frame(merged.frame, out)
-    err_console.print(f"{merged.describe()} -> {out}", highlight=False, soft_wrap=True)
+    # Escaped: GPU names from the files and the path are text, not rich markup (a `[/]` was a traceback).
+    err_console.print(escape(f"{merged.describe()} -> {out}"), highlight=False, soft_wrap=True)

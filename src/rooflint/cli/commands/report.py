@@ -70,7 +70,7 @@ def report_command(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        err_console.print(f"wrote {out}", highlight=False)
+        err_console.print(f"wrote {escape(str(out))}", highlight=False)  # a path is text, not rich markup
     failing = failing_rows(merged.frame)
     if failing:
         # A crash is a failure in every command that reads it: the report shows the rows, and its

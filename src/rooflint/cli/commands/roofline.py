@@ -93,9 +93,11 @@ def roofline_command(
         base = roofline_base(out, spec.key, several=len(plots) > 1)
         overlay = measured_overlay(spec, ceilings)
         if ceilings is not None and not overlay and spec.origin != "measured":
-            err_console.print(f"note: {ceilings} holds no {spec.key}.toml; no measured ceilings drawn", highlight=False)
+            note = f"note: {ceilings} holds no {spec.key}.toml; no measured ceilings drawn"
+            err_console.print(escape(note), highlight=False)
         written += plot_roofline(points, spec, base, title, overlay)
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    # Escaped: a path (and a GPU name in a file name) is text; rich read a `[/]` in it as markup.
+    console.print(escape("wrote " + ", ".join(str(p) for p in written)))
     if frame is not None and _say_what_failed(frame):
         raise typer.Exit(1)  # a crash is a failure in every command that reads it
 
