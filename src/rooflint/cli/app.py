@@ -204,8 +204,11 @@ def main() -> None:
             sys.exit(code)
         if os.environ.get("ROOFLINT_DEBUG"):
             raise
+        # The message is the exception's own text (a kernel's, a library's): escaped, as rich would read
+        # "[/x]" in it as a closing tag and raise here, a traceback after all.
+        why = escape(f"{type(error).__name__}: {error}")
         err_console.print(
-            f"[bold red]error:[/] {type(error).__name__}: {error} (set ROOFLINT_DEBUG=1 for the traceback)",
+            f"[bold red]error:[/] {why} (set ROOFLINT_DEBUG=1 for the traceback)",
             highlight=False,
             soft_wrap=True,
         )

@@ -52,6 +52,10 @@ def path_option(name: str, help: str, what_instead: str) -> Any:
 named_gpu = _not_empty("--gpu", "name a GPU (h100_sxm, t4, ...: `rooflint specs` lists them) or leave it out")
 # an empty --roof would judge against the datasheet where the caller asked for measured ceilings
 named_roof = _not_empty("--roof", "valid: datasheet, measured (or leave it out for the datasheet)")
+# an empty --size ran the default size (large on a GPU, small on a CPU) in bench and ab, exit 0
+named_size = _not_empty(
+    "--size", "valid: small, large or key=value,... (or leave it out: large on a GPU, small on a CPU)"
+)
 
 
 GpuOption = Annotated[
@@ -85,7 +89,9 @@ VariantsOption = Annotated[
 ]
 SizeOption = Annotated[
     str | None,
-    typer.Option("--size", help="small, large, or key=value,... (default: large on a GPU, small on CPU)."),
+    typer.Option(
+        "--size", help="small, large, or key=value,... (default: large on a GPU, small on CPU).", callback=named_size
+    ),
 ]
 
 # One flag, not a --x/--no-x pair: the pair's second name column squeezes every option name in

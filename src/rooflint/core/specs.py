@@ -126,6 +126,8 @@ def builtin_specs() -> dict[str, GpuSpec]:
 def load_spec_file(path: Path | str) -> dict[str, GpuSpec]:
     """A user's TOML describing GPUs the table lacks, in the same format as hardware_specs/gpus.toml."""
     path = Path(path)
+    if path.is_dir():  # said as what it is: "does not exist" sent the caller looking for a typo
+        raise UserError(f"spec file {path} is a folder; give a TOML file (format: hardware_specs/gpus.toml)")
     if not path.is_file():
         raise UserError(f"spec file {path} does not exist")
     try:

@@ -347,6 +347,7 @@ class ProfileOutcome:
     sass: dict[str, sass_tools.KernelSass] = field(default_factory=dict)  # variant -> its main kernel (--sass)
     skipped: list[str] = field(default_factory=list)  # "variant: why" for variants ncu could not profile
     written: list[Path] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the files hold the variants profiled before it
 
     @property
     def failed(self) -> list[KernelShare]:
@@ -395,45 +396,57 @@ def run_profile(
     check_shapes_fit(fam, dtype, fam.cases(size)[:1], device)  # an unknown or oversized size: before anything runs
     check_variant_names(variants or [], [fam])
     asked = select_variants(fam, variants or [], dtype)
+    if not asked:  # the names matched, the dtype left none: "can run on cpu" blamed the device
+        named = ", ".join(f"{v.name} ({'/'.join(v.dtypes)})" for v in select_variants(fam, variants or []))
+        raise UserError(f"no variant of {family} asked for has {dtype}: {named}; pick another --dtype")
     missing = {v.name: missing_requirement(v, device) for v in asked}
     chosen = [v for v in asked if missing[v.name] is None]
-    if not chosen:
-        raise UserError(f"no variant of {family} can run on {device}")
+    if not chosen:  # why each cannot, and which could: the line said neither
+        why = "; ".join(f"{name}: {reason}" for name, reason in missing.items())
+        here = [v.name for v in select_variants(fam, (), dtype) if missing_requirement(v, device) is None]
+        valid = f"; runnable here: {', '.join(here)}" if here else ""
+        raise UserError(f"no variant of {family} can run on {device} among those asked for ({why}){valid}")
     spec = current_gpu_spec(spec_file, gpu) if ncu else None  # ncu's roofline: this GPU's datasheet
     output_dir(out)
     writable_file(out / "kernels.csv", "kernel list")  # before the profiling, not after it
     shares = [not_profiled(v.name, SKIPPED, missing[v.name]) for v in asked if missing[v.name]]
     times_ms, reference = {}, None
-    for variant in list(chosen):
-        try:
-            case, fn = build(fam, variant, size, dtype, device)  # once per variant: shares and, with ncu, time
-            if reference is None:  # every build has the same seeded inputs: one float64 answer for all
-                reference = fam.reference(case.inputs, case.params)
-        except VariantSkipped as skipped:  # this shape or GPU is not one it takes (bench skips it too)
-            failure = not_profiled(variant.name, SKIPPED, str(skipped))
-        except Exception as error:  # noqa: BLE001 - a variant that cannot be built is a row, not the end
-            failure = not_profiled(variant.name, ERROR, describe(error))
-        else:
-            failure = checked(fam, variant, dtype, fn, reference)
-        if failure is not None:  # failed or broken: reported, never profiled or put under ncu
-            shares.append(failure)
-            chosen.remove(variant)
-            continue
-        try:  # a later call can raise where the checked first one passed: a row, and the others are kept
-            shares += kernel_shares(fn, device, variant.name)
-            if spec is not None:  # timed here, not under ncu, whose replays distort time
-                times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
-        except Exception as error:  # noqa: BLE001
-            shares = [s for s in shares if s.variant != variant.name]
-            shares.append(not_profiled(variant.name, ERROR, f"raised while profiled: {describe(error)}"))
-            chosen.remove(variant)
-        del fn
-        gc.collect()
+    interrupted = False
+    try:
+        for variant in list(chosen):
+            try:
+                case, fn = build(fam, variant, size, dtype, device)  # once per variant: shares and, with ncu, time
+                if reference is None:  # every build has the same seeded inputs: one float64 answer for all
+                    reference = fam.reference(case.inputs, case.params)
+            except VariantSkipped as skipped:  # this shape or GPU is not one it takes (bench skips it too)
+                failure = not_profiled(variant.name, SKIPPED, str(skipped))
+            except Exception as error:  # noqa: BLE001 - a variant that cannot be built is a row, not the end
+                failure = not_profiled(variant.name, ERROR, describe(error))
+            else:
+                failure = checked(fam, variant, dtype, fn, reference)
+            if failure is not None:  # failed or broken: reported, never profiled or put under ncu
+                shares.append(failure)
+                chosen.remove(variant)
+                continue
+            try:  # a later call can raise where the checked first one passed: a row, and the others are kept
+                shares += kernel_shares(fn, device, variant.name)
+                if spec is not None:  # timed here, not under ncu, whose replays distort time
+                    times_ms[variant.name] = timing.time_cuda(fn, l2_bytes=spec.l2_bytes).median_ms
+            except Exception as error:  # noqa: BLE001
+                shares = [s for s in shares if s.variant != variant.name]
+                shares.append(not_profiled(variant.name, ERROR, f"raised while profiled: {describe(error)}"))
+                chosen.remove(variant)
+            del fn
+            gc.collect()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM while a variant was built, checked or profiled: the variants profiled
+        # before it are written to kernels.csv below (they were lost with it), and ncu is not started.
+        interrupted = True
     place = {v.name: i for i, v in enumerate(asked)}
     shares.sort(key=lambda s: place[s.variant])  # run order, the skipped among them (a stable sort)
-    outcome = ProfileOutcome(fam.name, dtype, size, device, shares)
+    outcome = ProfileOutcome(fam.name, dtype, size, device, shares, interrupted=interrupted)
     outcome.written.append(write_typed_csv(shares, out / "kernels.csv", KernelShare))
-    if spec is not None and chosen:
+    if spec is not None and chosen and not interrupted:
         torch.cuda.empty_cache()  # the ncu children need the memory
         _profile_counters(fam, in_asked_order(chosen, variants or []), outcome, out, spec, on_note, times_ms, sass)
     return outcome
@@ -451,18 +464,21 @@ def _profile_counters(fam, chosen, outcome: ProfileOutcome, out: Path, spec, on_
         *limiter.why_metrics(available),
     ]
     metrics = list(dict.fromkeys(metrics))
-    for variant in chosen:
-        on_note(f"profiling {variant.name} under ncu ...")
-        time_ms = times_ms[variant.name]
-        try:
-            counters, kernel = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics, sass)
-        except RuntimeError as error:
-            outcome.skipped.append(f"{variant.name}: {error}")
-            on_note(f"skipped {variant.name}: {error}")
-            continue
-        outcome.ncu_rows.append(ncu_row(fam, variant, outcome.dtype, outcome.size, counters, time_ms))
-        if kernel is not None:
-            outcome.sass[variant.name] = kernel
+    try:
+        for variant in chosen:
+            on_note(f"profiling {variant.name} under ncu ...")
+            time_ms = times_ms[variant.name]
+            try:
+                counters, kernel = run_ncu(fam, variant, outcome.dtype, outcome.size, out, metrics, sass)
+            except RuntimeError as error:
+                outcome.skipped.append(f"{variant.name}: {error}")
+                on_note(f"skipped {variant.name}: {error}")
+                continue
+            outcome.ncu_rows.append(ncu_row(fam, variant, outcome.dtype, outcome.size, counters, time_ms))
+            if kernel is not None:
+                outcome.sass[variant.name] = kernel
+    except KeyboardInterrupt:  # minutes of ncu per variant: those counted before it are written below
+        outcome.interrupted = True
     if outcome.ncu_rows:
         outcome.written.append(write_typed_csv(outcome.ncu_rows, out / "ncu.csv", NcuRow))
         outcome.written += plot_ncu(outcome.ncu_rows, spec, out / "roofline_ncu", measured_overlay(spec))

@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
-from rooflint.cli.options import DeviceOption, SizeOption, VariantsOption, split, split_named
+from rooflint.cli.options import (
+    DeviceOption,
+    SizeOption,
+    VariantsOption,
+    path_not_empty,
+    path_option,
+    split,
+    split_named,
+)
 
 
 @user_errors
@@ -22,7 +30,14 @@ def ab_command(
         typer.Option("--ref", help="A git ref to take the family from (repeat; 'worktree': as installed now)."),
     ] = None,
     source: Annotated[
-        list[Path] | None, typer.Option("--source", help="A file holding the family module (repeat).")
+        list[Path] | None,
+        # empty, it was refused as "--source .: not a readable .py file", a path the caller never typed
+        typer.Option(
+            "--source",
+            help="A file holding the family module (repeat).",
+            parser=path_not_empty("--source", "name a .py file holding the family module"),
+            metavar="<path>",
+        ),
     ] = None,
     config: Annotated[
         list[str] | None,
@@ -43,7 +58,11 @@ def ab_command(
         list[str] | None,
         typer.Option("--regime", help="burst and/or sustained (repeat or comma-separate; default both)."),
     ] = None,
-    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the table to this CSV file.")] = None,
+    csv: Annotated[
+        Path | None,
+        # empty, it was refused as "--csv . is a folder", a path the caller never typed
+        path_option("--csv", "Also write the table to this CSV file.", "name a CSV file, or leave --csv out"),
+    ] = None,
 ) -> None:
     """Compare entries of one family: check each against float64, then time them in alternating rounds.
 
@@ -76,18 +95,26 @@ def ab_command(
     )
     if csv is not None:
         _check_writable(csv, source or [])
-    outcome = run_ab(settings, on_note=lambda message: err_console.print(message, highlight=False))
+    # Labels (a --source file's name), notes and reasons (an entry's own exception) are the user's or a
+    # kernel's text, escaped wherever printed: rich reads "[/x]" in them as a closing tag and raises (a
+    # traceback, the rounds and the --csv lost) and drops "[bold]" without a word.
+    outcome = run_ab(settings, on_note=lambda message: err_console.print(escape(message), highlight=False))
     for shape in dict.fromkeys(s.shape for s in outcome.summaries):
         console.print(_table(outcome, shape))
     for shape, failed in outcome.failures.items():
         for label, why in failed.items():
-            console.print(f"[red]failed its float64 check, not timed:[/] {label} at {shape}: {why}", highlight=False)
+            console.print(
+                f"[red]failed its float64 check, not timed:[/] {escape(label)} at {shape}: {escape(why)}",
+                highlight=False,
+            )
     for shape, skipped in outcome.skips.items():
         for label, why in skipped.items():
-            console.print(f"[yellow]skipped, not timed:[/] {label} at {shape}: {escape(why)}", highlight=False)
+            console.print(f"[yellow]skipped, not timed:[/] {escape(label)} at {shape}: {escape(why)}", highlight=False)
     for shape, raised in outcome.errors.items():
         for label, why in raised.items():
-            console.print(f"[red]dropped from the rounds:[/] {label} at {shape}: {why}", highlight=False)
+            console.print(
+                f"[red]dropped from the rounds:[/] {escape(label)} at {shape}: {escape(why)}", highlight=False
+            )
     console.print(
         # The first entry named, or the first that passed its check where an earlier one failed.
         "x first: the baseline's time (the first entry timed) / this one's, the geometric mean of the per-round "
@@ -97,9 +124,9 @@ def ab_command(
     )
     if csv is not None:
         _write_csv(csv, outcome, settings.confidence)
-        console.print(f"wrote {csv}")
+        console.print(f"wrote {escape(str(csv))}", highlight=False)
     if outcome.interrupted:  # said here: typer would turn Ctrl-C into a silent exit 130, the rounds lost
-        kept = f" and in {csv}" if csv is not None else ""
+        kept = f" and in {escape(str(csv))}" if csv is not None else ""
         err_console.print(f"[yellow]interrupted[/]: the rounds completed before it are in the table{kept}")
         raise typer.Exit(130)
     if outcome.failures or outcome.errors:
@@ -111,13 +138,15 @@ def _check_writable(path: Path, sources: list[Path]) -> None:
     no file (read-only, /proc) must cost one line and exit 2, not an A/B's minutes and a crash. A
     --source is an input: the table written over it replaced the kernel's only copy, exit 0."""
     from rooflint.core.errors import UserError
-    from rooflint.core.paths import writable_file
+    from rooflint.core.paths import probe_writable_file
     from rooflint.outputs.result_file import refuse_reading_and_writing
 
     if path.is_dir():
         raise UserError(f"--csv {path} is a folder; give a file name")
     refuse_reading_and_writing(path, sources, "--csv")
-    writable_file(path, "--csv file")
+    # Probed, not created: an unknown variant or a bad --config is refused after this check, and
+    # must not leave the folders on the way to the file behind; _write_csv creates them.
+    probe_writable_file(path, "--csv file")
 
 
 def _table(outcome, shape: str):
@@ -127,7 +156,7 @@ def _table(outcome, shape: str):
     from rooflint.core.fmt import fmt
 
     rounds = max(s.rounds for s in outcome.summaries if s.shape == shape)
-    title = f"{outcome.family} {outcome.dtype} {shape} on {outcome.device_name}: {rounds} rounds"
+    title = escape(f"{outcome.family} {outcome.dtype} {shape} on {outcome.device_name}: {rounds} rounds")
     table = Table(title=title)
     columns = ("regime", "entry", "median ms", "x first", "95% interval", "wins", "J/call", "MHz", "W", "verdict")
     for column in columns:
@@ -140,7 +169,7 @@ def _table(outcome, shape: str):
         verdict = f"[{colour[s.verdict]}]{s.verdict}[/]" if s.verdict in colour else s.verdict
         table.add_row(
             s.regime,
-            s.entry,
+            escape(s.entry),
             fmt(s.median_ms),
             f"{s.speedup.estimate:.3f}",
             interval,
@@ -161,6 +190,7 @@ def _write_csv(path: Path, outcome, confidence: float) -> None:
     from rooflint.core.paths import replacing, why_not
 
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path, newline="") as handle:  # whole or not at all: stopped midway, the old table stays
             writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
             writer.writeheader()

@@ -218,6 +218,7 @@ def results_table(rows):
     """The bench table printed at the end of a run."""
     import math
 
+    from rich.markup import escape
     from rich.table import Table
 
     from rooflint.outputs.results import OK, SKIPPED
@@ -240,14 +241,17 @@ def results_table(rows):
     ):
         table.add_column(column, overflow="fold")
     for row in rows:
-        status = row.status if row.status == OK else f"[red]{row.status}[/]: {row.message}"
+        # A variant's exception, a plugin's names: their text, printed as written, never read as markup
+        # ("[/x]" in an error raised before the table was printed).
+        message = escape(row.message)
+        status = row.status if row.status == OK else f"[red]{escape(row.status)}[/]: {message}"
         if row.status == SKIPPED:
-            status = f"[yellow]skipped[/]: {row.message}"
+            status = f"[yellow]skipped[/]: {message}"
         table.add_row(
-            row.family,
-            row.variant,
-            row.dtype,
-            row.shape,
+            escape(row.family),
+            escape(row.variant),
+            escape(row.dtype),
+            escape(row.shape),
             status,
             fmt(row.median_ms, 4),
             fmt(row.achieved_tflops),
@@ -256,6 +260,6 @@ def results_table(rows):
             fmt(row.pct_of_roof),
             row.bound,
             f"{row.speedup_vs_eager:.2f}x" if math.isfinite(row.speedup_vs_eager) else "-",
-            row.lint,
+            escape(row.lint),
         )
     return table

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from rich.markup import escape
+
 from rooflint.cli.console import console, user_errors
 from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_option
 
@@ -40,8 +42,12 @@ def ceilings_command(
 
     from rooflint.engine.ceilings import measure_and_store
 
-    stored = measure_and_store(device, out, spec_file, gpu, on_note=console.print)
-    table = Table(title=f"ceilings of {stored.name}: measured vs datasheet")
+    # The device's name and the --out path are printed escaped: rich reads "[/x]" in a folder's name as
+    # a closing tag and raised after <gpu>.toml was written (a traceback, exit 1 for a stored file).
+    stored = measure_and_store(
+        device, out, spec_file, gpu, on_note=lambda message: console.print(escape(message), highlight=False)
+    )
+    table = Table(title=escape(f"ceilings of {stored.name}: measured vs datasheet"))
     for column in ("ceiling", "measured", "datasheet", "measured / datasheet"):
         table.add_column(column)
     for field, value in sorted(stored.values.items()):
@@ -50,4 +56,4 @@ def ceilings_command(
         ratio = f"{value / sheet:.2f}" if sheet else "-"
         table.add_row(field, f"{value:,.4g} {unit}", f"{sheet:,.4g} {unit}" if sheet else "-", ratio)
     console.print(table)
-    console.print(f"wrote {stored.path}")
+    console.print(f"wrote {escape(str(stored.path))}", highlight=False)

@@ -31,21 +31,22 @@ def list_command() -> None:
         except Exception as error:  # noqa: BLE001 - a family that fails to import is reported, not fatal
             # A UserError says what failed itself (an import, or a name claimed twice).
             why = str(error) if isinstance(error, UserError) else f"import failed: {error}"
-            table.add_row(name, "-", "-", f"[red]{escape(why)}[/]", "")
+            table.add_row(escape(name), "-", "-", f"[red]{escape(why)}[/]", "")
             continue
         if family.default_dtypes != (DEFAULT_DTYPE,):
             own_precisions.append(f"{name}: {', '.join(family.default_dtypes)}")
         for variant in family.ordered_variants():
             reason = missing_requirement(variant, device)
+            # A plugin's names are its own text: escaped as its description is (rich raised on "[/x]").
             table.add_row(
-                name,
-                variant.name,
+                escape(name),
+                escape(variant.name),
                 variant.kind,
                 "[green]yes[/]" if reason is None else f"[yellow]{escape(reason)}[/]",
                 escape(variant.description),
             )
         table.add_section()
-    table.caption = (
+    table.caption = escape(
         f"bench without --dtype runs {DEFAULT_DTYPE}, or a family's own precisions where it has no {DEFAULT_DTYPE}"
         + (f" ({'; '.join(own_precisions)})" if own_precisions else "")
     )

@@ -37,10 +37,14 @@ def new_family_command(
     """
     import shlex
 
+    from rich.markup import escape
+
     written = write_family(name, out)
+    # The paths are printed escaped: rich took "[bold]" in a folder's name for a style and printed
+    # another folder to cd into, and raised on "[/x]" after both files were written (exit 1).
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
-    folder = shlex.quote(str(out))  # a folder with a space or a quote in its name still pastes as one word
+        console.print(f"wrote {escape(str(path))}", highlight=False)
+    folder = escape(shlex.quote(str(out)))  # a folder with a space or a quote in its name still pastes as one word
     console.print(
         f"try it: cd {folder} && PYTHONPATH=. ROOFLINT_FAMILY_MODULES={name} rooflint bench {name} --device cpu "
         f"--size small; python -m pytest test_{name}.py",
@@ -53,6 +57,7 @@ def write_family(name: str, out: Path) -> list[Path]:
     """Check the name and the target files, then write both files (never overwriting one)."""
     import importlib.util
     import keyword
+    import os
     import sys
 
     import rooflint
@@ -70,13 +75,23 @@ def write_family(name: str, out: Path) -> list[Path]:
     if name in family_names():
         raise UserError(f"a family named {name!r} already exists (see rooflint list); pick another name")
     targets = {out / f"{name}.py": "my_family.py", out / f"test_{name}.py": "my_family_checks.py"}
-    existing = [str(path) for path in targets if path.exists()]
+    # lexists: a dangling link is a name taken too; written through, it made a file where it points
+    existing = [str(path) for path in targets if os.path.lexists(path)]
     if existing:
         verb = "exists" if len(existing) == 1 else "exist"
         raise UserError(f"{' and '.join(existing)} already {verb}; new-family never overwrites: pick another --out")
     if name in sys.modules or importlib.util.find_spec(name) is not None:
         raise UserError(f"a module named {name!r} is already importable here; a family of that name would shadow it")
     templates = Path(rooflint.__file__).parent / "kernels" / "templates"
-    for path, template in targets.items():
-        write_text(path, (templates / template).read_text().replace(PLACEHOLDER, name), "family file")
-    return list(targets)
+    written: list[Path] = []
+    try:
+        for path, template in targets.items():
+            write_text(path, (templates / template).read_text().replace(PLACEHOLDER, name), "family file")
+            written.append(path)
+    except BaseException:
+        # Both files or neither: a module left without its test made the next try refused as "already
+        # exists" for a family that was never written whole.
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    return written

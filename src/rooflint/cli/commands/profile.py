@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import console, err_console, user_errors
 from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, path_option, split_named
@@ -76,20 +77,28 @@ def profile_command(
         out=out,
         spec_file=spec_file,
         gpu=gpu,
-        on_note=lambda message: err_console.print(message, highlight=False),
+        # Notes, kernel names, reasons and paths are a kernel's, a library's or the user's text, escaped
+        # wherever printed: rich reads "[/x]" in them as a closing tag and raises (a traceback and exit 1
+        # after kernels.csv was written) and drops "[abi:cxx11]" or "[bold]" without a word.
+        on_note=lambda message: err_console.print(escape(message), highlight=False),
     )
     console.print(_kernels_table(outcome))
     if outcome.ncu_rows:
         console.print(_ncu_table(outcome))
         console.print(_why_table(outcome))
         for r in outcome.ncu_rows:  # whole lines: a verdict folded inside a table cell is hard to read
-            console.print(f"{r.variant}: {r.limiter}", highlight=False, soft_wrap=True)
+            console.print(escape(f"{r.variant}: {r.limiter}"), highlight=False, soft_wrap=True)
     for table in _sass_tables(outcome.sass):
         console.print(table)
-    console.print("wrote " + ", ".join(str(p) for p in outcome.written))
+    console.print(escape("wrote " + ", ".join(str(p) for p in outcome.written)), highlight=False)
+    if outcome.interrupted:  # said here: user_errors' line would not say that the files hold anything
+        err_console.print("[yellow]interrupted[/]: the variants profiled before it are in the files above")
+        raise typer.Exit(130)
     if outcome.failed:  # a wrong or broken variant fails the profile, as it fails a bench
         names = ", ".join(s.variant for s in outcome.failed)
-        err_console.print(f"not profiled, failed their check or errored: {names} (see the table)", highlight=False)
+        err_console.print(
+            f"not profiled, failed their check or errored: {escape(names)} (see the table)", highlight=False
+        )
         raise typer.Exit(1)
     if ncu and not outcome.ncu_rows:
         raise typer.Exit(1)  # ncu profiled nothing: each variant's reason is printed above
@@ -100,12 +109,16 @@ def _kernels_table(outcome):
 
     from rooflint.core.fmt import fmt
 
-    table = Table(title=f"{outcome.family} {outcome.dtype} {outcome.size}: kernels per call on {outcome.device}")
+    table = Table(
+        title=escape(f"{outcome.family} {outcome.dtype} {outcome.size}: kernels per call on {outcome.device}")
+    )
     for column in ("variant", "kernel", "launches/call", "us/call", "share %"):
         table.add_column(column, overflow="fold")
     for s in outcome.shares:
         kernel = s.kernel[:90] if s.status == "ok" else f"{s.status}: {s.message}"  # not profiled, and why
-        table.add_row(s.variant, kernel, fmt(s.calls_per_call), fmt(s.device_us_per_call), fmt(s.share_pct))
+        table.add_row(
+            escape(s.variant), escape(kernel), fmt(s.calls_per_call), fmt(s.device_us_per_call), fmt(s.share_pct)
+        )
     return table
 
 
@@ -114,7 +127,7 @@ def _ncu_table(outcome):
 
     from rooflint.core.fmt import fmt
 
-    table = Table(title=f"{outcome.family} {outcome.dtype} {outcome.size}: analytic vs ncu-measured")
+    table = Table(title=escape(f"{outcome.family} {outcome.dtype} {outcome.size}: analytic vs ncu-measured"))
     for column in (
         "variant",
         "kernels",
@@ -132,7 +145,7 @@ def _ncu_table(outcome):
     for r in outcome.ncu_rows:
         model = r.modeled_bytes if math.isfinite(r.modeled_bytes) else r.ideal_bytes
         table.add_row(
-            r.variant,
+            escape(r.variant),
             str(r.kernels),
             fmt(r.time_ms),
             fmt(model / 2**20),
@@ -142,7 +155,7 @@ def _ncu_table(outcome):
             fmt(r.l2_per_sm_byte),
             fmt(r.analytic_ai),
             fmt(r.measured_ai),
-            r.notes,
+            escape(r.notes),
         )
     return table
 
@@ -153,7 +166,7 @@ def _why_table(outcome):
 
     from rooflint.core.fmt import fmt
 
-    table = Table(title=f"{outcome.family} {outcome.dtype} {outcome.size}: what limits each variant (ncu)")
+    table = Table(title=escape(f"{outcome.family} {outcome.dtype} {outcome.size}: what limits each variant (ncu)"))
     columns = (
         "variant",
         "main kernel",
@@ -171,8 +184,8 @@ def _why_table(outcome):
     for r in outcome.ncu_rows:
         share = f" ({r.main_kernel_share_pct:.0f}%)" if r.kernels > 1 and math.isfinite(r.main_kernel_share_pct) else ""
         table.add_row(
-            r.variant,
-            r.main_kernel[:40] + share,
+            escape(r.variant),
+            escape(r.main_kernel[:40] + share),
             fmt(r.dram_pct),
             fmt(r.sm_pct),
             fmt(r.issue_pct),
@@ -183,7 +196,7 @@ def _why_table(outcome):
             fmt(r.smem_bytes / 1024),
             fmt(r.instructions / 1e6),
             fmt(r.cycles_per_issue),
-            r.top_stalls,
+            escape(r.top_stalls),
         )
     return table
 
@@ -198,22 +211,25 @@ def _sass_tables(kernels):
 
     tables = []
     for variant, kernel in kernels.items():
-        table = Table(title=f"{variant}: where the warps wait ({sass.short_name(kernel.name)}, ncu SASS samples)")
+        title = escape(f"{variant}: where the warps wait ({sass.short_name(kernel.name)}, ncu SASS samples)")
+        table = Table(title=title)
         for column in ("instructions", "executed M", "samples %", "top stall reasons"):
             table.add_column(column, overflow="fold")
         for share in sass.class_shares(kernel):
-            table.add_row(share.name, fmt(share.executed / 1e6), f"{share.share_pct:.1f}", share.top_reasons)
+            table.add_row(share.name, fmt(share.executed / 1e6), f"{share.share_pct:.1f}", escape(share.top_reasons))
         tables.append(table)
-        hot = Table(title=f"{variant}: the instructions holding the most samples")
+        hot = Table(title=escape(f"{variant}: the instructions holding the most samples"))
         for column in ("address", "instruction", "executed M", "samples %", "reasons"):
             hot.add_column(column, overflow="fold")
         for line, share, reasons in sass.hottest(kernel):
-            hot.add_row(line.address[-6:], line.source[:70], fmt(line.executed / 1e6), f"{share:.1f}", reasons)
+            hot.add_row(
+                line.address[-6:], escape(line.source[:70]), fmt(line.executed / 1e6), f"{share:.1f}", escape(reasons)
+            )
         tables.append(hot)
     names = list(kernels)
     for variant in names[1:]:
         first = names[0]
-        table = Table(title=f"{variant} against {first}: the opcodes whose executions differ most")
+        table = Table(title=escape(f"{variant} against {first}: the opcodes whose executions differ most"))
         for column in ("opcode", f"{variant} M", f"{first} M", f"{variant} samples %", f"{first} samples %"):
             table.add_column(column, overflow="fold")
         for d in sass.opcode_deltas(kernels[variant], kernels[first]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from rooflint.cli.console import console, user_errors
 from rooflint.cli.options import SpecFileOption
@@ -30,12 +31,15 @@ def specs_command(
     specs = [get_spec(gpu, spec_file)] if gpu is not None else list(all_specs(spec_file).values())
     if gpu is not None:
         spec = specs[0]
-        table = Table(title=f"{spec.name} [{spec.key}] ({spec.origin})")
+        # Names, sources and notes (a spec file's own text) are escaped, as is the title's [key]: rich
+        # took "[h100_sxm]" for a style and dropped it, and a "[/x]" in a spec file raised (a traceback).
+        table = Table(title=escape(f"{spec.name} [{spec.key}] ({spec.origin})"))
         for column in ("field", "value", "source"):
             table.add_column(column, overflow="fold")
         for name, item in spec.values.items():
             flag = " (halved from a with-sparsity figure)" if item.halved_from_sparse else ""
-            table.add_row(name, f"{item.value:g}{flag}", item.source + (f" — {item.note}" if item.note else ""))
+            source = item.source + (f" — {item.note}" if item.note else "")
+            table.add_row(name, f"{item.value:g}{flag}", escape(source))
         console.print(table)
         return
     table = Table(title="GPU specifications (dense peaks; * = halved from a with-sparsity datasheet figure)")
@@ -59,8 +63,8 @@ def specs_command(
             return "-" if item is None else f"{item.value:g}{'*' if item.halved_from_sparse else ''}"
 
         table.add_row(
-            spec.key,
-            spec.name,
+            escape(spec.key),
+            escape(spec.name),
             cell("memory_bandwidth_gbps"),
             cell("tensor_bf16_tflops"),
             cell("tensor_fp16_tflops"),

@@ -91,7 +91,11 @@ def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message
             settings.family, settings.variants, settings.refs, settings.sources, settings.configs, workdir=Path(work)
         )
         family = entries[0].source.family
-        dtype = settings.dtype or (DEFAULT_DTYPE if DEFAULT_DTYPE in family.dtypes else family.dtypes[0])
+        # None is the default; an empty --dtype (an unset shell variable) is refused below with the
+        # valid ones, as profile refuses it, not run as the default the caller did not name.
+        dtype = settings.dtype
+        if dtype is None:
+            dtype = DEFAULT_DTYPE if DEFAULT_DTYPE in family.dtypes else family.dtypes[0]
         if dtype not in family.dtypes:
             raise UserError(f"{family.name} has no dtype {dtype!r}; valid: {', '.join(family.dtypes)}")
         for entry in entries:
@@ -100,7 +104,7 @@ def run_ab(settings: AbSettings, on_note: Callable[[str], None] = lambda message
                 raise UserError(f"entry {entry.label} {reason}; this run is on {device}")
             if entry.variant.dtypes and dtype not in entry.variant.dtypes:
                 raise UserError(f"entry {entry.label} has no {dtype}; valid: {', '.join(entry.variant.dtypes)}")
-        cases = family.cases(settings.size or ("large" if device == "cuda" else "small"))
+        cases = family.cases(settings.size if settings.size is not None else ("large" if device == "cuda" else "small"))
         check_shapes_fit(family, dtype, cases, device)  # before any entry is built or timed
         device_name, l2_bytes = _device_facts(device)
         sampler = nvml.sampler_for(device)
