@@ -49,6 +49,11 @@ A model's op=step rows (rooflint model) carry their throughput, tokens_per_s: wh
 have it, the change is judged on it like a time (tok/s down by more than the threshold is slower),
 and the table shows it beside the time.
 
+Rows timed two ways (`timing_mode`: cuda_events on one side, cuda_graph from `bench --cuda-graphs`
+on the other) are listed as "other timing", never compared: a graph replay's time per call has no
+launch gap and no L2 flush between calls, so the ratio measures the method. Two runs whose timed
+rows share no timing method are bad input (exit 2).
+
 Library rows (third-party peers, kind "library") are matched like the others; where the two runs
 ran different releases of the library, a note names both versions.
 """
@@ -64,7 +69,7 @@ import pandas as pd
 from rooflint.analysis.lint import boost_clock_mhz, gpu_key, shared_gpu_note, throttle_reason
 from rooflint.core.errors import UserError
 from rooflint.core.fmt import number, text
-from rooflint.outputs.merge import KEY, dedupe
+from rooflint.outputs.merge import KEY, dedupe, measurement, regime_of
 from rooflint.outputs.report_render import md_code, md_span, md_text
 from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, row_from_record
 
@@ -72,6 +77,7 @@ SAME, SLOWER, FASTER, NOISY, UNTRUSTED = "same", "slower", "faster", "noisy", "u
 NOW_FAILING, NOW_MISSING, FIXED, STILL_FAILING = "now failing", "now missing", "fixed", "still failing"
 SKIPPED_NOW = "skipped"
 OTHER_REGIME = "other regime"  # each side timed the row in a regime the other did not: no comparison
+OTHER_TIMING = "other timing"  # each side timed the row another way (events, CUDA graphs): no comparison
 BASE_ONLY, NEW_ONLY = "only in base", "only in new"
 REGRESSIONS = (SLOWER, NOW_FAILING, NOW_MISSING)
 # Table order: what fails the build first, then what a reviewer should look at.
@@ -81,6 +87,7 @@ _ORDER = {
     NOW_MISSING: 2,
     UNTRUSTED: 3,
     OTHER_REGIME: 4,
+    OTHER_TIMING: 4,
     NOISY: 5,
     FASTER: 6,
     FIXED: 7,
@@ -112,6 +119,7 @@ class Measured:
     message: str = ""
     throttled: str = ""  # why its time cannot be trusted (throttled, a shared GPU); "" when it can
     tokens_per_s: float = math.nan  # a model step row's throughput; NaN on kernel rows
+    timing_mode: str = ""  # how it was timed (cuda_events, cuda_graph, cpu_wall, ...)
 
     @classmethod
     def of(cls, record: dict) -> Measured:
@@ -124,6 +132,7 @@ class Measured:
             text(record.get("message")),
             untrusted_reason(row) if row.status == OK else "",
             number(record.get("tokens_per_s")),
+            text(record.get("timing_mode")),
         )
 
     @property
@@ -289,13 +298,15 @@ def compare_frames(
         )
 
     def index(frame: pd.DataFrame) -> dict[tuple, dict[str, dict]]:
-        """key -> {regime: row}; after dedupe a key holds one untimed row ("") or timed rows only."""
+        """key -> {measurement: row} (merge.measurement: the regime, marked where CUDA graphs timed
+        it); after dedupe a key holds one untimed row ("") or timed rows only."""
         rows: dict[tuple, dict[str, dict]] = {}
         for r in frame.to_dict("records"):
-            rows.setdefault(tuple(str(r[k]) for k in key), {})[text(r.get("regime"))] = r
+            rows.setdefault(tuple(str(r[k]) for k in key), {})[measurement(r.get("regime"), r.get("timing_mode"))] = r
         return rows
 
     _refuse_other_regimes(base, new, base_name, new_name)
+    _refuse_other_timings(base, new, base_name, new_name)
     base_rows, new_rows = index(base), index(new)
     if not set(base_rows) & set(new_rows):
         raise UserError(
@@ -324,6 +335,21 @@ def _refuse_other_regimes(base: pd.DataFrame, new: pd.DataFrame, base_name: str,
         raise UserError(
             f"{base_name} was timed in the {', '.join(regimes[0])} regime and {new_name} in the "
             f"{', '.join(regimes[1])} regime; compare runs timed in the same --regime (docs/timing.md)"
+        )
+
+
+def _refuse_other_timings(base: pd.DataFrame, new: pd.DataFrame, base_name: str, new_name: str) -> None:
+    """Two runs whose timed rows share no timing method (one `bench --cuda-graphs`, one with events)
+    have no time to compare: every pair would be "other timing", and a gate must not pass on nothing."""
+    modes = []
+    for frame in (base, new):
+        timed = frame[frame["status"].map(text) == OK] if "status" in frame else frame.iloc[0:0]
+        column = timed["timing_mode"] if "timing_mode" in timed else pd.Series(dtype=str)
+        modes.append(sorted({text(m) for m in column} - {""}))
+    if modes[0] and modes[1] and not set(modes[0]) & set(modes[1]):
+        raise UserError(
+            f"{base_name} was timed by {', '.join(modes[0])} and {new_name} by {', '.join(modes[1])}; "
+            "compare runs timed the same way (both with --cuda-graphs or both without)"
         )
 
 
@@ -359,7 +385,8 @@ def _entry(b, n, regime_note: str, key: list[str], covered: set, threshold: floa
     entry.base = Measured.of(b) if b is not None else None
     entry.new = Measured.of(n) if n is not None else None
     if b is not None and n is not None and regime_note:
-        entry.verdict = OTHER_REGIME
+        before, after = (regime_of(label) for label in regime_note.split(" -> "))
+        entry.verdict = OTHER_TIMING if before == after else OTHER_REGIME
     elif b is None:
         # A variant new in NEW that fails is no less broken for BASE never having had it.
         entry.verdict = NOW_FAILING if entry.new.failing else NEW_ONLY
@@ -368,12 +395,22 @@ def _entry(b, n, regime_note: str, key: list[str], covered: set, threshold: floa
         ran = (family, on) in covered if "gpu" in key else any(f == family for f, _ in covered)
         # Not missing where NEW timed this key in another regime only: its twin is there.
         entry.verdict = NOW_MISSING if ran and entry.base.ok and not regime_note else BASE_ONLY
+    elif entry.base.ok and entry.new.ok and timed_differently(b, n):
+        entry.verdict = OTHER_TIMING
     else:
         entry.verdict, entry.change = classify(entry.base, entry.new, threshold)
         upgrade = library_change(b, n)
         if upgrade:
             notes.append(f"{entry.family} / {entry.variant} / {entry.dtype} / {entry.shape}: {upgrade}")
     return entry
+
+
+def timed_differently(base: dict, new: dict) -> str:
+    """Each side's timing_mode where they differ ("" where they agree, or either file predates the
+    column): a CUDA-graph replay's time per call has no launch gap and no L2 flush between calls,
+    an event-timed call has both, so their ratio measures the method, not the code."""
+    before, after = text(base.get("timing_mode")), text(new.get("timing_mode"))
+    return f"{before} -> {after}" if before and after and before != after else ""
 
 
 def library_change(base: dict, new: dict) -> str:
@@ -403,6 +440,8 @@ def _verdict_cell(entry: Entry) -> str:
         return "skipped" + (f": {md_text(why)}" if why else "")
     if entry.verdict == OTHER_REGIME:
         return "other regime: timed in different regimes, not compared"
+    if entry.verdict == OTHER_TIMING:
+        return f"other timing: {md_text(entry.base.timing_mode)} -> {md_text(entry.new.timing_mode)}, not compared"
     if entry.verdict == UNTRUSTED:
         sides = [(name, m.throttled) for name, m in (("base", entry.base), ("new", entry.new)) if m and m.throttled]
         return "untrusted: " + "; ".join(f"{name}: {md_text(why)}" for name, why in sides)

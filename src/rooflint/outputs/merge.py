@@ -5,7 +5,8 @@ they were timed in; the GPU is the spec key its name resolves to (by_gpu_key), s
 two ways ("h100", "h100_sxm", its device name) is one GPU. Two files that measured the same key in
 the same regime (a re-run, or the same machine's results passed twice) would otherwise count twice
 in reports and make compare ambiguous, so only the row with the newest timestamp is kept; a burst
-run and a sustained run of the same rows both stay (dedupe). Timestamps are ISO 8601 as rooflint
+run and a sustained run of the same rows both stay (dedupe), and so do an event-timed run and a
+`--cuda-graphs` run. Timestamps are ISO 8601 as rooflint
 writes them; a row without a readable timestamp loses to one with it, and on a tie the file named
 later on the command line wins.
 """
@@ -26,6 +27,19 @@ from rooflint.outputs.results import COLUMNS, ResultRow, read_results, rows_from
 # The columns that identify a row, read off ResultRow.key() itself (a row whose every field holds
 # its own name keys as the names), so the merge key and the row key can never disagree.
 KEY = list(ResultRow(**{name: name for name in COLUMNS}).key())
+GRAPHS = " (CUDA graphs)"  # the mark of a row timed by graph replays in its measurement label
+
+
+def measurement(regime, timing_mode) -> str:
+    """How a row was timed, as one label: its regime, marked where CUDA-graph replays timed it ("" for
+    a row never timed). Two rows of one key with different labels are two measurements: a graph
+    replay's time per call has no launch gap and no L2 flush between calls, an event-timed call both."""
+    regime = text(regime)
+    return regime + GRAPHS if regime and text(timing_mode) == "cuda_graph" else regime
+
+
+def regime_of(label: str) -> str:
+    return label.removesuffix(GRAPHS)
 
 
 @dataclass
@@ -46,10 +60,12 @@ class Merged:
 
 
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
-    """Keep one row per key and regime: the newest timestamp, then the later position in the frame.
+    """Keep one row per key and measurement (regime, and CUDA graphs or not): the newest timestamp,
+    then the later position in the frame.
 
-    A number is only meaningful with the regime it was timed in (docs/timing.md), so a burst row and
-    a sustained row of one key are two measurements and both stay. A row that was never timed (a
+    A number is only meaningful with the regime and the method it was timed with (docs/timing.md),
+    so a burst row and a sustained row of one key are two measurements and both stay, as are an
+    event-timed row and a graph-timed one. A row that was never timed (a
     skip, a failed check, a crash: no regime) is the key's newest state in every regime: it replaces
     the key's older rows, and a newer timed row replaces it."""
     frame = frame.reset_index(drop=True)
@@ -59,8 +75,8 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
     order = order.sort_values(["when", "position"], na_position="first", kind="stable")
     ranked = frame.loc[order.index]
     keys = ranked[KEY].astype(str).itertuples(index=False, name=None)
-    regimes = ranked["regime"].map(text) if "regime" in ranked else pd.Series("", index=ranked.index)
-    held: dict[tuple, dict[str, int]] = {}  # key -> {regime: row index}, oldest to newest
+    regimes = [measurement(r.get("regime"), r.get("timing_mode")) for r in ranked.to_dict("records")]
+    held: dict[tuple, dict[str, int]] = {}  # key -> {measurement: row index}, oldest to newest
     dropped: list[tuple[str, ...]] = []
     for index, key, regime in zip(ranked.index, keys, regimes):
         rows = held.setdefault(key, {})

@@ -108,21 +108,25 @@ class GpuSection:
     points: pd.DataFrame | None = None
 
 
-# A row's baselines are rows of its family, dtype, shape and GPU timed in its regime: a burst row
-# is never judged against a sustained one (a merge of both runs holds the two).
-_SHAPE_KEY = ["family", "dtype", "shape", "gpu", "regime"]
+# A row's baselines are rows of its family, dtype, shape and GPU timed in its regime and the same way:
+# a burst row is never judged against a sustained one (a merge of both runs holds the two), nor a
+# CUDA-graph replay (no launch gap, no L2 flush between calls) against an event-timed call.
+_SHAPE_KEY = ["family", "dtype", "shape", "gpu", "regime", "graphed"]
 # core.family.LIBRARY_KIND, spelt out: core.family imports torch, which a report never needs.
 LIBRARY_KIND = "library"
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
-    """frame with its regime column as text ("" where empty or absent), so that it groups and matches."""
+    """frame with its regime column as text ("" where empty or absent) and whether CUDA-graph replays
+    timed it, so that it groups and matches."""
     regime = frame["regime"].map(text_cell) if "regime" in frame else ""
-    return frame.assign(regime=regime)
+    graphed = frame["timing_mode"].map(text_cell) == "cuda_graph" if "timing_mode" in frame else False
+    return frame.assign(regime=regime, graphed=graphed)
 
 
 def _base_over_row(frame: pd.DataFrame, base_ms: dict[tuple, float]) -> pd.Series:
-    """base_ms[(family, dtype, shape, gpu, regime)] / the row's median for each ok row with a base, else NaN."""
+    """base_ms[(family, dtype, shape, gpu, regime, graphed)] / the row's median for each ok row with a
+    base, else NaN."""
     keys = _keyed(frame)[_SHAPE_KEY].itertuples(index=False, name=None)
     base = pd.Series([base_ms.get(key, math.nan) for key in keys], index=frame.index, dtype=float)
     median = pd.to_numeric(frame["median_ms"], errors="coerce")
