@@ -5,6 +5,7 @@ recipe the GPU dequantizes fp8 with."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from unittest.mock import patch
 
 import pytest
@@ -94,7 +95,7 @@ def test_plan_gives_each_warp_its_rows_and_splits_only_narrow_grids(n, k, m, sms
         assert k // splits >= stream.K_PER_SPLIT and (splits - 1) * tile.block_k < k  # no empty split
 
 
-def _e4m3_recipe(codes: torch.Tensor) -> torch.Tensor:
+def _e4m3_triton_recipe(codes: torch.Tensor) -> torch.Tensor:
     """E4M3_TO_BF16X4's bit operations on uint8 codes, one 16-bit half at a time: the byte into the
     high byte, exponent and mantissa shifted into bf16's low exponent bits, the sign put back, and
     the bf16 times 2^120 (in float32, exact: the bf16 has at most 4 significant bits)."""
@@ -104,11 +105,53 @@ def _e4m3_recipe(codes: torch.Tensor) -> torch.Tensor:
     return as_bf16.float() * 2.0**120
 
 
-def test_the_e4m3_bit_recipe_is_exact_for_every_finite_code():
-    codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)  # 0x7f, 0xff: NaN
+def _prmt(a: int, b: int, selector: int) -> int:
+    """PTX prmt.b32 in its generic mode: each selector nibble's low 3 bits pick a byte of {b, a}, its
+    top bit replicates that byte's sign over the target byte."""
+    source = [(a >> 8 * i) & 0xFF for i in range(4)] + [(b >> 8 * i) & 0xFF for i in range(4)]
+    out = 0
+    for n in range(4):
+        nibble = (selector >> 4 * n) & 0xF
+        byte = source[nibble & 7]
+        if nibble & 8:
+            byte = 0xFF if byte & 0x80 else 0
+        out |= byte << 8 * n
+    return out
+
+
+def _e4m3_cuda_recipe(words: list[int]) -> list[float]:
+    """cuda.cu's dequantize4<kE4m3> on 32-bit words of four codes: PRMT with sign replication, << 4,
+    the mask, and the bf16 times 2^120 (in float64, exact: the bf16 has at most 4 significant bits).
+    The four values of each word, in code order."""
+    values = []
+    for word in words:
+        for selector in (0x9180, 0xB3A2):
+            bits = (_prmt(word, 0, selector) << 4) & 0x87F087F0
+            for half in (bits & 0xFFFF, bits >> 16):
+                values.append(torch.tensor(half, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item())
+    return [value * 2.0**120 for value in values]
+
+
+FINITE_E4M3 = [c for c in range(256) if c & 0x7F != 0x7F]  # 0x7f, 0xff: NaN
+
+
+def test_the_triton_e4m3_bit_recipe_is_exact_for_every_finite_code():
+    codes = torch.tensor(FINITE_E4M3, dtype=torch.uint8)
     expected = codes.view(torch.float8_e4m3fn).float()
-    assert torch.equal(_e4m3_recipe(codes), expected)
+    assert torch.equal(_e4m3_triton_recipe(codes), expected)
     assert "0x5140" in stream.E4M3_TO_BF16X4.value and "0x7b807b80" in stream.E4M3_TO_BF16X4.value
+
+
+def test_the_cuda_e4m3_bit_recipe_is_exact_for_every_finite_code_in_every_byte():
+    # every code in every byte position of a word, beside a neighbour of either sign
+    words = [(c << 8 * i) | (0x80 * (i % 2) + 0x31) << 8 * ((i + 1) % 4) for c in FINITE_E4M3 for i in range(4)]
+    got = _e4m3_cuda_recipe(words)
+    for w, word in enumerate(words):
+        expected = torch.tensor([(word >> 8 * i) & 0xFF for i in range(4)], dtype=torch.uint8)
+        expected = expected.view(torch.float8_e4m3fn).double().tolist()
+        assert got[4 * w : 4 * w + 4] == expected, hex(word)
+    source = (Path(stream.__file__).parent / "cuda.cu").read_text()
+    assert all(part in source for part in ("0x9180u", "0xb3a2u", "<< 4) & 0x87f087f0u", "0x7b807b80u"))
 
 
 @pytest.mark.parametrize(

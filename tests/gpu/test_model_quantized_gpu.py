@@ -48,7 +48,8 @@ def test_quantized_decode_passes_its_checks_inside_cuda_graphs(tmp_path, weights
     assert "rope" not in bf16 and "rope" not in quantized
     assert "qkv_rope" in triton.plan, triton.plan
     layers = 2
-    saved = {op: bf16[op].bytes - quantized[op].bytes for op in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")}
+    ops = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
+    saved = {op: bf16[op].bytes - quantized[op].bytes for op in ops}
     shapes = {
         "qkv_proj": (2048, 3072),
         "o_proj": (2048, 2048),

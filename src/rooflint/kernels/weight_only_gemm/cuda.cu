@@ -17,9 +17,11 @@
 // - int8: a code b is l - 128 s (l its low 7 bits, s its sign bit). Two bf16 pairs from one LOP3
 //   and one PRMT each, 0x43 in each half's high byte: 128 + l, and 128 + 128 s; one bf16x2
 //   subtraction of them is b. 2 instructions a code.
-// - e4m3: each code into the high byte of a 16-bit half; its exponent and mantissa shifted right 4
-//   land in bf16's low exponent and top mantissa bits (the value times 2^-120, e4m3's subnormals as
-//   bf16 subnormals); the sign is kept; one bf16x2 multiply by 2^120. 2.5 instructions a code.
+// - e4m3: one PRMT makes each 16-bit half (the code's sign replicated over a byte, the code); shifted
+//   left 4 and masked, the sign lands in bit 15 and the exponent and mantissa in bf16's low exponent
+//   and top mantissa bits (the value times 2^-120, e4m3's subnormals as bf16 subnormals); one bf16x2
+//   multiply by 2^120. 2 instructions a code, as int8 (putting the sign back apart from the shifted
+//   magnitude took 2.5).
 //
 // Thread t's 16-byte load of a row holds codes 16t..16t+15 of a 64-wide K chunk. Its four words feed
 // the chunk's four k16 MMAs: word s (codes 16t+4s..16t+4s+3) becomes the A operand's pairs for
@@ -79,12 +81,24 @@ template <> __device__ __forceinline__ void dequantize4<kInt8>(uint32_t w, uint3
   second = bf16x2_bits(__hsub2(l23, s23));
 }
 
+// PRMT in its generic mode: a selector nibble's low 3 bits pick a byte of {b, a}, its top bit
+// replicates that byte's sign over the target byte. Inline PTX: __byte_perm documents only the 3-bit
+// selection.
+__device__ __forceinline__ uint32_t permute_bytes(uint32_t a, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(a), "r"(selector));
+  return d;
+}
+
 template <> __device__ __forceinline__ void dequantize4<kE4m3>(uint32_t w, uint32_t& first, uint32_t& second) {
   // bf16 2^120 in both halves: e4m3's exponent bias 7 against bf16's 127.
   const __nv_bfloat162 rescale = as_bf16x2(0x7b807b80u);
-  const uint32_t p01 = __byte_perm(w, 0u, 0x1404), p23 = __byte_perm(w, 0u, 0x3424);  // (0, c0, 0, c1)
-  const uint32_t v01 = ((p01 >> 4) & 0x07f007f0u) | (p01 & 0x80008000u);
-  const uint32_t v23 = ((p23 >> 4) & 0x07f007f0u) | (p23 & 0x80008000u);
+  // Halves (sign byte, code): 0x9180 gives (c0's sign, c0) low and (c1's sign, c1) high.
+  const uint32_t p01 = permute_bytes(w, 0x9180u), p23 = permute_bytes(w, 0xb3a2u);
+  // << 4: the sign byte's low bit reaches bit 15, the code's 7 magnitude bits 4-10; the mask drops
+  // the code's own sign (bit 11), the sign byte's other bits (12-14) and what crossed into the next
+  // half (its bits 0-3).
+  const uint32_t v01 = (p01 << 4) & 0x87f087f0u, v23 = (p23 << 4) & 0x87f087f0u;
   first = bf16x2_bits(__hmul2(as_bf16x2(v01), rescale));  // exact: a power of two, no overflow
   second = bf16x2_bits(__hmul2(as_bf16x2(v23), rescale));
 }
