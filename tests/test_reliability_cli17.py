@@ -67,13 +67,6 @@ def eager(case):
     return lambda: x * 2
 
 
-@FAMILY.variant("added", kind="eager_unfused")
-def added(case):
-    """x + x"""
-    x = case["x"]
-    return lambda: x + x
-
-
 @FAMILY.variant("broken", kind="compile")
 def broken(case):
     """raises, its message holding brackets"""
@@ -121,7 +114,7 @@ def with_family(folder: Path, *argv) -> subprocess.CompletedProcess:
 def test_ab_prints_an_entry_s_error_with_brackets_and_writes_its_csv(tmp_path):
     """The failed entry's reason was printed as markup: "[/x]" raised (a traceback, exit 1) before the
     table or --csv was written, the rounds of the entries that passed lost."""
-    argv = ["-V", "eager,broken,added", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", "ab.csv"]
+    argv = ["-V", "eager,broken,odd[/x]", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", "ab.csv"]
     done = with_family(tmp_path, "ab", "brackets", *argv)
     assert done.returncode == 1, done.stderr  # an entry failed: exit 1, and no crash
     assert "Traceback" not in done.stdout + done.stderr
@@ -234,7 +227,7 @@ def test_ab_refused_leaves_no_folder_for_its_csv_and_creates_it_when_run(tmp_pat
     done = run_in(tmp_path, "ab", "softmax", "-V", "nosuch,eager", "--device", "cpu", "--csv", "new/sub/ab.csv")
     assert_refused(done, "unknown variant 'nosuch'")
     assert not (tmp_path / "new").exists()
-    argv = ["-V", "eager,added", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", "new/sub/ab.csv"]
+    argv = ["-V", "eager,odd[/x]", "--device", "cpu", "--rounds", "2", "--regime", "burst", "--csv", "new/sub/ab.csv"]
     done = with_family(tmp_path, "ab", "brackets", *argv)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "new" / "sub" / "ab.csv").read_text().startswith("shape,regime,entry")
