@@ -312,3 +312,18 @@ def test_bench_prints_a_variant_s_error_and_name_with_brackets(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr and "MarkupError" not in done.stderr, done.stderr
     assert "odd[/x]" in done.stdout and "[/x] input [bold]" in done.stdout.replace("\n", ""), done.stdout
     assert "wrote b/results.csv" in done.stdout.replace("\n", "")
+
+
+def test_bench_s_progress_bar_shows_a_bracket_named_variant_as_written():
+    """The bar's description (the last row's family/variant) was rendered as markup: a variant named
+    "odd[/x]" raised MarkupError in the bar's refresh thread whenever a refresh fell on that row (a
+    traceback on stderr, at random)."""
+    from rich.progress import Progress
+
+    from rooflint.cli.commands.bench import progress_columns
+
+    with Progress(*progress_columns(), auto_refresh=False, disable=True) as progress:
+        bar = progress.add_task("bench on cpu", total=2)
+        progress.update(bar, advance=1, description="brackets/odd[/x] fp32: ok")
+        task = progress.tasks[0]
+        assert progress_columns()[0].render(task).plain == "brackets/odd[/x] fp32: ok"

@@ -193,7 +193,9 @@ def progress_columns() -> tuple:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     return (
-        TextColumn("{task.description}"),
+        # The last row's family/variant, as written: a plugin's "odd[/x]" read as markup raised in the
+        # bar's refresh thread.
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
