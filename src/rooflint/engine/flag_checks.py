@@ -8,6 +8,7 @@ through the Python API is checked the same way.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rooflint.core.errors import UserError
@@ -35,8 +36,20 @@ def check_flags(request: BenchRequest) -> None:
     resolve_families([name for name in request.families if name != "all"])
 
 
+# What a run writes or keeps in its --out folder (engine/bench.keep_previous): its results, the last
+# run's moved aside as .prev, and the rooflines (roofline.*, roofline-<gpu>.*, their .prev copies).
+_RUN_FILE = re.compile(r"results(\.prev)?\.(csv|json)|roofline(-.+?)?(\.prev)?\.(png|svg|csv)")
+
+
 def _refuse_junit_over_results(request: BenchRequest) -> None:
-    """--junit naming the run's own results.csv or .json would replace the rows with the XML."""
-    for name in ("results.csv", "results.json"):
-        if same_file(Path(request.junit), Path(request.out) / name):
-            raise UserError(f"--junit {request.junit} is the run's own {name}; give the JUnit report another name")
+    """--junit naming a file the run writes or keeps in its folder would replace it with the XML, or
+    be replaced by it: over results.csv the rows were lost; over results.prev.csv the last run's
+    rows, over roofline.csv the JUnit report itself (the plot written after it), each exit 0."""
+    junit, out = Path(request.junit), Path(request.out)
+    # By another name too: a link to the results (a roofline's name is the run's GPU, known later).
+    names = ["results.csv", "results.json", "results.prev.csv", "results.prev.json"]
+    for name in [junit.name] if _RUN_FILE.fullmatch(junit.name) else names:
+        if same_file(junit, out / name):
+            raise UserError(
+                f"--junit {request.junit} is the run's own {name} in {request.out}; give the JUnit report another name"
+            )

@@ -14,6 +14,7 @@ name and renamed, so a reader never sees one half-written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -159,7 +160,10 @@ class ReferenceCache:
             torch.save(_to_cpu(value), partial)
             os.replace(partial, path)
         except OSError:  # a full or read-only disk costs the next run a recompute, never this run
-            partial.unlink(missing_ok=True)
+            # Its cleanup too: where no file can be (ROOFLINT_CACHE naming a file, "Not a directory")
+            # the unlink raised from here, and every row that stored a reference crashed.
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
             return False
         return True
 

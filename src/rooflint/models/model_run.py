@@ -78,10 +78,7 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     log(f"building {request.model} {request.config} ({request.dtype}, {device.type})")
     loaded = load(request, spec_model, device)
     dims = loaded.dims
-    if request.seq > dims.max_positions or request.prompt + request.new_tokens > dims.max_positions:
-        raise UserError(
-            f"{loaded.config_name} has {dims.max_positions} positions: --seq and --prompt + --new-tokens must fit"
-        )
+    check_positions(dims, request, loaded.config_name)  # a --weights checkpoint's own config, read as it loaded
     family = f"model:{loaded.config_name}"
     ids, prompt = inputs(request, dims.vocab, device)
     points = refused = None
@@ -171,6 +168,10 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
         raise UserError(f"unknown {spec_model.name} config {request.config!r}; valid: {', '.join(spec_model.configs)}")
     hf_config = spec_model.hf_config(request.config, request.layers)
     dims = spec_model.dims(hf_config)
+    # The positions (and below, the sweep's points), judged on the config: checked once the model
+    # was built, a --seq or --context past them was refused only after minutes of building (an 8B
+    # model on a CPU), under a "building" line that said it had started.
+    check_positions(dims, request, request.config)
     size = DTYPES[request.dtype].itemsize
     weights = memory.parameter_bytes(spec_model, hf_config, size)
     # a reduced-precision run's reference logits are held in fp32 (the fp32 model copy itself is
@@ -184,7 +185,20 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     )  # fmt: skip
     memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, memory.free_bytes(device),
                       device, "--batch or --seq (or --layers)")  # fmt: skip
+    if request.sweep_batches or request.sweep_contexts:
+        sweep.plan(dims, weights, request.sweep_batches or [request.batch], request.sweep_contexts or [request.prompt],
+                   request.dtype, memory.free_bytes(device), device, request.config)  # fmt: skip
     return weights
+
+
+def check_positions(dims, request: ModelRequest, name: str) -> None:
+    """--seq, and --prompt + --new-tokens, each within the model's positions."""
+    generated = request.prompt + request.new_tokens
+    if request.seq > dims.max_positions or generated > dims.max_positions:
+        raise UserError(
+            f"{name} has {dims.max_positions} positions: --seq ({request.seq}) and --prompt + --new-tokens "
+            f"({generated}) must each fit"
+        )
 
 
 def _gpu_spec(request: ModelRequest, device: torch.device) -> GpuSpec:
