@@ -327,3 +327,14 @@ def test_bench_s_progress_bar_shows_a_bracket_named_variant_as_written():
         progress.update(bar, advance=1, description="brackets/odd[/x] fp32: ok")
         task = progress.tasks[0]
         assert progress_columns()[0].render(task).plain == "brackets/odd[/x] fp32: ok"
+
+
+def test_bench_prints_an_out_folder_with_brackets_as_written(tmp_path):
+    """bench's "wrote" line printed --out as markup: "o[/x]" raised after every row was written
+    (error: MarkupError, exit 1); model and doctor printed their paths the same way. One helper,
+    cli/console.print_written, now prints every command's written files."""
+    argv = ["vector_add", "--device", "cpu", "--size", "small", "-V", "eager", "--out", "o[/x]"]
+    done = run_in(tmp_path, "bench", *argv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "MarkupError" not in done.stderr
+    assert "wrote o[/x]/results.csv" in done.stdout.replace("\n", "")

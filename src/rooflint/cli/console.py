@@ -27,6 +27,12 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def print_written(paths, to: Console | None = None) -> None:
+    """The files a command wrote, on one line. Paths are text, never rich markup: "[/x]" in a folder's
+    name raised after the files were written (exit 1), and "[bold]" vanished from the path shown."""
+    (to or console).print(escape("wrote " + ", ".join(str(p) for p in paths)), highlight=False, soft_wrap=True)
+
+
 def user_errors(command: F) -> F:
     """Wrap a command so bad input is one red line and exit code 2, also under CliRunner; a Ctrl-C
     (or SIGTERM) the command does not handle itself says so and exits 130."""

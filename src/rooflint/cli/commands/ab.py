@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.console import console, err_console, print_written, user_errors
 from rooflint.cli.options import (
     DeviceOption,
     SizeOption,
@@ -124,7 +124,7 @@ def ab_command(
     )
     if csv is not None:
         _write_csv(csv, outcome, settings.confidence)
-        console.print(f"wrote {escape(str(csv))}", highlight=False)
+        print_written([csv])
     if outcome.interrupted:  # said here: typer would turn Ctrl-C into a silent exit 130, the rounds lost
         kept = f" and in {escape(str(csv))}" if csv is not None else ""
         err_console.print(f"[yellow]interrupted[/]: the rounds completed before it are in the table{kept}")

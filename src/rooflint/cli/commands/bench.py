@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.console import console, err_console, print_written, user_errors
 from rooflint.cli.options import (
     DeviceOption,
     GpuOption,
@@ -174,7 +174,7 @@ def bench_command(
         outcome = engine.execute(planned, advance)
     console.print(results_table(outcome.rows))
     files = [outcome.csv_path, out / "results.json", *outcome.written]
-    console.print("wrote " + ", ".join(str(p) for p in files))
+    print_written(files)
     if outcome.run is not None:
         from rooflint.engine.run_clock import summary_line
 

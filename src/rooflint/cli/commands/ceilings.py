@@ -7,7 +7,7 @@ from typing import Annotated
 
 from rich.markup import escape
 
-from rooflint.cli.console import console, user_errors
+from rooflint.cli.console import console, print_written, user_errors
 from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_option
 
 # The unit each measured ceiling is shown in; every other field is a peak in TFLOP/s.
@@ -56,4 +56,4 @@ def ceilings_command(
         ratio = f"{value / sheet:.2f}" if sheet else "-"
         table.add_row(field, f"{value:,.4g} {unit}", f"{sheet:,.4g} {unit}" if sheet else "-", ratio)
     console.print(table)
-    console.print(f"wrote {escape(str(stored.path))}", highlight=False)
+    print_written([stored.path])

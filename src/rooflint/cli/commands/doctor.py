@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import console, user_errors
+from rooflint.cli.console import console, print_written, user_errors
 from rooflint.cli.options import GpuOption, SpecFileOption, path_option
 
 
@@ -54,7 +54,7 @@ def doctor_command(
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     if json_path is not None:
         write_text(json_path, json.dumps(report.to_dict(), indent=1) + "\n", "doctor report")
-        console.print(f"wrote {json_path}", highlight=False, soft_wrap=True)
+        print_written([json_path])
     colour = "green" if report.fit else "red"
     console.print(f"[bold {colour}]verdict:[/] {report.verdict}", highlight=False, soft_wrap=True)
     raise typer.Exit(report.exit_code)

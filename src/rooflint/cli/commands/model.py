@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.console import console, err_console, print_written, user_errors
 from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, path_option, split_named
 
 
@@ -152,6 +152,6 @@ def model_command(
         for row in rows:
             table.add_row(*row)
         console.print(table)
-    console.print("wrote " + ", ".join(str(path) for path in outcome.files), highlight=False)
+    print_written(outcome.files)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)

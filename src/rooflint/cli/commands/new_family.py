@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import console, user_errors
+from rooflint.cli.console import console, print_written, user_errors
 from rooflint.cli.options import path_option
 
 PLACEHOLDER = "my_family"  # the name the templates are written with (rooflint/kernels/templates)
@@ -40,10 +40,10 @@ def new_family_command(
     from rich.markup import escape
 
     written = write_family(name, out)
-    # The paths are printed escaped: rich took "[bold]" in a folder's name for a style and printed
-    # another folder to cd into, and raised on "[/x]" after both files were written (exit 1).
     for path in written:
-        console.print(f"wrote {escape(str(path))}", highlight=False)
+        print_written([path])
+    # Escaped as the paths are: rich took "[bold]" in a folder's name for a style and printed another
+    # folder to cd into, and raised on "[/x]" after both files were written (exit 1).
     folder = escape(shlex.quote(str(out)))  # a folder with a space or a quote in its name still pastes as one word
     console.print(
         f"try it: cd {folder} && PYTHONPATH=. ROOFLINT_FAMILY_MODULES={name} rooflint bench {name} --device cpu "

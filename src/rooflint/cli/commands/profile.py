@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.console import console, err_console, print_written, user_errors
 from rooflint.cli.options import DeviceOption, GpuOption, SpecFileOption, VariantsOption, path_option, split_named
 
 
@@ -90,7 +90,7 @@ def profile_command(
             console.print(escape(f"{r.variant}: {r.limiter}"), highlight=False, soft_wrap=True)
     for table in _sass_tables(outcome.sass):
         console.print(table)
-    console.print(escape("wrote " + ", ".join(str(p) for p in outcome.written)), highlight=False)
+    print_written(outcome.written)
     if outcome.interrupted:  # said here: user_errors' line would not say that the files hold anything
         err_console.print("[yellow]interrupted[/]: the variants profiled before it are in the files above")
         raise typer.Exit(130)

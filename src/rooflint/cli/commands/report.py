@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rooflint.cli.console import err_console, user_errors
+from rooflint.cli.console import err_console, print_written, user_errors
 from rooflint.cli.options import SpecFileOption, path_option
 
 
@@ -70,7 +70,7 @@ def report_command(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        err_console.print(f"wrote {escape(str(out))}", highlight=False)  # a path is text, not rich markup
+        print_written([out], err_console)
     failing = failing_rows(merged.frame)
     if failing:
         # A crash is a failure in every command that reads it: the report shows the rows, and its

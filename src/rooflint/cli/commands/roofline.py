@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rooflint.cli.console import console, err_console, user_errors
+from rooflint.cli.console import err_console, print_written, user_errors
 from rooflint.cli.options import SpecFileOption, named_gpu, path_option
 
 
@@ -96,8 +96,7 @@ def roofline_command(
             note = f"note: {ceilings} holds no {spec.key}.toml; no measured ceilings drawn"
             err_console.print(escape(note), highlight=False)
         written += plot_roofline(points, spec, base, title, overlay)
-    # Escaped: a path (and a GPU name in a file name) is text; rich read a `[/]` in it as markup.
-    console.print(escape("wrote " + ", ".join(str(p) for p in written)))
+    print_written(written)
     if frame is not None and _say_what_failed(frame):
         raise typer.Exit(1)  # a crash is a failure in every command that reads it
 
