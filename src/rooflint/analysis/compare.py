@@ -323,32 +323,32 @@ def compare_frames(
     return Comparison(entries, threshold, base_name, new_name, notes)
 
 
+def _values(frame: pd.DataFrame, column: str, ok_only: bool = False) -> list[str]:
+    """The column's non-empty values in the frame (in its ok rows only where asked), sorted."""
+    if ok_only:
+        frame = frame[frame["status"].map(text) == OK] if "status" in frame else frame.iloc[0:0]
+    return sorted({text(value) for value in frame[column]} - {""}) if column in frame else []
+
+
 def _refuse_other_regimes(base: pd.DataFrame, new: pd.DataFrame, base_name: str, new_name: str) -> None:
     """Two runs timed in no common regime (one burst, one sustained) have no time to compare: a
     number is only meaningful with its regime (docs/timing.md), and sustained's settled clock would
     read as a slowdown of every compute-bound row."""
-    regimes = []
-    for frame in (base, new):
-        column = frame["regime"] if "regime" in frame else pd.Series(dtype=str)
-        regimes.append(sorted({text(r) for r in column} - {""}))
-    if regimes[0] and regimes[1] and not set(regimes[0]) & set(regimes[1]):
+    before, after = _values(base, "regime"), _values(new, "regime")
+    if before and after and not set(before) & set(after):
         raise UserError(
-            f"{base_name} was timed in the {', '.join(regimes[0])} regime and {new_name} in the "
-            f"{', '.join(regimes[1])} regime; compare runs timed in the same --regime (docs/timing.md)"
+            f"{base_name} was timed in the {', '.join(before)} regime and {new_name} in the "
+            f"{', '.join(after)} regime; compare runs timed in the same --regime (docs/timing.md)"
         )
 
 
 def _refuse_other_timings(base: pd.DataFrame, new: pd.DataFrame, base_name: str, new_name: str) -> None:
     """Two runs whose timed rows share no timing method (one `bench --cuda-graphs`, one with events)
     have no time to compare: every pair would be "other timing", and a gate must not pass on nothing."""
-    modes = []
-    for frame in (base, new):
-        timed = frame[frame["status"].map(text) == OK] if "status" in frame else frame.iloc[0:0]
-        column = timed["timing_mode"] if "timing_mode" in timed else pd.Series(dtype=str)
-        modes.append(sorted({text(m) for m in column} - {""}))
-    if modes[0] and modes[1] and not set(modes[0]) & set(modes[1]):
+    before, after = _values(base, "timing_mode", ok_only=True), _values(new, "timing_mode", ok_only=True)
+    if before and after and not set(before) & set(after):
         raise UserError(
-            f"{base_name} was timed by {', '.join(modes[0])} and {new_name} by {', '.join(modes[1])}; "
+            f"{base_name} was timed by {', '.join(before)} and {new_name} by {', '.join(after)}; "
             "compare runs timed the same way (both with --cuda-graphs or both without)"
         )
 
@@ -405,12 +405,12 @@ def _entry(b, n, regime_note: str, key: list[str], covered: set, threshold: floa
     return entry
 
 
-def timed_differently(base: dict, new: dict) -> str:
-    """Each side's timing_mode where they differ ("" where they agree, or either file predates the
-    column): a CUDA-graph replay's time per call has no launch gap and no L2 flush between calls,
-    an event-timed call has both, so their ratio measures the method, not the code."""
+def timed_differently(base: dict, new: dict) -> bool:
+    """Whether the two sides name different timing modes (neither empty: a file that predates the
+    column agrees with any). A CUDA-graph replay's time per call has no launch gap and no L2 flush
+    between calls, an event-timed call has both, so their ratio measures the method, not the code."""
     before, after = text(base.get("timing_mode")), text(new.get("timing_mode"))
-    return f"{before} -> {after}" if before and after and before != after else ""
+    return bool(before and after and before != after)
 
 
 def library_change(base: dict, new: dict) -> str:

@@ -75,7 +75,8 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
     order = order.sort_values(["when", "position"], na_position="first", kind="stable")
     ranked = frame.loc[order.index]
     keys = ranked[KEY].astype(str).itertuples(index=False, name=None)
-    regimes = [measurement(r.get("regime"), r.get("timing_mode")) for r in ranked.to_dict("records")]
+    empty = pd.Series("", index=ranked.index)
+    regimes = map(measurement, ranked.get("regime", empty), ranked.get("timing_mode", empty))
     held: dict[tuple, dict[str, int]] = {}  # key -> {measurement: row index}, oldest to newest
     dropped: list[tuple[str, ...]] = []
     for index, key, regime in zip(ranked.index, keys, regimes):
