@@ -18,6 +18,8 @@ OUT=${OUT:?set OUT to the output directory}
 began=$SECONDS
 budget=${BUDGET_S:-470}  # per model: 7 min 50 s, so install, doctor and the nvcc build fit one 10-minute call
 mkdir -p "$OUT"
+# The installed package has no .git beside it: every row's git_commit column comes from here.
+export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(llama-3.2-1b llama-3.1-8b gpt2-medium)
 for name in "${models[@]}"; do
