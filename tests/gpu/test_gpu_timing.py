@@ -90,3 +90,26 @@ def test_clean_flush_never_makes_the_timed_call_slower_than_the_write_only_flush
     after_write = _rounds(lambda: _read_ms(x, sink, write_only))
     print(f"read after clean flush {after_clean * 1e3:.2f} us, after write-only flush {after_write * 1e3:.2f} us")
     assert after_clean <= 1.02 * after_write
+
+
+def test_max_noise_stops_a_steady_memory_bound_row_early_at_the_same_median():
+    """--max-noise on a real GPU, NVML reading it: a 16M-element bf16 add (far under the power cap)
+    stops at a checkpoint before its full budget, and its median lies within the full run's p20-p80
+    (or 2% of its median, where that span is narrower)."""
+    from rooflint.engine import nvml
+
+    sampler = nvml.sampler_for("cuda")
+    if not sampler.available:
+        pytest.skip("NVML is not readable here: without it --max-noise never stops early (tested on the CPU)")
+    a = torch.randn(1 << 24, device="cuda", dtype=torch.bfloat16)
+    b, out = torch.randn_like(a), torch.empty_like(a)
+
+    def add():
+        torch.add(a, b, out=out)
+
+    full = timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler)
+    early = timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler, max_noise=0.01)
+    print(f"full {full.n_samples} samples {full.median_ms:.5f} ms; early {early.n_samples} {early.median_ms:.5f} ms")
+    assert timing.MIN_SAMPLES <= early.n_samples < full.n_samples
+    slack = max(full.p80_ms - full.median_ms, full.median_ms - full.p20_ms, 0.02 * full.median_ms)
+    assert abs(early.median_ms - full.median_ms) <= slack

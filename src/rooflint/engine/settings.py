@@ -60,15 +60,22 @@ class MeasureSettings:
     regime: Regime = Regime.BURST
     cuda_graphs: bool = False  # time N calls captured in a CUDA graph (no launch gaps)
     throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
+    # A burst row's samples may stop once its median's 95% interval is within this share of it
+    # (timing.median_pinned); 0, the default, takes every sample of the 200 ms budget.
+    max_noise: float = 0.0
 
     def __post_init__(self) -> None:
         # The CLI and JSON hand the regime over as its name.
         object.__setattr__(self, "regime", Regime.parse(self.regime))
+        if not 0 <= self.max_noise < 1:  # also refuses NaN
+            raise UserError(
+                f"--max-noise {self.max_noise} must be a share in [0, 1), e.g. 0.005 (0.5%); 0 takes every sample"
+            )
 
     @classmethod
     def from_options(cls, **options: Any) -> MeasureSettings:
-        """From CLI options, None meaning the default: regime, cuda_graphs, throttle_threshold,
-        throttle_retries, recovery_delay_s."""
+        """From CLI options, None meaning the default: regime, cuda_graphs, max_noise,
+        throttle_threshold, throttle_retries, recovery_delay_s."""
         given = {name: value for name, value in options.items() if value is not None}
         policy = {name: given.pop(key) for key, name in _THROTTLE_OPTIONS.items() if key in given}
         return cls(**given, throttle=ThrottlePolicy(**policy))
@@ -79,7 +86,7 @@ class MeasureSettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasureSettings:
-        return cls(data["regime"], data["cuda_graphs"], ThrottlePolicy(**data["throttle"]))
+        return cls(data["regime"], data["cuda_graphs"], ThrottlePolicy(**data["throttle"]), data["max_noise"])
 
 
 _THROTTLE_OPTIONS = {

@@ -25,12 +25,15 @@ def measure(
     l2_bytes: int = 0,
     nvtx_name: str = "",
     cuda_graphs: bool = False,
+    max_noise: float = 0.0,
 ) -> timing.Timing:
-    """Time ``fn`` on ``device``; a regime that is not one of Regime is a UserError."""
+    """Time ``fn`` on ``device``; a regime that is not one of Regime is a UserError. ``max_noise``
+    (--max-noise) lets a burst row's event or wall-clock samples stop early (timing.median_pinned);
+    graph replays and the sustained regime always take their full budget."""
     regime = Regime.parse(regime)
     sampler = sampler or NullSampler()
     if device != "cuda":
-        return timing.time_cpu(fn, sampler=sampler, regime=regime)
+        return timing.time_cpu(fn, sampler=sampler, regime=regime, max_noise=max_noise)
     if cuda_graphs:
         graphed, overhead = graph_timing.launch_overhead(
             fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler, regime=regime
@@ -38,4 +41,4 @@ def measure(
         return dataclasses.replace(graphed, launch_overhead_ms=overhead)
     if regime == Regime.SUSTAINED:
         return timing.time_cuda_sustained(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
-    return timing.time_cuda(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler)
+    return timing.time_cuda(fn, l2_bytes=l2_bytes, nvtx_name=nvtx_name, sampler=sampler, max_noise=max_noise)

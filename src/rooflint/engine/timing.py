@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rooflint.engine.nvml import SLOWDOWN_REASONS, NullSampler, Sampler, Telemetry, settled
+from rooflint.engine.nvml import SLOWDOWN_REASONS, NullSampler, Recording, Sampler, Telemetry, settled
 from rooflint.engine.settings import Regime
 
 WARMUP_MS = 25.0  # long enough for module load, autotuning replays and clock ramp-up
@@ -34,6 +34,12 @@ REP_MS = 200.0  # timed budget per variant
 SUSTAINED_REP_MS = 1000.0  # longer in sustained: the energy counter ticks every few tens of ms
 MIN_SAMPLES = 10
 MAX_SAMPLES = 2000
+# --max-noise (off by default): a burst row may stop sampling early once its median is pinned down,
+# but never before NOISE_MIN_MS of samples (NVML reads every ~15 ms: a few readings of clocks and
+# power for the throttle check), and only while NVML has seen no power cap in the window: a
+# compute-bound row's clock settles over its whole REP_MS, so cutting it short would time it faster.
+NOISE_MIN_MS = 50.0
+Z95 = 1.96
 MIN_FLUSH_BYTES = 256 * 2**20
 HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to compare
 HEAT_MAX_S = 10.0
@@ -94,6 +100,36 @@ def summarize(samples_ms: list[float], mode: str, l2_flushed: bool) -> Timing:
         calls=len(ordered),
         busy_ms=sum(ordered),
     )
+
+
+def median_interval(ordered: list[float]) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median of sorted samples: the order statistics whose
+    ranks lie Z95 standard deviations either side of n/2 (the median's rank is Binomial(n, 1/2)),
+    widened outward to whole ranks and clipped to the samples."""
+    n = len(ordered)
+    spread = Z95 * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - spread) - 1)
+    high = min(n - 1, math.ceil(n / 2 + spread))
+    return ordered[low], ordered[high]
+
+
+def median_pinned(samples_ms: list[float], max_noise: float) -> bool:
+    """Whether the median of ``samples_ms`` is known to within ``max_noise`` of itself: its 95%
+    interval's half-width at most that share of it. Never with fewer than MIN_SAMPLES."""
+    if max_noise <= 0 or len(samples_ms) < MIN_SAMPLES:
+        return False
+    ordered = sorted(samples_ms)
+    low, high = median_interval(ordered)
+    median = statistics.median(ordered)
+    return median > 0 and (high - low) / 2 <= max_noise * median
+
+
+def checkpoints(n: int, first: int) -> list[int]:
+    """Sample counts at which an early stop is considered: ``first``, then every half of it more,
+    up to ``n`` (always the last)."""
+    first = max(1, min(first, n))
+    step = max(1, first // 2)
+    return [*range(first, n, step), n]
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -316,6 +352,7 @@ def time_cuda(
     rep_ms: float = REP_MS,
     sampler: Sampler | None = None,
     flush: L2Flush | None = None,
+    max_noise: float = 0.0,
 ) -> Timing:
     """Burst regime: device time of one call, flushed: median, p20, p80 over many samples.
 
@@ -324,6 +361,9 @@ def time_cuda(
     time is then what the GPU spends on the call, not how fast the host launched it: without the
     spin, any call whose Python launch takes longer than the flush kernel runs would have the
     host's latency timed as its own. Launch overhead is measured separately (--cuda-graphs).
+
+    ``max_noise`` > 0 (--max-noise) lets the samples stop once the median is known to within that
+    share of itself, after NOISE_MIN_MS of them and never in a window that reached the power cap.
     """
     sampler = sampler or NullSampler()
     flush = flush or l2_flush(l2_bytes)
@@ -342,7 +382,8 @@ def time_cuda(
         # Twice the slowest host enqueue seen, plus margin for the event record itself.
         spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
         n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
-        samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin)
+        first = max(MIN_SAMPLES, int(NOISE_MIN_MS / estimate_ms))
+        samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin, max_noise=max_noise, first=first)
     return dataclasses.replace(summarize(samples, "cuda_events", True), regime=Regime.BURST, telemetry=telemetry)
 
 
@@ -383,26 +424,55 @@ def time_cuda_sustained(
 
 
 def timed_samples(
-    run: Callable[[], Any], n: int, flush: L2Flush, sampler: Sampler, nvtx_name: str, spin_cycles: int
+    run: Callable[[], Any],
+    n: int,
+    flush: L2Flush,
+    sampler: Sampler,
+    nvtx_name: str,
+    spin_cycles: int,
+    *,
+    max_noise: float = 0.0,
+    first: int = 0,
 ) -> tuple[list[float], Any]:
     """The sample loop every CUDA timer shares (burst, sustained, graph replays): per sample, flush
     the L2, queue a spin kernel when ``spin_cycles`` (burst: the start event then fires only once
     the call is queued), and time one ``run`` between two events. The sampler's window holds the
-    timed samples and nothing before them. Returns the samples in ms and the sampler's telemetry."""
+    timed samples and nothing before them. Returns the samples in ms and the sampler's telemetry.
+
+    With ``max_noise`` the loop may stop before ``n``: at each of ``checkpoints(n, first)`` it reads
+    the events so far and stops once the median is pinned (median_pinned) and NVML has seen no power
+    cap or slowdown in the window (may_stop_early)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    samples: list[float] = []
     torch.cuda.synchronize()
     with nvtx_range(nvtx_name) if nvtx_name else contextlib.nullcontext(), sampler.record() as recording:
-        for i in range(n):
-            flush(i)
-            if spin_cycles:
-                torch.cuda._sleep(spin_cycles)
-            starts[i].record()
-            run()
-            ends[i].record()
-        torch.cuda.synchronize()
+        done = 0
+        for stop in checkpoints(n, first) if max_noise > 0 else [n]:
+            for i in range(done, stop):
+                flush(i)
+                if spin_cycles:
+                    torch.cuda._sleep(spin_cycles)
+                starts[i].record()
+                run()
+                ends[i].record()
+            torch.cuda.synchronize()
+            samples += [starts[i].elapsed_time(ends[i]) for i in range(done, stop)]
+            done = stop
+            if stop < n and median_pinned(samples, max_noise) and may_stop_early(sampler, recording):
+                break
     _BurstState.last_row_hot = ran_hot(recording.telemetry)  # what the next burst row's cool-down waits for
-    return [start.elapsed_time(end) for start, end in zip(starts, ends)], recording.telemetry
+    return samples, recording.telemetry
+
+
+def may_stop_early(sampler: Sampler, recording: Recording) -> bool:
+    """Whether the window so far allows an early stop: once NVML has read the GPU and seen neither
+    the power cap nor a slowdown (ran_hot), since a row that reaches the cap would settle at a lower
+    clock later in its window. Without NVML nothing tells, so never (unknown counts as hot)."""
+    if not sampler.available:
+        return False
+    readings = list(recording.readings)
+    return not ran_hot(Telemetry.from_readings(readings, math.nan, math.nan))
 
 
 def time_cpu(
@@ -412,9 +482,11 @@ def time_cpu(
     rep_ms: float = REP_MS,
     sampler: Sampler | None = None,
     regime: Regime,
+    max_noise: float = 0.0,
 ) -> Timing:
     """Wall-clock timing with the same statistics; CPU caches are not flushed (recorded as such).
-    Sustained runs the calls for HEAT_MIN_S first, so the CPU's turbo has settled too."""
+    Sustained runs the calls for HEAT_MIN_S first, so the CPU's turbo has settled too. In burst,
+    ``max_noise`` stops the samples once the median is pinned (median_pinned), after NOISE_MIN_MS."""
     sampler = sampler or NullSampler()
     fn()
     started = time.perf_counter()
@@ -427,12 +499,16 @@ def time_cpu(
     while time.perf_counter() < deadline:
         fn()
     n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
-    samples = []
+    early = max_noise if regime == Regime.BURST else 0.0
+    samples: list[float] = []
     with sampler.record() as recording:
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+        for stop in checkpoints(n, max(MIN_SAMPLES, int(NOISE_MIN_MS / estimate_ms))) if early else [n]:
+            while len(samples) < stop:
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) * 1e3)
+            if stop < n and median_pinned(samples, early):
+                break
     measured = summarize(samples, "cpu_wall", False)
     return dataclasses.replace(measured, regime=regime, telemetry=recording.telemetry)
 

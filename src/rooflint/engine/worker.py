@@ -122,7 +122,12 @@ class Worker:
         before = self.sampler.compute_processes()  # before this process makes its CUDA context
         self.env = environment.collect(device)
         self.timer = timer or functools.partial(
-            measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=settings.cuda_graphs
+            measure,
+            device=device,
+            regime=regime,
+            l2_bytes=spec.l2_bytes,
+            cuda_graphs=settings.cuda_graphs,
+            max_noise=settings.max_noise,
         )
         self.sleep = sleep
         if reference_clock_mhz is None and device == "cuda":

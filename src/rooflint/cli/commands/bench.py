@@ -89,6 +89,15 @@ def bench_command(
             "to back after a heat-up, at the power cap as a training loop runs (docs/timing.md).",
         ),
     ] = None,
+    max_noise: Annotated[
+        float | None,
+        typer.Option(
+            "--max-noise",
+            help="Let a burst row stop sampling once its median's 95% interval is within this share of it, "
+            "e.g. 0.005 (after 50 ms of samples, never in a window at the power cap); 0, the default, takes "
+            "the full 200 ms (docs/timing.md).",
+        ),
+    ] = None,
     throttle_threshold: Annotated[
         float | None,
         typer.Option(
@@ -130,6 +139,7 @@ def bench_command(
     measure = MeasureSettings.from_options(
         regime=regime,
         cuda_graphs=cuda_graphs,
+        max_noise=max_noise,
         throttle_threshold=throttle_threshold,
         throttle_retries=throttle_retries,
         recovery_delay_s=recovery_delay,

@@ -1,0 +1,255 @@
+"""--max-noise: a burst row's samples stop once its median is pinned down, never in a window that
+reached the power cap, and never without NVML on a GPU. The interval's statistics, the sample loop
+(on fake CUDA events), the CPU timer, the settings and the console script."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+import random
+import statistics
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from console_script import assert_refused, needs_console_script, run_in
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rooflint.core.errors import UserError
+from rooflint.engine import timing
+from rooflint.engine.nvml import Reading, Recording, Sampler
+from rooflint.engine.settings import MeasureSettings, Regime
+
+samples_st = st.lists(st.floats(min_value=1e-3, max_value=1e3, allow_nan=False), min_size=1, max_size=400)
+
+
+# ------------------------------------------------------------------------------ the statistics
+
+
+@given(samples_st)
+def test_the_interval_holds_the_median_and_is_made_of_samples(samples):
+    ordered = sorted(samples)
+    low, high = timing.median_interval(ordered)
+    assert low in ordered and high in ordered
+    assert low <= statistics.median(ordered) <= high
+
+
+def test_the_interval_covers_the_true_median_at_least_95_percent_of_the_time():
+    # Exponential samples (skewed, like kernel times) whose true median is ln 2; 1,000 seeded trials
+    # at each size. A too narrow interval (wrong ranks, a z of 1) covers it far less often.
+    rng = random.Random(0)
+    for n in (10, 25, 60, 200):
+        covered = 0
+        for _ in range(1000):
+            low, high = timing.median_interval(sorted(rng.expovariate(1.0) for _ in range(n)))
+            covered += low <= math.log(2) <= high
+        assert covered >= 940, (n, covered)
+
+
+def test_the_interval_narrows_as_samples_accumulate():
+    rng = random.Random(1)
+    draws = [rng.gauss(10.0, 0.5) for _ in range(2000)]
+    widths = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(timing.median_interval(sorted(draws[:n]))) for n in (20, 200, 2000)]
+    assert widths[0] > widths[1] > widths[2]
+
+
+@given(samples_st, st.floats(min_value=1e-4, max_value=0.5), st.floats(min_value=1e-4, max_value=0.5))
+def test_pinned_at_a_tolerance_is_pinned_at_any_looser_one(samples, a, b):
+    tight, loose = min(a, b), max(a, b)
+    if timing.median_pinned(samples, tight):
+        assert timing.median_pinned(samples, loose)
+
+
+def test_pinned_needs_min_samples_a_positive_tolerance_and_a_narrow_interval():
+    steady = [1.0] * timing.MIN_SAMPLES
+    assert timing.median_pinned(steady, 0.005)
+    assert not timing.median_pinned(steady[:-1], 0.005)  # too few samples to say
+    assert not timing.median_pinned(steady, 0.0)  # 0: every sample, always
+    spread = [1.0, 1.2] * 50  # the interval spans both values: 9% either side
+    assert not timing.median_pinned(spread, 0.05)
+    assert timing.median_pinned(spread, 0.1)
+
+
+@given(st.integers(min_value=1, max_value=5000), st.integers(min_value=-5, max_value=6000))
+def test_checkpoints_rise_to_n(n, first):
+    points = timing.checkpoints(n, first)
+    assert points[-1] == n
+    assert points == sorted(set(points))
+    assert points[0] == max(1, min(first, n))
+
+
+# ------------------------------------------------------------------- the CUDA sample loop, faked
+
+
+class FakeClock:
+    """A device clock the fake events read; each timed call advances it by its scripted duration."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.durations = iter(durations)
+        self.calls = 0
+
+    def run(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+class FakeEvent:
+    clock: FakeClock
+
+    def __init__(self, enable_timing=True):
+        self.t = math.nan
+
+    def record(self):
+        self.t = FakeEvent.clock.now
+
+    def elapsed_time(self, end):
+        return end.t - self.t
+
+
+class FakeSampler(Sampler):
+    """NVML present, reading the GPU with the given clock-event reasons (0x4: the power cap)."""
+
+    available = True
+
+    def __init__(self, reasons=0):
+        self.reasons = reasons
+
+    @contextlib.contextmanager
+    def record(self):
+        recording = Recording()
+        recording.readings.append(Reading(time.perf_counter(), sm_mhz=1980.0, power_w=300.0, reasons=self.reasons))
+        yield recording
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+
+    def install(durations):
+        FakeEvent.clock = FakeClock(durations)
+        return FakeEvent.clock
+
+    return install
+
+
+def test_a_steady_row_stops_at_the_first_checkpoint(fake_cuda):
+    clock = fake_cuda([1.0] * 400)
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, max_noise=0.005, first=50)
+    assert len(samples) == 50 == clock.calls
+    assert samples == [1.0] * 50
+
+
+def test_without_max_noise_every_sample_is_taken(fake_cuda):
+    clock = fake_cuda([1.0] * 400)
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, first=50)
+    assert len(samples) == 400 == clock.calls
+
+
+def test_a_row_at_the_power_cap_takes_its_whole_budget(fake_cuda):
+    clock = fake_cuda([1.0] * 400)
+    samples, _ = timing.timed_samples(
+        clock.run, 400, lambda i: None, FakeSampler(reasons=0x4), "", 0, max_noise=0.005, first=50
+    )
+    assert len(samples) == 400
+
+
+def test_without_nvml_a_gpu_row_takes_its_whole_budget(fake_cuda):
+    clock = fake_cuda([1.0] * 400)
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, Sampler(), "", 0, max_noise=0.005, first=50)
+    assert len(samples) == 400
+
+
+def test_a_noisy_row_samples_until_its_median_is_pinned(fake_cuda):
+    # Two modes 2% apart with 1% jitter: the median is pinned to 0.4% only after 125 samples
+    # (this seed), so the loop must pass the first checkpoints and stop at the first one that is.
+    rng = random.Random(2)
+    durations = [rng.choice((1.0, 1.02)) * rng.uniform(0.99, 1.01) for _ in range(400)]
+    clock = fake_cuda(durations)
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, max_noise=0.004, first=50)
+    assert samples == pytest.approx(durations[: len(samples)])  # the first samples, each event pair's own
+    assert 50 < len(samples) < 400
+    assert timing.median_pinned(samples, 0.004)
+    earlier = [point for point in timing.checkpoints(400, 50) if point < len(samples)]
+    assert earlier and not any(timing.median_pinned(durations[:point], 0.004) for point in earlier)
+
+
+# ----------------------------------------------------------------------------- the CPU timer
+
+
+class CallClock:
+    """time.perf_counter as time_cpu reads it, moved only by the timed function: each call lasts
+    exactly ``call_s``, so the estimate, the sample count and every sample are known in advance."""
+
+    def __init__(self, call_s):
+        self.now, self.call_s = 0.0, call_s
+
+    def perf_counter(self):
+        return self.now
+
+    def fn(self):
+        self.now += self.call_s
+
+
+def _time_cpu(monkeypatch, regime, max_noise=0.0):
+    clock = CallClock(0.0005)
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=clock.perf_counter, sleep=time.sleep))
+    monkeypatch.setattr(timing, "heat_up", lambda chunk, sampler, max_s: chunk())  # no 2 s heat-up in a test
+    return timing.time_cpu(clock.fn, regime=regime, rep_ms=200.0, max_noise=max_noise)
+
+
+def test_cpu_burst_rows_stop_early_and_sustained_ones_never(monkeypatch):
+    full = _time_cpu(monkeypatch, Regime.BURST)
+    assert full.n_samples == 400  # 200 ms of 0.5 ms calls
+    early = _time_cpu(monkeypatch, Regime.BURST, max_noise=0.005)
+    assert early.n_samples == 100  # the first checkpoint: 50 ms of samples, all alike
+    assert early.median_ms == pytest.approx(0.5)
+    assert _time_cpu(monkeypatch, Regime.SUSTAINED, max_noise=0.005).n_samples == 400
+
+
+# ------------------------------------------------------------------------------- the settings
+
+
+def test_settings_carry_max_noise_to_the_measuring_process():
+    settings = MeasureSettings(max_noise=0.005)
+    assert MeasureSettings.from_dict(settings.to_dict()) == settings
+    assert MeasureSettings().max_noise == 0.0
+    assert MeasureSettings.from_options(max_noise=None).max_noise == 0.0
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, 1.5, math.nan, math.inf])
+def test_settings_refuse_a_max_noise_outside_0_1(value):
+    with pytest.raises(UserError, match="--max-noise"):
+        MeasureSettings(max_noise=value)
+
+
+# --------------------------------------------------------------------------- the console script
+
+
+@needs_console_script
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan", "inf", "abc"])
+def test_bench_refuses_a_bad_max_noise(tmp_path, value):
+    done = run_in(tmp_path, "bench", "vector_add", "--device", "cpu", "--size", "small", f"--max-noise={value}")
+    assert_refused(done, "--max-noise")
+    assert not (tmp_path / "rooflint-out").exists()
+
+
+@needs_console_script
+def test_bench_with_max_noise_takes_fewer_samples(tmp_path):
+    folder = tmp_path
+    common = ("bench", "vector_add", "--device", "cpu", "--size", "small", "-V", "eager", "--no-plots")
+    full = run_in(folder, *common, "--out", "full")
+    early = run_in(folder, *common, "--max-noise", "0.9", "--out", "early")
+    assert full.returncode == 0 and early.returncode == 0, full.stderr + early.stderr
+
+    def samples(name):
+        rows = [row for row in csv.DictReader(open(folder / name / "results.csv")) if row["status"] == "ok"]
+        assert rows
+        return [int(row["n_samples"]) for row in rows]
+
+    assert all(e < f for e, f in zip(samples("early"), samples("full"), strict=True))
