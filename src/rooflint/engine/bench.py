@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from rooflint.engine.run_clock import RunTally, now_iso, run_record
 from rooflint.engine.worker import Task
 from rooflint.outputs.folder_lock import FolderLock
 from rooflint.outputs.results import COLUMNS, FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
+from rooflint.outputs.run_files import roofline_file
 
 # What a bench measures when the user says nothing: each family's default dtypes (bf16, or a
 # quantized family's own formats: core.selection.select_dtypes), on the GPU when there is one, the
@@ -198,12 +198,6 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
     return BenchOutcome(writer.rows, written, writer.csv_path, interrupted, final)
 
 
-# The last run's rooflines (outputs/plot.roofline_base): roofline.* or roofline-<gpu>.* each, and a
-# model run's roofline-<config>-<set>-<phase>.*, whose config may hold dots (qwen2.5-0.5b); not the
-# .prev ones a run before it kept.
-_LAST_ROOFLINE = re.compile(r"roofline(-.+?)?(?<!\.prev)\.(png|svg|csv)")
-
-
 def keep_previous(out: Path) -> None:
     """The last run's results become results.prev.csv/.json: a run that is cut short, or measures
     nothing, never takes the previous numbers with it. Its rooflines go with them (roofline.prev.png,
@@ -224,7 +218,7 @@ def keep_previous(out: Path) -> None:
         elif current.exists():
             current.replace(current.with_name(name.replace("results.", "results.prev.")))
     for image in out.glob("roofline*"):
-        if _LAST_ROOFLINE.fullmatch(image.name):
+        if roofline_file(image.name) == "current":  # not the .prev ones a run before it kept
             image.replace(image.with_name(f"{image.stem}.prev{image.suffix}"))
 
 

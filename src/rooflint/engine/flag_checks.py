@@ -8,7 +8,6 @@ through the Python API is checked the same way.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from rooflint.core.errors import UserError
@@ -18,6 +17,7 @@ from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.specs import check_gpu_flag, load_spec_file
 from rooflint.engine.request import BenchRequest
 from rooflint.outputs.folder_lock import refuse_if_busy
+from rooflint.outputs.run_files import PREVIOUS_RESULT_FILES, RESULT_FILES, run_file
 
 
 def check_flags(request: BenchRequest) -> None:
@@ -36,19 +36,14 @@ def check_flags(request: BenchRequest) -> None:
     resolve_families([name for name in request.families if name != "all"])
 
 
-# What a run writes or keeps in its --out folder (engine/bench.keep_previous): its results, the last
-# run's moved aside as .prev, and the rooflines (roofline.*, roofline-<gpu>.*, their .prev copies).
-_RUN_FILE = re.compile(r"results(\.prev)?\.(csv|json)|roofline(-.+?)?(\.prev)?\.(png|svg|csv)")
-
-
 def _refuse_junit_over_results(request: BenchRequest) -> None:
     """--junit naming a file the run writes or keeps in its folder would replace it with the XML, or
     be replaced by it: over results.csv the rows were lost; over results.prev.csv the last run's
     rows, over roofline.csv the JUnit report itself (the plot written after it), each exit 0."""
     junit, out = Path(request.junit), Path(request.out)
     # By another name too: a link to the results (a roofline's name is the run's GPU, known later).
-    names = ["results.csv", "results.json", "results.prev.csv", "results.prev.json"]
-    for name in [junit.name] if _RUN_FILE.fullmatch(junit.name) else names:
+    names = [*RESULT_FILES, *PREVIOUS_RESULT_FILES]
+    for name in [junit.name] if run_file(junit.name) else names:
         if same_file(junit, out / name):
             raise UserError(
                 f"--junit {request.junit} is the run's own {name} in {request.out}; give the JUnit report another name"
