@@ -1,5 +1,5 @@
 """weight_only_gemm's plan() at the decode shapes the H200 sweep measured (docs/perf-notes/quantized.md,
-"Measured"): it takes the sweep's best tile where that tile is one of its own."""
+"At the reference"): it takes the sweep's best tile where that tile is one of its own."""
 
 from __future__ import annotations
 
