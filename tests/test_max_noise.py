@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import math
 import random
 import statistics
@@ -19,9 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rooflint.core.errors import UserError
+from rooflint.core.specs import measured_spec
 from rooflint.engine import timing
 from rooflint.engine.nvml import Reading, Recording, Sampler
 from rooflint.engine.settings import MeasureSettings, Regime
+from rooflint.engine.worker import Task, Worker
 
 samples_st = st.lists(st.floats(min_value=1e-3, max_value=1e3, allow_nan=False), min_size=1, max_size=400)
 
@@ -210,6 +213,31 @@ def test_cpu_burst_rows_stop_early_and_sustained_ones_never(monkeypatch):
     assert early.n_samples == 100  # the first checkpoint: 50 ms of samples, all alike
     assert early.median_ms == pytest.approx(0.5)
     assert _time_cpu(monkeypatch, Regime.SUSTAINED, max_noise=0.005).n_samples == 400
+
+
+# ------------------------------------------------------------------------------- the worker
+
+
+def test_the_worker_lets_only_memory_bound_rows_stop_early(monkeypatch):
+    """A compute-bound row (its floor set by FLOPs) takes the full budget whatever --max-noise says:
+    its clock settles over the whole window. A memory-bound one gets the setting."""
+    asked = {}
+
+    def fake_time_cpu(fn, *, sampler, regime, max_noise=0.0):
+        fn()
+        asked[max_noise] = asked.get(max_noise, 0) + 1
+        return dataclasses.replace(timing.summarize([1.0] * 20, "cpu_wall", False), regime=regime)
+
+    monkeypatch.setattr(timing, "time_cpu", fake_time_cpu)
+    # A spec whose ridge (25 FLOP a byte) puts attention at N=256, D=64 (64 FLOP a byte) over it.
+    spec = measured_spec("cpu", "CPU (measured)", 20.0, {"cuda_fp32_tflops": 0.5, "tensor_fp32_tflops": 0.5}, "")
+    worker = Worker("cpu", spec, MeasureSettings(Regime.BURST, max_noise=0.5))
+    dense = worker.run(
+        Task("attention", "eager", "fp32", "custom", {"B": 1, "H": 1, "N": 256, "D": 64, "causal": False})
+    )
+    assert dense.status == "ok" and dense.bound == "compute" and asked == {0.0: 1}
+    stream = worker.run(Task("vector_add", "eager", "fp32", "custom", {"n": 1024}))
+    assert stream.status == "ok" and stream.bound == "memory" and asked == {0.0: 1, 0.5: 1}
 
 
 # ------------------------------------------------------------------------------- the settings

@@ -93,9 +93,9 @@ def test_clean_flush_never_makes_the_timed_call_slower_than_the_write_only_flush
 
 
 def test_max_noise_stops_a_steady_memory_bound_row_early_at_the_same_median():
-    """--max-noise on a real GPU, NVML reading it: a 16M-element bf16 add (far under the power cap)
-    stops at a checkpoint before its full budget, and its median lies within the full run's p20-p80
-    (or 2% of its median, where that span is narrower)."""
+    """--max-noise on a real GPU, NVML reading it: a 16M-element bf16 add stops at a checkpoint
+    before its full budget unless NVML saw the power cap in its window, and its median lies within
+    the full run's p20-p80 (or 2% of its median, where that span is narrower)."""
     from rooflint.engine import nvml
 
     sampler = nvml.sampler_for("cuda")
@@ -107,9 +107,17 @@ def test_max_noise_stops_a_steady_memory_bound_row_early_at_the_same_median():
     def add():
         torch.add(a, b, out=out)
 
-    full = timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler)
+    # A process's first timed row sizes its budget on calls right after the idle GPU's cool-down
+    # (slow clocks: 22 samples where 800 fit, seen on an H200); time one first and drop it.
+    timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler)
     early = timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler, max_noise=0.01)
-    print(f"full {full.n_samples} samples {full.median_ms:.5f} ms; early {early.n_samples} {early.median_ms:.5f} ms")
-    assert timing.MIN_SAMPLES <= early.n_samples < full.n_samples
+    full = timing.time_cuda(add, l2_bytes=_l2_bytes(), sampler=sampler)
+    print(
+        f"full {full.n_samples} samples {full.median_ms:.5f} ms {full.telemetry.reasons}; "
+        f"early {early.n_samples} {early.median_ms:.5f} ms {early.telemetry.reasons}"
+    )
+    assert early.n_samples >= timing.MIN_SAMPLES
+    # The flush's own traffic can hold an H200 at its power cap: then the rule is the full budget.
+    assert early.n_samples < full.n_samples or timing.ran_hot(early.telemetry)
     slack = max(full.p80_ms - full.median_ms, full.median_ms - full.p20_ms, 0.02 * full.median_ms)
     assert abs(early.median_ms - full.median_ms) <= slack

@@ -60,8 +60,9 @@ class MeasureSettings:
     regime: Regime = Regime.BURST
     cuda_graphs: bool = False  # time N calls captured in a CUDA graph (no launch gaps)
     throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
-    # A burst row's samples may stop once its median's 95% interval is within this share of it
-    # (timing.median_pinned); 0, the default, takes every sample of the 200 ms budget.
+    # A memory-bound burst row's samples may stop once its median's 95% interval is within this share
+    # of it (timing.median_pinned; the worker gives compute-bound rows 0); 0, the default, takes every
+    # sample of the 200 ms budget.
     max_noise: float = 0.0
 
     def __post_init__(self) -> None:

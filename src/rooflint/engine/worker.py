@@ -121,14 +121,13 @@ class Worker:
         self.sampler = sampler if sampler is not None else nvml.sampler_for(device)
         before = self.sampler.compute_processes()  # before this process makes its CUDA context
         self.env = environment.collect(device)
-        self.timer = timer or functools.partial(
-            measure,
-            device=device,
-            regime=regime,
-            l2_bytes=spec.l2_bytes,
-            cuda_graphs=settings.cuda_graphs,
-            max_noise=settings.max_noise,
+        timed = functools.partial(
+            measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=settings.cuda_graphs
         )
+        self.timer = timer or functools.partial(timed, max_noise=settings.max_noise)
+        # A compute-bound row takes its full budget whatever --max-noise says: its clock settles over
+        # the whole window (docs/timing.md), so its first samples can sit off its full median.
+        self.compute_timer = timer or functools.partial(timed, max_noise=0.0)
         self.sleep = sleep
         if reference_clock_mhz is None and device == "cuda":
             reference_clock_mhz = timing.loaded_telemetry(self.sampler, regime).sm_clock_mhz
@@ -309,7 +308,9 @@ class Worker:
         cooled = timing.start_state_seconds()
         began = time.perf_counter()
         judged = throttle.time_until_unthrottled(
-            functools.partial(self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler),
+            functools.partial(
+                self.compute_timer if compute_bound else self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler
+            ),
             self.reference,
             self.settings.throttle,
             sleep,

@@ -93,9 +93,9 @@ def bench_command(
         float | None,
         typer.Option(
             "--max-noise",
-            help="Let a burst row stop sampling once its median's 95% interval is within this share of it, "
-            "e.g. 0.005 (after 50 ms of samples, never in a window at the power cap); 0, the default, takes "
-            "the full 200 ms (docs/timing.md).",
+            help="Let a memory-bound burst row stop sampling once its median's 95% interval is within this "
+            "share of it, e.g. 0.005 (after 50 ms of samples, never in a window at the power cap); 0, the "
+            "default, takes the full 200 ms (docs/timing.md).",
         ),
     ] = None,
     throttle_threshold: Annotated[
