@@ -12,6 +12,7 @@ from rooflint.engine.run_clock import PHASES, HeldReports, PhaseClock, RunTally,
 
 FIXTURES = str(Path(__file__).parent / "fixtures")
 RECORD_FIELDS = {
+    "first_calls_by_variant_s",
     "start",
     "end",
     "wall_s",
@@ -156,6 +157,9 @@ def test_the_worker_process_phases_reach_the_parent(monkeypatch, tmp_path):
     # The rows' phases are also kept under their family: all of measure, none of startup.
     assert set(tally.by_family) == {"toy"}
     assert tally.by_family["toy"]["measure"] == pytest.approx(tally.phases_s["measure"])
+    # ...and each variant's first calls under its name: the compile phase is theirs alone.
+    assert set(tally.first_calls) == {"toy/eager", "toy/wrong"}
+    assert sum(tally.first_calls.values()) == pytest.approx(tally.phases_s["compile"] + tally.phases_s["build"])
     assert tally.by_family["toy"]["startup"] == 0.0
     # One shape, so one reference: computed, and stored or found too cheap to store.
     assert tally.counts.get("reference_misses", 0) + tally.counts.get("reference_recomputed", 0) == 1
@@ -178,6 +182,29 @@ def test_the_record_splits_the_phases_of_rows_by_family():
     assert record["phases_s"]["compile"] == 10.0 and record["phases_s"]["startup"] == 2.0
 
 
+def test_the_record_sums_each_variants_first_calls_longest_first_and_the_summary_names_the_longest():
+    tally = RunTally()
+    tally.worker_started()
+    tally.add({"phases_s": {"startup": 2.0, "compile": 1.0}})  # no row: in the run's compile, no variant's
+    tally.add({"phases_s": {"compile": 3.0, "build": 4.0, "measure": 1.0}}, family="attention", variant="cuda")
+    tally.add({"phases_s": {"compile": 9.0, "cool": 2.0}}, family="attention", variant="compile_builtin")
+    tally.add({"phases_s": {"compile": 2.5}}, family="attention", variant="cuda")  # its second shape
+    tally.add({"phases_s": {"compile": 0.25}}, family="softmax", variant="triton")
+    tally.add({"phases_s": {"measure": 1.0}}, family="softmax", variant="eager")  # no first-call seconds
+    record = run_record(tally, "s", "e", 40.0, reference_cache=False, rows=5)
+    by_variant = record["first_calls_by_variant_s"]
+    assert list(by_variant.items()) == [
+        ("attention/cuda", 9.5),
+        ("attention/compile_builtin", 9.0),
+        ("softmax/triton", 0.25),
+    ]
+    assert "compile 16 s (most: attention/cuda 10 s)" in summary_line(record)
+    # A run with no first-call seconds to speak of names none.
+    quiet = RunTally()
+    quiet.add({"phases_s": {"compile": 0.1, "measure": 3.0}}, family="softmax", variant="triton")
+    assert "most:" not in summary_line(run_record(quiet, "s", "e", 5.0, reference_cache=False, rows=1))
+
+
 def test_a_fleet_tallies_the_reports_its_rows_carry_once_each_and_counts_workers_by_name():
     """The Dask worker's side holds each report until a row takes it; the client adds a row's reports
     once, however many tasks a worker ran, and says the phases are GPU-seconds over the workers."""
@@ -188,6 +215,7 @@ def test_a_fleet_tallies_the_reports_its_rows_carry_once_each_and_counts_workers
     first = held.take()
     held.add_phase("measure", 60.0)  # no family: as run_worker adds a process's start
     held.add({"phases_s": {"measure": 40.0, "cool": 5.0}, "counts": {"reference_hits": 1}}, family="softmax")
+    held.add({"phases_s": {"compile": 6.0}}, family="softmax", variant="triton")
     second = held.take()
     assert held.take() == [] and held.workers == 0 and held.phases_s["measure"] == 0.0  # it sums nothing
     json.dumps([first, second])  # it travels as a Dask event
@@ -199,22 +227,26 @@ def test_a_fleet_tallies_the_reports_its_rows_carry_once_each_and_counts_workers
     tally.add_held(second)
     tally.add_held(None)  # a row of a task from before this accounting, or a fake measure's
     tally.add_held([["not a report", "x"], [{"phases_s": {"measure": 1.0}}]])  # malformed: left out
+    tally.add_held([[{"phases_s": {"compile": 1.0}}, "softmax", 7]])  # a variant that is no name: none
     tally.add_phase("plots", 2.0)
     assert tally.workers == 2
     assert tally.phases_s["measure"] == 150.0 and tally.phases_s["startup"] == 4.0
     assert tally.counts == {"reference_misses": 1, "reference_hits": 1}
     assert tally.first_seen == {"triton": 3}
-    assert tally.by_family == {"softmax": {**dict.fromkeys(PHASES, 0.0), "compile": 30.0, "measure": 90.0, "cool": 5.0}}
+    assert tally.by_family == {"softmax": {**dict.fromkeys(PHASES, 0.0), "compile": 37.0, "measure": 90.0, "cool": 5.0}}
+    assert tally.first_calls == {"softmax/triton": 6.0}  # the one report that named its variant
 
-    # 191 GPU-seconds of phases: more than the wall (80 s), even more than the two workers' 160 s
+    # 198 GPU-seconds of phases: more than the wall (80 s), even more than the two workers' 160 s
     # (a worker joined late, say): other is then zero, never negative.
     record = run_record(tally, "s", "e", 80.0, reference_cache=True, rows=2)
     assert record["workers"] == 2 and record["phase_basis"] == "gpu_seconds"
-    assert sum(record["phases_s"].values()) == 191.0 and record["other_s"] == 0.0
-    assert record["phases_by_family_s"] == {"softmax": {"compile": 30.0, "measure": 90.0, "cool": 5.0}}
+    assert sum(record["phases_s"].values()) == 198.0 and record["other_s"] == 0.0
+    assert record["phases_by_family_s"] == {"softmax": {"compile": 37.0, "measure": 90.0, "cool": 5.0}}
     assert record["caches"]["reference"]["hits"] == 1 and record["caches"]["reference"]["misses"] == 1
     line = summary_line(record)
-    assert line.startswith("wall 80 s, phases in GPU-seconds over 2 workers: measure 150 s, compile 30 s")
+    assert line.startswith(
+        "wall 80 s, phases in GPU-seconds over 2 workers: measure 150 s, compile 37 s (most: softmax/triton 6 s)"
+    )
     assert line.endswith("other 0 s; caches mixed")
     # With time to spare, other is the workers' seconds outside any phase.
-    assert run_record(tally, "s", "e", 100.0, reference_cache=True, rows=2)["other_s"] == 9.0
+    assert run_record(tally, "s", "e", 100.0, reference_cache=True, rows=2)["other_s"] == 2.0  # 200 - 198

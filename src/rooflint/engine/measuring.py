@@ -174,7 +174,8 @@ def run_worker(
                 elif event.get("event") == "clock":
                     tally.add(event["clock"])
                 elif event.get("event") == "row":
-                    tally.add(event.get("clock") or {}, family=(event.get("row") or {}).get("family"))
+                    row = event.get("row") or {}
+                    tally.add(event.get("clock") or {}, family=row.get("family"), variant=row.get("variant"))
                     on_row(row_from_record(event["row"]))
                     done.add(event["task"])
                     started = None

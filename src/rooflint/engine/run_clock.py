@@ -39,6 +39,8 @@ from typing import Any
 PHASES = ("measure", "compile", "build", "reference", "cool", "inputs", "startup", "check", "ceilings", "plots")
 # The summary always names these; the others only where they took half a second or more.
 _ALWAYS = ("measure", "compile", "build", "reference", "cool")
+# A variant's first calls: what the run record sums per variant (first_calls_by_variant_s).
+FIRST_CALL_PHASES = ("compile", "build")
 
 
 class PhaseClock:
@@ -87,9 +89,12 @@ class RunTally:
         # family -> phase -> seconds, from the reports that came with a family's rows: which family's
         # compiles, builds or cool-downs a run's time went to, where the run-wide sums cannot say.
         self.by_family: dict[str, dict[str, float]] = {}
+        # "family/variant" -> seconds of its first calls (compile and build) over its rows: which
+        # variant a warm run's compile time still goes to (torch.compile's tracing, Triton's loads).
+        self.first_calls: dict[str, float] = {}
 
-    def add(self, report: dict[str, Any], family: str | None = None) -> None:
-        """Add one process's report; ``family``: the family of the row it came with, if any."""
+    def add(self, report: dict[str, Any], family: str | None = None, variant: str | None = None) -> None:
+        """Add one process's report; ``family`` and ``variant``: those of the row it came with, if any."""
         with self._lock:
             for name, seconds in (report.get("phases_s") or {}).items():
                 if name in self.phases_s and isinstance(seconds, (int, float)) and math.isfinite(seconds):
@@ -97,6 +102,9 @@ class RunTally:
                     if family:
                         phases = self.by_family.setdefault(family, dict.fromkeys(PHASES, 0.0))
                         phases[name] += max(0.0, float(seconds))
+                        if variant and name in FIRST_CALL_PHASES:
+                            key = f"{family}/{variant}"
+                            self.first_calls[key] = self.first_calls.get(key, 0.0) + max(0.0, float(seconds))
             for name, n in (report.get("counts") or {}).items():
                 self.counts[name] = self.counts.get(name, 0) + int(n)
             for name, n in (report.get("cache_entries") or {}).items():
@@ -106,13 +114,18 @@ class RunTally:
         self.add({"phases_s": {name: seconds}})
 
     def add_held(self, held: Any) -> None:
-        """Add the ``[report, family]`` pairs a ``HeldReports`` handed over (``HeldReports.take``), in
-        order. They crossed a network: anything that is not such a pair is left out, never raised on,
-        since a row's accounting must not cost the run its row."""
+        """Add the ``[report, family, variant]`` items a ``HeldReports`` handed over
+        (``HeldReports.take``), in order. They crossed a network: anything that is not such an item
+        (or a ``[report, family]`` pair) is left out, never raised on, since a row's accounting must
+        not cost the run its row."""
         for item in held or ():
-            if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], dict):
-                report, family = item
-                self.add(report, family=family if isinstance(family, str) else None)
+            if isinstance(item, (list, tuple)) and len(item) in (2, 3) and isinstance(item[0], dict):
+                report, family, variant = (*item, None)[:3]
+                self.add(
+                    report,
+                    family=family if isinstance(family, str) else None,
+                    variant=variant if isinstance(variant, str) else None,
+                )
 
     def worker_started(self, name: str | None = None) -> None:
         """One more measuring worker; ``name``: a fleet's Dask worker, counted once however many of
@@ -149,15 +162,15 @@ class HeldReports(RunTally):
         super().__init__()
         self._held: list[list[Any]] = []
 
-    def add(self, report: dict[str, Any], family: str | None = None) -> None:
+    def add(self, report: dict[str, Any], family: str | None = None, variant: str | None = None) -> None:
         with self._lock:
-            self._held.append([report, family])
+            self._held.append([report, family, variant])
 
     def worker_started(self, name: str | None = None) -> None:
         pass  # a Dask worker runs many tasks: the client counts it once, by name
 
     def take(self) -> list[list[Any]]:
-        """The reports held since the last take, oldest first, as ``[report, family]`` pairs."""
+        """The reports held since the last take, oldest first, as ``[report, family, variant]``."""
         with self._lock:
             held, self._held = self._held, []
         return held
@@ -250,6 +263,14 @@ def run_record(
             family: {name: round(seconds, 3) for name, seconds in phases.items() if seconds > 0}
             for family, phases in sorted(tally.by_family.items())
         },
+        # Per family/variant, its first calls' seconds (compile and build) over its rows, longest first
+        # (those under a millisecond left out: skipped rows, eager calls). The first torch.compile
+        # variant of a process also carries Inductor's own start-up.
+        "first_calls_by_variant_s": {
+            key: round(seconds, 3)
+            for key, seconds in sorted(tally.first_calls.items(), key=lambda item: (-item[1], item[0]))
+            if round(seconds, 3) > 0
+        },
     }
 
 
@@ -260,11 +281,15 @@ def summary_line(record: dict[str, Any]) -> str:
     workers: measure 390 s, ...``), which may add up to more than the wall."""
     phases = record["phases_s"]
     reference = record["caches"]["reference"]
+    first_calls = record.get("first_calls_by_variant_s") or {}
     parts = []
     for name in PHASES:
         if name not in _ALWAYS and phases.get(name, 0.0) < 0.5:
             continue
         part = f"{name} {phases.get(name, 0.0):.0f} s"
+        if name == "compile" and first_calls and phases.get(name, 0.0) >= 0.5:
+            longest, seconds = next(iter(first_calls.items()))  # the record keeps them longest first
+            part += f" (most: {longest} {seconds:.0f} s)"
         if name == "reference":
             recomputed = f", {reference['recomputed']} cheaper to recompute" if reference["recomputed"] else ""
             part += (
