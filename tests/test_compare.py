@@ -280,3 +280,25 @@ def test_rows_held_at_the_cap_by_their_own_load_are_compared_not_untrusted(tmp_p
     )
     assert result.exit_code == 1, result.output
     assert "untrusted" not in result.output.split("\n\n")[1] and "slower" in result.output
+
+
+@pytest.mark.parametrize(
+    "threshold, note",
+    [
+        ("0.03", "note: --threshold 0.03 reads as 0.03%; for 3% write 3 or 3%"),
+        ("0.5", "note: --threshold 0.5 reads as 0.5%; for 50% write 50 or 50%"),
+        ("3", None),
+        ("0.5%", None),  # a percent sign says what it means
+    ],
+)
+def test_a_threshold_that_looks_like_a_share_is_read_back_to_the_user(tmp_path, threshold, note):
+    """`--threshold 0.03` is three hundredths of a percent, which a user who meant 3% would never
+    see from the table alone: a note on stderr says how it was read and how to write 3%."""
+    base = write(run(), tmp_path / "base")
+    new = write(run(), tmp_path / "new")
+    result = CliRunner().invoke(app, ["compare", str(base), str(new), "--threshold", threshold])
+    assert result.exit_code == 0, result.output
+    if note is None:
+        assert "note:" not in result.stderr
+    else:
+        assert note in result.stderr

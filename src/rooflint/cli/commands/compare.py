@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rooflint.cli.console import user_errors
+from rooflint.cli.console import err_console, user_errors
 from rooflint.cli.options import path_option
 
 
@@ -51,6 +51,15 @@ def compare_command(
     from rooflint.outputs.results import read_results
 
     fraction = parse_threshold(threshold)
+    if "%" not in threshold and fraction < 0.01:
+        # "0.03" is a share written as a fraction more often than a 0.03% threshold: say how it reads.
+        err_console.print(
+            f"note: --threshold {threshold} reads as {fraction * 100:g}%; for {fraction * 1e4:g}% write "
+            f"{fraction * 1e4:g} or {fraction * 1e4:g}%",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     if out is not None:
         refuse_reading_and_writing(out, [base, new])
     result = compare_frames(
