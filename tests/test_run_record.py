@@ -198,7 +198,7 @@ def test_the_record_sums_each_variants_first_calls_longest_first_and_the_summary
         ("attention/compile_builtin", 9.0),
         ("softmax/triton", 0.25),
     ]
-    assert "compile 16 s (most: attention/cuda 10 s)" in summary_line(record)
+    assert "compile 16 s, build 4 s (most of compile and build: attention/cuda 10 s)" in summary_line(record)
     # A run with no first-call seconds to speak of names none.
     quiet = RunTally()
     quiet.add({"phases_s": {"compile": 0.1, "measure": 3.0}}, family="softmax", variant="triton")
@@ -245,7 +245,8 @@ def test_a_fleet_tallies_the_reports_its_rows_carry_once_each_and_counts_workers
     assert record["caches"]["reference"]["hits"] == 1 and record["caches"]["reference"]["misses"] == 1
     line = summary_line(record)
     assert line.startswith(
-        "wall 80 s, phases in GPU-seconds over 2 workers: measure 150 s, compile 37 s (most: softmax/triton 6 s)"
+        "wall 80 s, phases in GPU-seconds over 2 workers: measure 150 s, compile 37 s, build 0 s "
+        "(most of compile and build: softmax/triton 6 s)"
     )
     assert line.endswith("other 0 s; caches mixed")
     # With time to spare, other is the workers' seconds outside any phase.

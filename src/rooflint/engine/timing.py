@@ -124,6 +124,13 @@ def median_pinned(samples_ms: list[float], max_noise: float) -> bool:
     return median > 0 and (high - low) / 2 <= max_noise * median
 
 
+def long_enough(window_ms: float) -> bool:
+    """Whether the samples so far have run NOISE_MIN_MS, the least before an early stop. Checkpoints
+    are sized from a row's estimate, which can be many times its calls' real time (a row after an
+    idle GPU): their window is what NVML and the rule see (a microsecond's slack: summed clocks round)."""
+    return window_ms >= NOISE_MIN_MS - 1e-3
+
+
 def checkpoints(n: int, first: int) -> list[int]:
     """Sample counts at which an early stop is considered: ``first``, then every half of it more,
     up to ``n`` (always the last)."""
@@ -440,8 +447,8 @@ def timed_samples(
     timed samples and nothing before them. Returns the samples in ms and the sampler's telemetry.
 
     With ``max_noise`` the loop may stop before ``n``: at each of ``checkpoints(n, first)`` it reads
-    the events so far and stops once the median is pinned (median_pinned) and NVML has seen no power
-    cap or slowdown in the window (may_stop_early)."""
+    the events so far and stops once their window has run NOISE_MIN_MS (long_enough), the median is
+    pinned (median_pinned) and NVML has seen no power cap or slowdown in the window (may_stop_early)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     samples: list[float] = []
@@ -459,7 +466,12 @@ def timed_samples(
             torch.cuda.synchronize()
             samples += [starts[i].elapsed_time(ends[i]) for i in range(done, stop)]
             done = stop
-            if stop < n and median_pinned(samples, max_noise) and may_stop_early(sampler, recording):
+            if (
+                stop < n
+                and long_enough(starts[0].elapsed_time(ends[stop - 1]))
+                and median_pinned(samples, max_noise)
+                and may_stop_early(sampler, recording)
+            ):
                 break
     _BurstState.last_row_hot = ran_hot(recording.telemetry)  # what the next burst row's cool-down waits for
     return samples, recording.telemetry
@@ -502,12 +514,13 @@ def time_cpu(
     early = max_noise if regime == Regime.BURST else 0.0
     samples: list[float] = []
     with sampler.record() as recording:
+        began = time.perf_counter()
         for stop in checkpoints(n, max(MIN_SAMPLES, int(NOISE_MIN_MS / estimate_ms))) if early else [n]:
             while len(samples) < stop:
                 t0 = time.perf_counter()
                 fn()
                 samples.append((time.perf_counter() - t0) * 1e3)
-            if stop < n and median_pinned(samples, early):
+            if stop < n and long_enough((time.perf_counter() - began) * 1e3) and median_pinned(samples, early):
                 break
     measured = summarize(samples, "cpu_wall", False)
     return dataclasses.replace(measured, regime=regime, telemetry=recording.telemetry)

@@ -125,8 +125,10 @@ class Worker:
             measure, device=device, regime=regime, l2_bytes=spec.l2_bytes, cuda_graphs=settings.cuda_graphs
         )
         self.timer = timer or functools.partial(timed, max_noise=settings.max_noise)
-        # A compute-bound row takes its full budget whatever --max-noise says: its clock settles over
-        # the whole window (docs/timing.md), so its first samples can sit off its full median.
+        # A row not known to be memory-bound takes its full budget whatever --max-noise says: a
+        # compute-bound row's clock settles over the whole window (docs/timing.md), so its first
+        # samples can sit off its full median; one whose bound is unknown (a peak missing from the
+        # spec) may be such a row.
         self.compute_timer = timer or functools.partial(timed, max_noise=0.0)
         self.sleep = sleep
         if reference_clock_mhz is None and device == "cuda":
@@ -232,7 +234,7 @@ class Worker:
             return row
         # Compute-bound work may hold the GPU at its power cap by itself (throttle.POWER_CAPPED_NOTE).
         _, bound = floor_seconds(cost, self.spec, family.tensor_precision(task.dtype))
-        judged = self._timed(fn, task, compute_bound=bound == "compute")
+        judged = self._timed(fn, task, compute_bound=bound == "compute", memory_bound=bound == "memory")
         measured = judged.timing
         throttle.fill_row(row, judged)  # clocks, power, energy, reasons, throttled, retries
         row.launch_overhead_ms = measured.launch_overhead_ms
@@ -293,10 +295,12 @@ class Worker:
                 if count > picks[name]:
                     self.clock.count(f"autotune_{name}", count - picks[name])
 
-    def _timed(self, fn: Callable[[], Any], task: Task, compute_bound: bool = False) -> throttle.Judged:
+    def _timed(
+        self, fn: Callable[[], Any], task: Task, compute_bound: bool = False, memory_bound: bool = False
+    ) -> throttle.Judged:
         """Time a checked variant, re-timing it while throttled. Its seconds are split: reaching the
         burst start state and waiting out a throttle are "cool", the rest (warm-up, flushes,
-        samples) is "measure"."""
+        samples) is "measure". Only a ``memory_bound`` row may stop early (--max-noise)."""
         waited = 0.0
 
         def sleep(seconds: float) -> None:
@@ -309,7 +313,7 @@ class Worker:
         began = time.perf_counter()
         judged = throttle.time_until_unthrottled(
             functools.partial(
-                self.compute_timer if compute_bound else self.timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler
+                self.timer if memory_bound else self.compute_timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler
             ),
             self.reference,
             self.settings.throttle,
