@@ -281,3 +281,23 @@ def test_bench_with_max_noise_takes_fewer_samples(tmp_path):
         return [int(row["n_samples"]) for row in rows]
 
     assert all(e < f for e, f in zip(samples("early"), samples("full"), strict=True))
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--regime", "sustained"], "sustained rows take their full budget"),
+        (["--cuda-graphs"], "CUDA-graph replays take their full budget"),
+    ],
+)
+def test_bench_says_where_max_noise_does_nothing(tmp_path, extra, says):
+    from typer.testing import CliRunner
+
+    from rooflint.cli.app import app
+
+    argv = ["bench", "vector_add", "--device", "cpu", "--size", "small", "-V", "eager", "--no-plots"]
+    result = CliRunner().invoke(app, [*argv, "--max-noise", "0.5", *extra, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "note: --max-noise stops only burst rows timed by events; " + says in result.stderr
+    quiet = CliRunner().invoke(app, [*argv, "--max-noise", "0.5", "--out", str(tmp_path / "quiet")])
+    assert quiet.exit_code == 0 and "--max-noise" not in quiet.stderr

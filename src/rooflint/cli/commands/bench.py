@@ -166,6 +166,14 @@ def bench_command(
     from rooflint.engine import bench as engine
 
     planned = engine.prepare(request)
+    if measure.max_noise and (measure.regime == "sustained" or cuda_graphs):
+        err_console.print(
+            "note: --max-noise stops only burst rows timed by events; "
+            + ("sustained rows" if measure.regime == "sustained" else "CUDA-graph replays")
+            + " take their full budget (docs/timing.md)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if cuda_graphs and planned.request.device != "cuda":
         err_console.print(
             "note: --cuda-graphs does nothing on the CPU (CUDA graphs replay GPU launches); rows are timed as usual",
