@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from rooflint.core.errors import UserError
 from rooflint.core.specs import measured_spec
-from rooflint.engine import timing
+from rooflint.engine import early_stop, timing
 from rooflint.engine.nvml import Reading, Recording, Sampler
 from rooflint.engine.settings import MeasureSettings, Regime
 from rooflint.engine.worker import Task, Worker
@@ -35,7 +35,7 @@ samples_st = st.lists(st.floats(min_value=1e-3, max_value=1e3, allow_nan=False),
 @given(samples_st)
 def test_the_interval_holds_the_median_and_is_made_of_samples(samples):
     ordered = sorted(samples)
-    low, high = timing.median_interval(ordered)
+    low, high = early_stop.median_interval(ordered)
     assert low in ordered and high in ordered
     assert low <= statistics.median(ordered) <= high
 
@@ -47,7 +47,7 @@ def test_the_interval_covers_the_true_median_at_least_95_percent_of_the_time():
     for n in (10, 25, 60, 200):
         covered = 0
         for _ in range(1000):
-            low, high = timing.median_interval(sorted(rng.expovariate(1.0) for _ in range(n)))
+            low, high = early_stop.median_interval(sorted(rng.expovariate(1.0) for _ in range(n)))
             covered += low <= math.log(2) <= high
         assert covered >= 940, (n, covered)
 
@@ -55,30 +55,32 @@ def test_the_interval_covers_the_true_median_at_least_95_percent_of_the_time():
 def test_the_interval_narrows_as_samples_accumulate():
     rng = random.Random(1)
     draws = [rng.gauss(10.0, 0.5) for _ in range(2000)]
-    widths = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(timing.median_interval(sorted(draws[:n]))) for n in (20, 200, 2000)]
+    widths = [
+        (lambda lo_hi: lo_hi[1] - lo_hi[0])(early_stop.median_interval(sorted(draws[:n]))) for n in (20, 200, 2000)
+    ]
     assert widths[0] > widths[1] > widths[2]
 
 
 @given(samples_st, st.floats(min_value=1e-4, max_value=0.5), st.floats(min_value=1e-4, max_value=0.5))
 def test_pinned_at_a_tolerance_is_pinned_at_any_looser_one(samples, a, b):
     tight, loose = min(a, b), max(a, b)
-    if timing.median_pinned(samples, tight):
-        assert timing.median_pinned(samples, loose)
+    if early_stop.median_pinned(samples, tight):
+        assert early_stop.median_pinned(samples, loose)
 
 
 def test_pinned_needs_min_samples_a_positive_tolerance_and_a_narrow_interval():
-    steady = [1.0] * timing.MIN_SAMPLES
-    assert timing.median_pinned(steady, 0.005)
-    assert not timing.median_pinned(steady[:-1], 0.005)  # too few samples to say
-    assert not timing.median_pinned(steady, 0.0)  # 0: every sample, always
+    steady = [1.0] * early_stop.MIN_PINNED_SAMPLES
+    assert early_stop.median_pinned(steady, 0.005)
+    assert not early_stop.median_pinned(steady[:-1], 0.005)  # too few samples to say
+    assert not early_stop.median_pinned(steady, 0.0)  # 0: every sample, always
     spread = [1.0, 1.2] * 50  # the interval spans both values: 9% either side
-    assert not timing.median_pinned(spread, 0.05)
-    assert timing.median_pinned(spread, 0.1)
+    assert not early_stop.median_pinned(spread, 0.05)
+    assert early_stop.median_pinned(spread, 0.1)
 
 
 @given(st.integers(min_value=1, max_value=5000), st.integers(min_value=-5, max_value=6000))
 def test_checkpoints_rise_to_n(n, first):
-    points = timing.checkpoints(n, first)
+    points = early_stop.checkpoints(n, first)
     assert points[-1] == n
     assert points == sorted(set(points))
     assert points[0] == max(1, min(first, n))
@@ -177,9 +179,9 @@ def test_a_noisy_row_samples_until_its_median_is_pinned(fake_cuda):
     samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, max_noise=0.004, first=50)
     assert samples == pytest.approx(durations[: len(samples)])  # the first samples, each event pair's own
     assert 50 < len(samples) < 400
-    assert timing.median_pinned(samples, 0.004)
-    earlier = [point for point in timing.checkpoints(400, 50) if point < len(samples)]
-    assert earlier and not any(timing.median_pinned(durations[:point], 0.004) for point in earlier)
+    assert early_stop.median_pinned(samples, 0.004)
+    earlier = [point for point in early_stop.checkpoints(400, 50) if point < len(samples)]
+    assert earlier and not any(early_stop.median_pinned(durations[:point], 0.004) for point in earlier)
 
 
 # ----------------------------------------------------------------------------- the CPU timer

@@ -61,7 +61,7 @@ class MeasureSettings:
     cuda_graphs: bool = False  # time N calls captured in a CUDA graph (no launch gaps)
     throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
     # A memory-bound burst row's samples may stop once its median's 95% interval is within this share
-    # of it (timing.median_pinned; the worker gives compute-bound rows 0); 0, the default, takes every
+    # of it (early_stop.median_pinned; the worker gives compute-bound rows 0); 0, the default, takes every
     # sample of the 200 ms budget.
     max_noise: float = 0.0
 

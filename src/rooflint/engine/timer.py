@@ -28,7 +28,7 @@ def measure(
     max_noise: float = 0.0,
 ) -> timing.Timing:
     """Time ``fn`` on ``device``; a regime that is not one of Regime is a UserError. ``max_noise``
-    (--max-noise) lets a burst row's event or wall-clock samples stop early (timing.median_pinned);
+    (--max-noise) lets a burst row's event or wall-clock samples stop early (early_stop.median_pinned);
     graph replays and the sustained regime always take their full budget."""
     regime = Regime.parse(regime)
     sampler = sampler or NullSampler()

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from rooflint.engine.early_stop import NOISE_MIN_MS, checkpoints, long_enough, median_pinned
 from rooflint.engine.nvml import SLOWDOWN_REASONS, NullSampler, Recording, Sampler, Telemetry, settled
 from rooflint.engine.settings import Regime
 
@@ -34,12 +35,6 @@ REP_MS = 200.0  # timed budget per variant
 SUSTAINED_REP_MS = 1000.0  # longer in sustained: the energy counter ticks every few tens of ms
 MIN_SAMPLES = 10
 MAX_SAMPLES = 2000
-# --max-noise (off by default): a burst row may stop sampling early once its median is pinned down,
-# but never before NOISE_MIN_MS of samples (NVML reads every ~15 ms: a few readings of clocks and
-# power for the throttle check), and only while NVML has seen no power cap in the window: a
-# compute-bound row's clock settles over its whole REP_MS, so cutting it short would time it faster.
-NOISE_MIN_MS = 50.0
-Z95 = 1.96
 MIN_FLUSH_BYTES = 256 * 2**20
 HEAT_MIN_S = 2.0  # NVML's power reading is a ~1 s average: two 1 s windows to compare
 HEAT_MAX_S = 10.0
@@ -100,43 +95,6 @@ def summarize(samples_ms: list[float], mode: str, l2_flushed: bool) -> Timing:
         calls=len(ordered),
         busy_ms=sum(ordered),
     )
-
-
-def median_interval(ordered: list[float]) -> tuple[float, float]:
-    """A distribution-free 95% interval of the median of sorted samples: the order statistics whose
-    ranks lie Z95 standard deviations either side of n/2 (the median's rank is Binomial(n, 1/2)),
-    widened outward to whole ranks and clipped to the samples."""
-    n = len(ordered)
-    spread = Z95 * math.sqrt(n) / 2
-    low = max(0, math.floor(n / 2 - spread) - 1)
-    high = min(n - 1, math.ceil(n / 2 + spread))
-    return ordered[low], ordered[high]
-
-
-def median_pinned(samples_ms: list[float], max_noise: float) -> bool:
-    """Whether the median of ``samples_ms`` is known to within ``max_noise`` of itself: its 95%
-    interval's half-width at most that share of it. Never with fewer than MIN_SAMPLES."""
-    if max_noise <= 0 or len(samples_ms) < MIN_SAMPLES:
-        return False
-    ordered = sorted(samples_ms)
-    low, high = median_interval(ordered)
-    median = statistics.median(ordered)
-    return median > 0 and (high - low) / 2 <= max_noise * median
-
-
-def long_enough(window_ms: float) -> bool:
-    """Whether the samples so far have run NOISE_MIN_MS, the least before an early stop. Checkpoints
-    are sized from a row's estimate, which can be many times its calls' real time (a row after an
-    idle GPU): their window is what NVML and the rule see (a microsecond's slack: summed clocks round)."""
-    return window_ms >= NOISE_MIN_MS - 1e-3
-
-
-def checkpoints(n: int, first: int) -> list[int]:
-    """Sample counts at which an early stop is considered: ``first``, then every half of it more,
-    up to ``n`` (always the last)."""
-    first = max(1, min(first, n))
-    step = max(1, first // 2)
-    return [*range(first, n, step), n]
 
 
 def _quantile(ordered: list[float], q: float) -> float:
