@@ -59,3 +59,63 @@ class FakeNvmlDevice:
 
     def compute_processes(self):
         return self.processes
+
+
+class FakeDeviceClock:
+    """The device clock FakeCudaEvent reads; each timed call advances it by its scripted duration."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.durations = iter(durations)
+        self.calls = 0
+
+    def run(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+class FakeCudaEvent:
+    """torch.cuda.Event on a FakeDeviceClock: record() reads it, elapsed_time() subtracts."""
+
+    clock: FakeDeviceClock
+
+    def __init__(self, enable_timing=True):
+        self.t = float("nan")
+
+    def record(self):
+        self.t = FakeCudaEvent.clock.now
+
+    def elapsed_time(self, end):
+        return end.t - self.t
+
+
+def install_fake_cuda(monkeypatch, durations) -> FakeDeviceClock:
+    """CUDA events, synchronize and the spin kernel faked on a CPU; returns the clock the timed
+    calls must advance (its ``run``)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeCudaEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    FakeCudaEvent.clock = FakeDeviceClock(durations)
+    return FakeCudaEvent.clock
+
+
+def fake_nvml_window(reasons=0):
+    """A Sampler with NVML present whose window holds one reading with the given clock-event reasons
+    (0x4: the power cap; 0: a cool GPU)."""
+    import contextlib
+    import time
+
+    from rooflint.engine.nvml import Reading, Recording, Sampler
+
+    class FakeNvmlWindow(Sampler):
+        available = True
+
+        @contextlib.contextmanager
+        def record(self):
+            recording = Recording()
+            recording.readings.append(Reading(time.perf_counter(), sm_mhz=1980.0, power_w=300.0, reasons=reasons))
+            yield recording
+
+    return FakeNvmlWindow()

@@ -4,7 +4,6 @@ reached the power cap, and never without NVML on a GPU. The interval's statistic
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import math
@@ -14,15 +13,15 @@ import time
 from types import SimpleNamespace
 
 import pytest
-import torch
 from console_script import assert_refused, needs_console_script, run_in
+from fakes import fake_nvml_window, install_fake_cuda
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rooflint.core.errors import UserError
 from rooflint.core.specs import measured_spec
 from rooflint.engine import early_stop, timing
-from rooflint.engine.nvml import Reading, Recording, Sampler
+from rooflint.engine.nvml import Sampler
 from rooflint.engine.settings import MeasureSettings, Regime
 from rooflint.engine.worker import Task, Worker
 
@@ -89,77 +88,30 @@ def test_checkpoints_rise_to_n(n, first):
 # ------------------------------------------------------------------- the CUDA sample loop, faked
 
 
-class FakeClock:
-    """A device clock the fake events read; each timed call advances it by its scripted duration."""
-
-    def __init__(self, durations):
-        self.now = 0.0
-        self.durations = iter(durations)
-        self.calls = 0
-
-    def run(self):
-        self.calls += 1
-        self.now += next(self.durations)
-
-
-class FakeEvent:
-    clock: FakeClock
-
-    def __init__(self, enable_timing=True):
-        self.t = math.nan
-
-    def record(self):
-        self.t = FakeEvent.clock.now
-
-    def elapsed_time(self, end):
-        return end.t - self.t
-
-
-class FakeSampler(Sampler):
-    """NVML present, reading the GPU with the given clock-event reasons (0x4: the power cap)."""
-
-    available = True
-
-    def __init__(self, reasons=0):
-        self.reasons = reasons
-
-    @contextlib.contextmanager
-    def record(self):
-        recording = Recording()
-        recording.readings.append(Reading(time.perf_counter(), sm_mhz=1980.0, power_w=300.0, reasons=self.reasons))
-        yield recording
-
-
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
-
-    def install(durations):
-        FakeEvent.clock = FakeClock(durations)
-        return FakeEvent.clock
-
-    return install
+    return lambda durations: install_fake_cuda(monkeypatch, durations)
 
 
 def test_a_steady_row_stops_at_the_first_checkpoint(fake_cuda):
     clock = fake_cuda([1.0] * 400)
-    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, max_noise=0.005, first=50)
+    samples, _ = timing.timed_samples(
+        clock.run, 400, lambda i: None, fake_nvml_window(), "", 0, max_noise=0.005, first=50
+    )
     assert len(samples) == 50 == clock.calls
     assert samples == [1.0] * 50
 
 
 def test_without_max_noise_every_sample_is_taken(fake_cuda):
     clock = fake_cuda([1.0] * 400)
-    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, first=50)
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, fake_nvml_window(), "", 0, first=50)
     assert len(samples) == 400 == clock.calls
 
 
 def test_a_row_at_the_power_cap_takes_its_whole_budget(fake_cuda):
     clock = fake_cuda([1.0] * 400)
     samples, _ = timing.timed_samples(
-        clock.run, 400, lambda i: None, FakeSampler(reasons=0x4), "", 0, max_noise=0.005, first=50
+        clock.run, 400, lambda i: None, fake_nvml_window(reasons=0x4), "", 0, max_noise=0.005, first=50
     )
     assert len(samples) == 400
 
@@ -176,7 +128,9 @@ def test_a_noisy_row_samples_until_its_median_is_pinned(fake_cuda):
     rng = random.Random(2)
     durations = [rng.choice((1.0, 1.02)) * rng.uniform(0.99, 1.01) for _ in range(400)]
     clock = fake_cuda(durations)
-    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, FakeSampler(), "", 0, max_noise=0.004, first=50)
+    samples, _ = timing.timed_samples(
+        clock.run, 400, lambda i: None, fake_nvml_window(), "", 0, max_noise=0.004, first=50
+    )
     assert samples == pytest.approx(durations[: len(samples)])  # the first samples, each event pair's own
     assert 50 < len(samples) < 400
     assert early_stop.median_pinned(samples, 0.004)

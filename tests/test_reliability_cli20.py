@@ -3,18 +3,15 @@ summary line whose "(most: ...)" names what it counts."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
 import time
 from types import SimpleNamespace
 
 import pytest
-import torch
+from fakes import fake_nvml_window, install_fake_cuda
 
 from rooflint.core.specs import measured_spec
 from rooflint.engine import timing
-from rooflint.engine.nvml import Reading, Recording, Sampler
 from rooflint.engine.run_clock import RunTally, run_record, summary_line
 from rooflint.engine.settings import MeasureSettings, Regime
 from rooflint.engine.worker import Task, Worker
@@ -88,56 +85,18 @@ def test_the_summary_names_no_variant_whose_first_calls_round_to_nothing():
 # ------------------------------------------------------------ --max-noise: 50 ms of samples first
 
 
-class _Clock:
-    """The device clock fake CUDA events read: each timed call advances it by its duration."""
-
-    def __init__(self, durations):
-        self.now = 0.0
-        self.durations = iter(durations)
-
-    def run(self):
-        self.now += next(self.durations)
-
-
-class _Event:
-    clock: _Clock
-
-    def __init__(self, enable_timing=True):
-        self.t = math.nan
-
-    def record(self):
-        self.t = _Event.clock.now
-
-    def elapsed_time(self, end):
-        return end.t - self.t
-
-
-class _Sampler(Sampler):
-    """NVML present and reading a cool GPU: nothing but the samples' own time holds a row back."""
-
-    available = True
-
-    @contextlib.contextmanager
-    def record(self):
-        recording = Recording()
-        recording.readings.append(Reading(time.perf_counter(), sm_mhz=1980.0, power_w=300.0))
-        yield recording
-
-
 def test_a_gpu_row_sized_on_slow_calls_never_stops_before_50_ms_of_samples(monkeypatch):
     """The first checkpoint is sized from the flushed estimate; a row after an idle GPU estimates
     its calls many times slower than they run (docs/perf-notes/measurement.md: 22 samples where 430
     fit). Its first checkpoint then comes after a few ms of samples, with one NVML reading at most:
     it must not stop before NOISE_MIN_MS of samples have run, as the rule says."""
-    monkeypatch.setattr(torch.cuda, "Event", _Event)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
-    _Event.clock = clock = _Clock([0.1] * 400)  # steady 0.1 ms calls, sized as if they took 1 ms
-    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, _Sampler(), "", 0, max_noise=0.005, first=50)
+    clock = install_fake_cuda(monkeypatch, [0.1] * 400)  # steady 0.1 ms calls, sized as if they took 1 ms
+    cool = fake_nvml_window()
+    samples, _ = timing.timed_samples(clock.run, 400, lambda i: None, cool, "", 0, max_noise=0.005, first=50)
     assert len(samples) == 400  # 40 ms in all: never 50 ms of samples, so the full budget
     # Where 50 ms do come, it stops at the first checkpoint past them, not before.
-    _Event.clock = clock = _Clock([0.1] * 2000)
-    samples, _ = timing.timed_samples(clock.run, 2000, lambda i: None, _Sampler(), "", 0, max_noise=0.005, first=50)
+    clock = install_fake_cuda(monkeypatch, [0.1] * 2000)
+    samples, _ = timing.timed_samples(clock.run, 2000, lambda i: None, cool, "", 0, max_noise=0.005, first=50)
     assert len(samples) == 500
 
 
