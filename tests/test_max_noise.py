@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import random
 import statistics
@@ -237,6 +238,12 @@ def test_bench_with_max_noise_takes_fewer_samples(tmp_path):
         return [int(row["n_samples"]) for row in rows]
 
     assert all(e < f for e, f in zip(samples("early"), samples("full"), strict=True))
+    # The run record says how the rows were measured, so a reader can tell the two runs apart.
+    measured = {
+        name: json.loads((folder / name / "results.json").read_text())["run"]["measure"] for name in ("full", "early")
+    }
+    assert measured["full"]["max_noise"] == 0.0 and measured["early"]["max_noise"] == 0.9
+    assert MeasureSettings.from_dict(measured["early"]) == MeasureSettings(max_noise=0.9)
 
 
 @pytest.mark.parametrize(

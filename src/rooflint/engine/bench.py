@@ -159,9 +159,14 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
 
     def record() -> dict:
         wall_s = time.perf_counter() - began
-        return run_record(
-            tally, started, now_iso(), wall_s, reference_cache=request.reference_cache, rows=len(writer.rows)
-        )
+        return {
+            **run_record(
+                tally, started, now_iso(), wall_s, reference_cache=request.reference_cache, rows=len(writer.rows)
+            ),
+            # How the rows were measured (regime, CUDA graphs, --max-noise, the throttle policy): what a
+            # reader needs to know before comparing this run's n_samples or clocks with another's.
+            "measure": request.measure.to_dict(),
+        }
 
     with FolderLock(request.out):  # one bench per folder: two writers would interleave their rows
         keep_previous(request.out)
