@@ -53,3 +53,9 @@ def checkpoints(n: int, first: int) -> list[int]:
     first = max(1, min(first, n))
     step = max(1, first // 2)
     return [*range(first, n, step), n]
+
+
+def first_checkpoint(estimate_ms: float) -> int:
+    """The sample count at which a row first looks: NOISE_MIN_MS of calls of ``estimate_ms`` each,
+    at least MIN_PINNED_SAMPLES."""
+    return max(MIN_PINNED_SAMPLES, int(NOISE_MIN_MS / estimate_ms))

@@ -98,13 +98,14 @@ class RunTally:
         with self._lock:
             for name, seconds in (report.get("phases_s") or {}).items():
                 if name in self.phases_s and isinstance(seconds, (int, float)) and math.isfinite(seconds):
-                    self.phases_s[name] += max(0.0, float(seconds))
+                    seconds = max(0.0, float(seconds))
+                    self.phases_s[name] += seconds
                     if family:
                         phases = self.by_family.setdefault(family, dict.fromkeys(PHASES, 0.0))
-                        phases[name] += max(0.0, float(seconds))
+                        phases[name] += seconds
                         if variant and name in FIRST_CALL_PHASES:
                             key = f"{family}/{variant}"
-                            self.first_calls[key] = self.first_calls.get(key, 0.0) + max(0.0, float(seconds))
+                            self.first_calls[key] = self.first_calls.get(key, 0.0) + seconds
             for name, n in (report.get("counts") or {}).items():
                 self.counts[name] = self.counts.get(name, 0) + int(n)
             for name, n in (report.get("cache_entries") or {}).items():

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rooflint.engine.early_stop import NOISE_MIN_MS, checkpoints, long_enough, median_pinned
+from rooflint.engine.early_stop import checkpoints, first_checkpoint, long_enough, median_pinned
 from rooflint.engine.nvml import SLOWDOWN_REASONS, NullSampler, Recording, Sampler, Telemetry, settled
 from rooflint.engine.settings import Regime
 
@@ -347,7 +347,7 @@ def time_cuda(
         # Twice the slowest host enqueue seen, plus margin for the event record itself.
         spin = int(spin_cycles_per_us() * (2 * max(host_s) * 1e6 + 20))
         n = int(min(MAX_SAMPLES, max(MIN_SAMPLES, rep_ms / estimate_ms)))
-        first = max(MIN_SAMPLES, int(NOISE_MIN_MS / estimate_ms))
+        first = first_checkpoint(estimate_ms)
         samples, telemetry = timed_samples(fn, n, flush, sampler, nvtx_name, spin, max_noise=max_noise, first=first)
     return dataclasses.replace(summarize(samples, "cuda_events", True), regime=Regime.BURST, telemetry=telemetry)
 
@@ -473,7 +473,7 @@ def time_cpu(
     samples: list[float] = []
     with sampler.record() as recording:
         began = time.perf_counter()
-        for stop in checkpoints(n, max(MIN_SAMPLES, int(NOISE_MIN_MS / estimate_ms))) if early else [n]:
+        for stop in checkpoints(n, first_checkpoint(estimate_ms)) if early else [n]:
             while len(samples) < stop:
                 t0 = time.perf_counter()
                 fn()

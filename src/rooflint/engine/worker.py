@@ -234,7 +234,7 @@ class Worker:
             return row
         # Compute-bound work may hold the GPU at its power cap by itself (throttle.POWER_CAPPED_NOTE).
         _, bound = floor_seconds(cost, self.spec, family.tensor_precision(task.dtype))
-        judged = self._timed(fn, task, compute_bound=bound == "compute", memory_bound=bound == "memory")
+        judged = self._timed(fn, task, bound)
         measured = judged.timing
         throttle.fill_row(row, judged)  # clocks, power, energy, reasons, throttled, retries
         row.launch_overhead_ms = measured.launch_overhead_ms
@@ -295,12 +295,11 @@ class Worker:
                 if count > picks[name]:
                     self.clock.count(f"autotune_{name}", count - picks[name])
 
-    def _timed(
-        self, fn: Callable[[], Any], task: Task, compute_bound: bool = False, memory_bound: bool = False
-    ) -> throttle.Judged:
+    def _timed(self, fn: Callable[[], Any], task: Task, bound: str) -> throttle.Judged:
         """Time a checked variant, re-timing it while throttled. Its seconds are split: reaching the
         burst start state and waiting out a throttle are "cool", the rest (warm-up, flushes,
-        samples) is "measure". Only a ``memory_bound`` row may stop early (--max-noise)."""
+        samples) is "measure". ``bound``: its floor's, "compute", "memory" or "" where unknown; only a
+        memory-bound row may stop early (--max-noise)."""
         waited = 0.0
 
         def sleep(seconds: float) -> None:
@@ -313,12 +312,15 @@ class Worker:
         began = time.perf_counter()
         judged = throttle.time_until_unthrottled(
             functools.partial(
-                self.timer if memory_bound else self.compute_timer, fn, nvtx_name=task.nvtx_name, sampler=self.sampler
+                self.timer if bound == "memory" else self.compute_timer,
+                fn,
+                nvtx_name=task.nvtx_name,
+                sampler=self.sampler,
             ),
             self.reference,
             self.settings.throttle,
             sleep,
-            compute_bound=compute_bound,
+            compute_bound=bound == "compute",
         )
         elapsed = time.perf_counter() - began
         cool = min(elapsed, timing.start_state_seconds() - cooled + waited)
