@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rooflint.core.specs import GpuSpec, spec_to_dict
+from rooflint.engine.parent_watch import PARENT_PID_VARIABLE
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import RunTally
 from rooflint.engine.worker import Task, base_row
@@ -44,6 +45,7 @@ WORKER_BOOT = (
 
 def worker_env(device_index: int | None) -> dict[str, str]:
     env = dict(os.environ)
+    env[PARENT_PID_VARIABLE] = str(os.getpid())
     # Never let the current directory shadow the installed package in the child (Python 3.11+).
     env["PYTHONSAFEPATH"] = "1"
     if device_index is not None:

@@ -32,6 +32,7 @@ from rooflint.core.triton_compat import HAS_TRITON
 from rooflint.engine import compile_caches, cuda_build, environment, nvml, throttle, timing
 from rooflint.engine.correctness import check, tensors
 from rooflint.engine.cuda_build import nvcc_path
+from rooflint.engine.parent_watch import end_with_parent, watched_parent
 from rooflint.engine.reference_cache import ReferenceCache, reference_key
 from rooflint.engine.run_clock import PhaseClock
 from rooflint.engine.settings import MeasureSettings
@@ -392,6 +393,7 @@ def main() -> None:
     settings share one Worker (its CUDA context, reference clock and compile caches): a Dask worker
     sends each task group as a job to the same process (engine/measuring.py).
     """
+    end_with_parent(watched_parent())
     worker: Worker | None = None
     settings: tuple | None = None
     for line in sys.stdin:
