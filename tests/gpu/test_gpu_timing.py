@@ -121,3 +121,26 @@ def test_max_noise_stops_a_steady_memory_bound_row_early_at_the_same_median():
     assert early.n_samples < full.n_samples or timing.ran_hot(early.telemetry)
     slack = max(full.p80_ms - full.median_ms, full.median_ms - full.p20_ms, 0.02 * full.median_ms)
     assert abs(early.median_ms - full.median_ms) <= slack
+
+
+FIRST_ROW = """
+import json, torch
+from rooflint.engine import timing
+x = torch.randn(1 << 22, device="cuda")
+add = lambda: x + x
+l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 50 * 2**20
+print(json.dumps([timing.time_cuda(add, l2_bytes=l2).n_samples for _ in range(2)]))
+"""
+
+
+def test_a_process_s_first_row_gets_the_samples_its_budget_fits():
+    """A fresh process (its flush built on first use, as a bench worker's is): the first row's
+    flushed estimate, which sizes its samples, must not carry the flush kernels' first launches."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FIRST_ROW], capture_output=True, text=True, timeout=300, check=True)
+    first, second = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"samples: first row {first}, second row {second}")
+    assert first >= 0.8 * second

@@ -150,6 +150,12 @@ class L2Flush:
         self.clean = clean
         self.buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
         self.sink = torch.empty((), dtype=torch.int64, device=device)  # preallocated: no alloc per flush
+        if self.buffer.is_cuda:
+            # The first launch of a kernel loads its module (CUDA's lazy loading), milliseconds that
+            # would otherwise land in the first row's flushed estimate, which sizes that row's warm-up
+            # and sample count: a process's first row got a third or less of its samples.
+            self()
+            torch.cuda.synchronize(self.buffer.device)
 
     def __call__(self, value: int = 0) -> None:
         self.buffer.fill_(value)
