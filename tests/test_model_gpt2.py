@@ -9,6 +9,7 @@ never asserted: runs take one sample (rep_ms=0).
 from __future__ import annotations
 
 import math
+import os
 import socket
 import sys
 
@@ -553,7 +554,7 @@ def test_a_set_worker_stopped_by_the_deadline_reports_one_line(monkeypatch):
             pass
 
     monkeypatch.setattr(isolation, "_measure_alone", interrupted)
-    isolation._worker(Pipe(), "compile", None, None)
+    isolation._worker(Pipe(), "compile", None, None, os.getppid())
     assert sent[0].status == "error" and sent[0].message == "KeyboardInterrupt in its worker"
 
 

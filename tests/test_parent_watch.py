@@ -83,3 +83,30 @@ def test_a_measuring_process_ends_when_its_starter_is_killed_mid_start():
             os.kill(worker, signal.SIGKILL)
         outer.stdin.close()
         outer.stdout.close()
+
+
+def test_a_model_set_worker_ends_when_its_parent_is_gone():
+    """models/isolation.py's spawned set worker (a daemon: ended only by its parent's normal exit)
+    watches the parent it is given; here one it no longer has, so it ends before its set is timed."""
+    code = textwrap.dedent(
+        """
+        import os, time
+        from rooflint.models import isolation
+
+        class Pipe:
+            def send(self, result):
+                print("measured", result.status)
+
+            def close(self):
+                pass
+
+        def measure_for_a_while(*_args):
+            time.sleep(30)
+            raise RuntimeError("timed on, orphaned")
+
+        isolation._measure_alone = measure_for_a_while
+        isolation._worker(Pipe(), "eager", None, None, os.getppid() + 1_000_000)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == ORPHANED_EXIT and "measured" not in done.stdout, done.stdout + done.stderr

@@ -12,8 +12,10 @@ dies takes only its own set with it; rows of the sets before it are on disk alre
 from __future__ import annotations
 
 import multiprocessing
+import os
 
 from rooflint.core.specs import GpuSpec
+from rooflint.engine.parent_watch import end_with_parent
 from rooflint.models.catalog import get_model
 from rooflint.models.kernel_set_run import inputs, load, references, resolve_device, run_set
 from rooflint.models.outcome import ModelRequest, SetResult
@@ -27,7 +29,7 @@ def run_set_isolated(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> Set
     the model run closes its results with every earlier set's rows."""
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
-    worker = context.Process(target=_worker, args=(send, name, request, gpu_spec), daemon=True)
+    worker = context.Process(target=_worker, args=(send, name, request, gpu_spec, os.getpid()), daemon=True)
     worker.start()
     send.close()  # the worker holds the only sending end: its death ends the pipe
     try:
@@ -43,7 +45,10 @@ def run_set_isolated(name: str, request: ModelRequest, gpu_spec: GpuSpec) -> Set
         worker.join(10)
 
 
-def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec) -> None:
+def _worker(send, name: str, request: ModelRequest, gpu_spec: GpuSpec, parent: int) -> None:
+    # A daemon process is ended by its parent's normal exit only: one whose parent was killed would
+    # go on timing its set on the GPU, orphaned, for minutes.
+    end_with_parent(parent)
     try:
         result = _measure_alone(name, request, gpu_spec)
     except BaseException as error:  # anything run_set did not turn into a result: report it, one line
