@@ -3,7 +3,8 @@
 variant waits for a file the test never writes until the end, so the signal lands mid-task.
 
 The rows received stay on disk, the exit is 130 without a traceback, and the measuring process of
-the cancelled task goes with the client instead of going on timing, orphaned, after it exited.
+the cancelled task goes with the client instead of going on timing, orphaned, after it exited; so it
+does when the client is killed outright and cleans up nothing.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def measuring_processes(hold: str) -> list:
     return found
 
 
-def test_ctrl_c_to_a_fleet_client_stops_its_measuring_process(tmp_path):
-    hold = str(tmp_path / "go")
+def start_held(tmp_path, hold: str) -> subprocess.Popen:
+    """The fleet bench of `fragile`, once its measuring process is held inside `slow`."""
     env = dict(
         os.environ,
         ROOFLINT_CACHE=str(tmp_path / "cache"),
@@ -59,12 +60,27 @@ def test_ctrl_c_to_a_fleet_client_stops_its_measuring_process(tmp_path):
     running = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+    deadline = time.monotonic() + 120
+    while not measuring_processes(hold):
+        if running.poll() is not None or time.monotonic() > deadline:
+            running.kill()
+            raise AssertionError("no measuring process started: " + "".join(running.communicate()))
+        time.sleep(0.2)
+    time.sleep(3.0)  # eager and killed measured; the task is held inside `slow`
+    return running
+
+
+def gone_within(hold: str, seconds: float) -> list:
+    deadline = time.monotonic() + seconds
+    while measuring_processes(hold) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return measuring_processes(hold)
+
+
+def test_ctrl_c_to_a_fleet_client_stops_its_measuring_process(tmp_path):
+    hold = str(tmp_path / "go")
+    running = start_held(tmp_path, hold)
     try:
-        deadline = time.monotonic() + 120
-        while not measuring_processes(hold):
-            assert running.poll() is None and time.monotonic() < deadline, "no measuring process started"
-            time.sleep(0.2)
-        time.sleep(3.0)  # eager and killed measured; the task is held inside `slow`
         os.kill(running.pid, signal.SIGINT)
         out, err = running.communicate(timeout=60)
         assert running.returncode == 130, out + err
@@ -72,12 +88,25 @@ def test_ctrl_c_to_a_fleet_client_stops_its_measuring_process(tmp_path):
         # Killed as the client closes, or (one started for a task the worker had queued) ended by its
         # parent watch once the closed Dask worker is gone: either within seconds; the bug held on for
         # the five minutes `slow` waits.
-        deadline = time.monotonic() + 15
-        while measuring_processes(hold) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert measuring_processes(hold) == []
+        assert gone_within(hold, 15) == []
     finally:
         Path(hold).touch()  # a measuring process left behind (the bug) finishes and exits
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+
+
+def test_a_fleet_client_killed_outright_leaves_no_measuring_process(tmp_path):
+    """SIGKILL (the OOM killer, a CI runner's hard stop): the client cleans up nothing, its Dask
+    workers go with it, and each measuring process ends when its worker is gone (parent_watch)."""
+    hold = str(tmp_path / "go")
+    running = start_held(tmp_path, hold)
+    try:
+        os.kill(running.pid, signal.SIGKILL)
+        running.communicate(timeout=60)
+        assert gone_within(hold, 30) == []
+    finally:
+        Path(hold).touch()
         if running.poll() is None:
             running.kill()
             running.communicate()
