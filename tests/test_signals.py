@@ -102,3 +102,21 @@ def test_ctrl_c_stops_the_run_without_a_traceback_in_worker_log(tmp_path):
     log = (tmp_path / "out" / "worker.log").read_text()
     assert "Traceback" not in log and "BrokenPipeError" not in log
     assert statuses(tmp_path / "out" / "results.csv") == {"eager": "ok", "killed": "ok"}  # kept
+
+
+def test_a_bench_killed_outright_keeps_its_rows_and_its_worker_ends(tmp_path):
+    """SIGKILL (the OOM killer, a runner's hard stop): the bench cleans up nothing, yet the rows
+    written before stay, and its measuring process, held inside `slow`, ends with it (parent_watch)
+    instead of timing on, orphaned."""
+    psutil = pytest.importorskip("psutil")
+    running = start(tmp_path)
+    workers = psutil.Process(running.pid).children()
+    assert workers, "the bench has no measuring process"
+    try:
+        os.kill(running.pid, signal.SIGKILL)
+        running.communicate(timeout=60)
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert alive == [], "the measuring process outlived its bench"
+        assert statuses(tmp_path / "out" / "results.csv") == {"eager": "ok", "killed": "ok"}
+    finally:
+        (tmp_path / "go").touch()
