@@ -16,7 +16,7 @@ from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import dtype_name
 from rooflint.models import quantized_weights
 from rooflint.models.cache import KVCache
-from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, TritonKernels, _dtype_gap
+from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, TritonKernels, dtype_gap
 
 PLAN_SLOTS = ("rms_norm", "rope", "prefill_attention", "kv_append", "decode_attention", "swiglu", "linear", "lm_head",
               "sample")  # fmt: skip
@@ -202,7 +202,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         families = {"rms_norm": rmsnorm.FAMILY, "swiglu": swiglu.FAMILY, "prefill_attention": attention.FAMILY,
                     "decode_attention": decode_attention.FAMILY}  # fmt: skip
         for slot, family in families.items():
-            why = _dtype_gap(family, name)
+            why = dtype_gap(family, name)
             if why is None and slot.endswith("attention") and not power_of_two:
                 why = f"head_dim {head_dim} is not a power of two >= 16"
             self.plan[slot] = "triton" if why is None else f"eager ({why})"
