@@ -6,6 +6,7 @@ here ``None`` means "let the engine decide".
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,25 +28,32 @@ def _not_empty(option: str, what_instead: str) -> Callable[[str | None], str | N
     return check
 
 
-def path_not_empty(option: str, what_instead: str) -> Callable[[str], Path]:
+def path_not_empty(option: str, what_instead: str, file: bool = False) -> Callable[[str], Path]:
     """_not_empty for a path option, as its parser (every command's --out, --json, --weights,
     --spec-file, --junit): a callback sees the value after it became a Path, where "" is already
-    Path("."), the current folder, read as that folder (or its files) without a word."""
+    Path("."), the current folder, read as that folder (or its files) without a word. With ``file``
+    (an option naming a file to write), a value ending in a path separator is refused too: Path
+    drops the separator, and `--out report/` was written as a file named `report`, its rooflines
+    drawn into the folder above."""
     check = _not_empty(option, what_instead)
 
     def parse(value: str | Path) -> Path:
         if isinstance(value, Path):  # the option's default, never empty
             return value
-        return Path(check(value))
+        check(value)
+        if file and value.endswith(tuple(filter(None, (os.sep, os.altsep)))):
+            raise UserError(f"{option} {value} ends in {value[-1]}, so it names a folder; {what_instead}")
+        return Path(value)
 
     return parse
 
 
-def path_option(name: str, help: str, what_instead: str) -> Any:
+def path_option(name: str, help: str, what_instead: str, file: bool = False) -> Any:
     """A path option (--out, --json, --weights, --junit) declared once: its empty value refused in one
     line (path_not_empty: ``what_instead`` says what is valid), labelled <path> as typer labels a Path
-    option (a parser's type would show as <Path>)."""
-    return typer.Option(name, help=help, parser=path_not_empty(name, what_instead), metavar="<path>")
+    option (a parser's type would show as <Path>). ``file``: the option names a file to write, never a
+    folder."""
+    return typer.Option(name, help=help, parser=path_not_empty(name, what_instead, file), metavar="<path>")
 
 
 # an empty --gpu would judge against another GPU than the caller meant, or skip the wrong-GPU check

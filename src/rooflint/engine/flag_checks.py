@@ -28,12 +28,34 @@ def check_flags(request: BenchRequest) -> None:
     # Every place a result goes is proved writable now, not after the measuring.
     probe_output_dir(request.out)  # created by the run itself, once every flag has passed
     refuse_if_busy(request.out)
+    _refuse_folders_over_run_files(request)
     if request.junit:
         _refuse_junit_over_results(request)
         writable_file(request.junit, "JUnit report")
     check_gpu_flag(request.gpu, request.spec_file, on_cpu=request.device == "cpu")
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
     resolve_families([name for name in request.families if name != "all"])
+
+
+def _refuse_folders_over_run_files(request: BenchRequest) -> None:
+    """A folder in --out where the run writes, or moves aside, one of its files: a folder named
+    worker.log, results.prev.csv or roofline.prev.png stopped the run with a bare IsADirectoryError
+    (exit 1, nothing measured), and one named results.csv was moved to results.prev.csv without a word."""
+    if request.scheduler:
+        logs = ["fleet.log", "fleet-workers.log"]
+    elif len(request.devices) > 1:
+        logs = [f"worker-gpu{index}.log" for index in request.devices]
+    else:
+        logs = ["worker.log"]
+    out = Path(request.out)
+    # The rooflines' names hold the GPU's, known later: any folder named as one (roofline.prev.png) counts.
+    rooflines = [path.name for path in out.iterdir() if run_file(path.name)] if out.is_dir() else []
+    for name in [*RESULT_FILES, *PREVIOUS_RESULT_FILES, *logs, *rooflines]:
+        if (out / name).is_dir():
+            raise UserError(
+                f"cannot write to output directory {request.out}: {out / name} is a folder where the run "
+                f"writes its {name}; move that folder, or give another --out"
+            )
 
 
 def _refuse_junit_over_results(request: BenchRequest) -> None:

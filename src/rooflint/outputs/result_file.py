@@ -9,12 +9,12 @@ anything that could be misread is refused with one line naming the file, the lin
 - any other number that is infinite (but a failed row's rel_error): a rate or a count made from it;
   or finite but past any count, cost, rate or clock (1e308 TFLOP/s): the report's axes around it
   overflow to inf;
-- a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80 or whose
-  median is outside [p20, p80];
+- a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80, whose
+  median is outside [p20, p80], or whose rel_error is above its tolerance;
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
-- a status or regime rooflint does not write, and an empty family, variant or dtype (every row
+- a status, regime or timing mode rooflint does not write, and an empty family, variant or dtype (every row
   rooflint writes names them: without them a row reads as a nameless table row, and joins or dedupes
   on nothing);
 - a last line without its line end (a copy or a run cut short), whose last cell may be cut.
@@ -70,6 +70,7 @@ class Schema:
     failed: str  # the status of a row whose output failed its check: the one row rel_error may be inf
     regimes: tuple[str, ...] = ()  # the regime column's values beside "" (none checked where empty)
     version: int = 0  # the newest results.json schema_version this reader knows (0: none checked)
+    timing_modes: tuple[str, ...] = ()  # the timing_mode column's values beside "" (none checked where empty)
 
 
 def read_result_file(path: Path | str, schema: Schema, text: str | None = None) -> pd.DataFrame:
@@ -292,6 +293,13 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
             # a regime of its own, and merge kept both as different measurements of one row.
             valid = ", ".join(schema.regimes)
             _refuse(place, f"regime {regime!r} is not one rooflint writes; valid: {valid}, or empty")
+    if schema.timing_modes:
+        row["timing_mode"] = mode = row["timing_mode"].strip()
+        if mode and mode not in schema.timing_modes:
+            # compare lists rows timed two ways as "other timing", never compared: a misspelt mode
+            # passed a row three times slower as another method's time.
+            valid = ", ".join(schema.timing_modes)
+            _refuse(place, f"timing_mode {mode!r} is not one rooflint writes; valid: {valid}, or empty")
     for name in NAMED:
         if not row[name].strip():
             _refuse(place, f"{name} is empty; valid: the name of the {name} the row measured, as bench writes it")
@@ -312,6 +320,14 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
                 f"{name} {row[name]} on a row of status {status}; "
                 "valid: a finite number, or empty (inf only on a failed row)",
             )
+    if timed and row["rel_error"] > row["tolerance"]:  # NaN (no check recorded) compares false
+        # bench keeps a row ok only where its error is within its tolerance. An ok row past it (a
+        # hand edit of one cell) passed compare, report and merge while lint failed it.
+        _refuse(
+            place,
+            f"rel_error {row['rel_error']:g} is above tolerance {row['tolerance']:g} on a row of status ok; "
+            "a row past its tolerance failed its check (status failed)",
+        )
     for name in TIMES:
         _check_time(place, name, row[name], ok=timed)
     if timed and row["p20_ms"] > row["p80_ms"]:  # NaN (no spread recorded) compares false

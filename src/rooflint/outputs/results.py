@@ -31,6 +31,20 @@ STATUSES = (OK, FAILED, SKIPPED, OOM, ERROR, CRASHED)
 FAILING_STATUSES = (FAILED, OOM, ERROR, CRASHED)
 # The regime column's values: engine.settings.Regime's (it sits above this layer), "" on an untimed row.
 REGIMES = ("burst", "sustained")
+# The timing_mode column's values ("" on an untimed row): engine/timing.py and graph_timing.py's (CUDA
+# events, graph replays, back-to-back batches, a CPU's or a synchronized GPU's wall clock), and a model
+# row's (models/rows.py: "profiler", and "profiler_" + its attribution's mode).
+TIMING_MODES = (
+    "cuda_events",
+    "cuda_graph",
+    "cuda_events_stream",
+    "cuda_wall",
+    "cpu_wall",
+    "profiler",
+    "profiler_device_kernels",
+    "profiler_cpu_ranges",
+    "profiler_graph_replay_kernels",
+)
 
 
 def not_passed(frame) -> list[tuple[str, str]]:
@@ -209,7 +223,7 @@ def read_results(path: Path | str, text: str | None = None) -> pd.DataFrame:
     ``text``: the file's, where the caller has read it already (result_file.file_text)."""
     from rooflint.outputs.result_file import Schema, read_result_file
 
-    schema = Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES, SCHEMA_VERSION)
+    schema = Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES, SCHEMA_VERSION, TIMING_MODES)
     return read_result_file(path, schema, text)
 
 

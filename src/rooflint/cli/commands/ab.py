@@ -61,7 +61,9 @@ def ab_command(
     csv: Annotated[
         Path | None,
         # empty, it was refused as "--csv . is a folder", a path the caller never typed
-        path_option("--csv", "Also write the table to this CSV file.", "name a CSV file, or leave --csv out"),
+        path_option(
+            "--csv", "Also write the table to this CSV file.", "name a CSV file, or leave --csv out", file=True
+        ),
     ] = None,
 ) -> None:
     """Compare entries of one family: check each against float64, then time them in alternating rounds.

@@ -77,6 +77,7 @@ def bench_command(
             "--junit",
             "Write correctness checks as JUnit XML.",
             "name the JUnit XML file to write, e.g. junit.xml, or leave it out",
+            file=True,
         ),
     ] = None,
     roof: RoofOption = None,

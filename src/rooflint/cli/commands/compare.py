@@ -28,7 +28,10 @@ def compare_command(
     out: Annotated[
         Path | None,
         path_option(
-            "--out", "Also write the Markdown diff to this file.", "name the Markdown file to write, or leave it out"
+            "--out",
+            "Also write the Markdown diff to this file.",
+            "name the Markdown file to write, or leave it out",
+            file=True,
         ),
     ] = None,
 ) -> None:

@@ -17,7 +17,10 @@ def doctor_command(
     json_path: Annotated[
         Path | None,
         path_option(
-            "--json", "Also save the report as JSON to this file.", "name the JSON file to write, or leave it out"
+            "--json",
+            "Also save the report as JSON to this file.",
+            "name the JSON file to write, or leave it out",
+            file=True,
         ),
     ] = None,
     gpu: GpuOption = None,

@@ -18,7 +18,10 @@ def merge_command(
     out: Annotated[
         Path,
         path_option(
-            "--out", "Merged file; .json writes JSON, anything else CSV.", "name the merged file (.csv or .json)"
+            "--out",
+            "Merged file; .json writes JSON, anything else CSV.",
+            "name the merged file (.csv or .json)",
+            file=True,
         ),
     ] = Path("merged.csv"),
 ) -> None:
@@ -26,10 +29,12 @@ def merge_command(
 
     Rows with the same family, variant, dtype, shape and GPU are kept once: the newest timestamp
     wins (on a tie, the file named later), and the number dropped is printed. A GPU name rooflint
-    knows (h100, a device name) is written as its key (h100_sxm); others stay as written.
+    knows (h100, a device name) is written as its key (h100_sxm); others stay as written. The merged
+    file is written whole; exit 1 where a row in it failed, errored, ran out of memory or crashed.
 
     Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
     """
+    from rooflint.cli.commands.report import failing_rows
     from rooflint.core.errors import UserError
     from rooflint.outputs.merge import merge_files, write_frame
     from rooflint.outputs.result_file import refuse_reading_and_writing
@@ -44,3 +49,9 @@ def merge_command(
     write_frame(merged.frame, out)
     # Escaped: GPU names from the files and the path are text, not rich markup (a `[/]` was a traceback).
     err_console.print(escape(f"{merged.describe()} -> {out}"), highlight=False, soft_wrap=True)
+    failing = failing_rows(merged.frame)
+    if failing:
+        # A crash is a failure in every command that reads it: merged into a file with exit 0, it
+        # passed a `merge && ...` CI step that report, lint and compare of the same rows fail.
+        err_console.print(f"[bold red]failing[/]: {escape(failing)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)

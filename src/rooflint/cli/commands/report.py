@@ -22,6 +22,7 @@ def report_command(
             "--out",
             "Report file; rooflines are drawn beside it. Default: stdout.",
             "name the report file, or leave it out for stdout",
+            file=True,
         ),
     ] = None,
     spec_file: SpecFileOption = None,
