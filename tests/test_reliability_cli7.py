@@ -27,9 +27,9 @@ def test_a_report_out_that_is_a_folder_is_refused_before_drawing_over_its_parent
     results = write([row("vector_add", "triton", 1.0)], tmp_path / "run")
     (tmp_path / "adir").mkdir()
     (tmp_path / "roofline.png").write_text("mine")
-    for out in ("adir", "adir/", "."):
+    for out, said in (("adir", "is a directory"), ("adir/", "names a folder"), (".", "is a directory")):
         done = rooflint("report", results, "--format", "md", "--out", out, tmp_path=tmp_path)
-        assert_refused(done, "is a directory", "give a file name")
+        assert_refused(done, said)
     assert (tmp_path / "roofline.png").read_text() == "mine"
     assert not (tmp_path / "roofline.svg").exists() and not (tmp_path / "roofline.csv").exists()
     assert list((tmp_path / "adir").iterdir()) == []
