@@ -222,6 +222,7 @@ def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path,
     monkeypatch.setattr(
         profile, "available_metrics", lambda: ["dram__throughput", "sm__pipe_tensor_op_hmma_cycles_active"]
     )
+    monkeypatch.setattr(profile.ncu_tools, "ncu_path", lambda: "/usr/local/cuda/bin/ncu")  # run_ncu is faked
     asked = []
     monkeypatch.setattr(
         profile,
@@ -262,6 +263,7 @@ def test_profile_sass_keeps_each_variant_s_main_kernel_and_writes_sass_csv(tmp_p
     monkeypatch.setattr(timing, "time_cuda", lambda fn, l2_bytes: summarize([1.0], "cuda_events", True))
     monkeypatch.setattr(profile.torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(profile, "available_metrics", lambda: [])
+    monkeypatch.setattr(profile.ncu_tools, "ncu_path", lambda: "/usr/local/cuda/bin/ncu")  # run_ncu is faked
     real_build = profile.build
     monkeypatch.setattr(profile, "build", lambda fam, v, size, dtype, device: real_build(fam, v, size, dtype, "cpu"))
     asked = []

@@ -184,6 +184,10 @@ class Family:
         default_dtypes: Sequence[str] | None = None,
         check: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        if not isinstance(name, str) or not name.strip() or "," in name:
+            # An empty name ran under `bench all` (exit 0) into rows every reader refuses ("family is
+            # empty"), losing the whole results file; one with a comma is split apart when asked for.
+            raise ValueError(f"family name {name!r} cannot be asked for; valid: a name with no comma, e.g. my_op")
         if "small" not in sizes or "large" not in sizes:
             raise ValueError(f"family {name} must define 'small' and 'large' sizes")
         self.name = name

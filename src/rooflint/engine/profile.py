@@ -37,6 +37,7 @@ PROFILED_CALLS = 5  # calls under torch.profiler: enough to average, few enough 
 # dozens of times, so the large size costs minutes per variant).
 DEFAULT_SIZE = "small"
 DEFAULT_OUT = Path("rooflint-out/profile")
+NO_NCU = "--ncu needs Nsight Compute's `ncu` on PATH (it ships with the CUDA toolkit); drop --ncu to list kernels only"
 
 
 @dataclass
@@ -224,7 +225,7 @@ def run_ncu(
     ``sass``, its main kernel's SASS with the stall samples (else None)."""
     ncu = ncu_tools.ncu_path()
     if ncu is None:
-        raise UserError("--ncu needs Nsight Compute's `ncu` on PATH (it ships with the CUDA toolkit)")
+        raise UserError(NO_NCU)
     stem = f"{family.name}-{variant.name}-{dtype}-{size}".replace("/", "_").replace("=", "").replace(",", "_")
     report = out_dir / f"{stem}.ncu-rep"
     job = json.dumps({"family": family.name, "variant": variant.name, "dtype": dtype, "size": size})
@@ -388,6 +389,10 @@ def run_profile(
         raise UserError("--sass reads Nsight Compute's source page: add --ncu")
     if ncu and device != "cuda":
         raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
+    if ncu and ncu_tools.ncu_path() is None:
+        # Found only when the first variant went under ncu: after every variant was built, checked,
+        # profiled and timed, and with the kernel table they gave never printed.
+        raise UserError(NO_NCU)
     if spec_file:
         load_spec_file(spec_file)  # missing, binary or not TOML: refused, not ignored without --ncu
     check_gpu_flag(gpu, spec_file, on_cpu=device != "cuda")  # with or without --ncu

@@ -227,9 +227,16 @@ class Worker:
         row.rel_error, row.tolerance = verdict.error, verdict.tolerance
         del output
         cost = family.cost(task.params, task.dtype)
-        row.tensor_flops, row.cuda_flops, row.ideal_bytes = cost.tensor_flops, cost.cuda_flops, cost.bytes
+        counts = {"tensor_flops": cost.tensor_flops, "cuda_flops": cost.cuda_flops, "bytes": cost.bytes}
         if variant.modeled_bytes is not None:
-            row.modeled_bytes = float(variant.modeled_bytes(task.params, task.dtype))
+            counts["modeled_bytes"] = float(variant.modeled_bytes(task.params, task.dtype))
+        # A (plugin's) cost model that counts negative work: its row was written ok, plotted and
+        # exit 0, and every reader then refused the whole results file over that one number.
+        negative = [f"{name}={value:g}" for name, value in counts.items() if value < 0]
+        if negative:
+            raise ValueError(f"the cost model of {family.name} gives {', '.join(negative)}; valid: counts of 0 or more")
+        row.tensor_flops, row.cuda_flops, row.ideal_bytes = cost.tensor_flops, cost.cuda_flops, cost.bytes
+        row.modeled_bytes = counts.get("modeled_bytes", row.modeled_bytes)
         if not verdict.passed:
             row.status, row.message = FAILED, verdict.message
             return row

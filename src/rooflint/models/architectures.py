@@ -83,7 +83,21 @@ def read_config_file(path: Path) -> dict[str, Any]:
     check_shape(fields, str(path))
     check_rope_type(fields, str(path))
     check_norm_eps(fields, str(path))
+    check_buildable(fields, str(path))
     return fields
+
+
+def check_buildable(fields: dict[str, Any], source: str) -> None:
+    """Fields transformers' config takes (with at most a warning line) and its model then cannot be
+    built with: each crashed the run with exit 1 (an AssertionError, an AttributeError) on its first build."""
+    pad, vocab = fields.get("pad_token_id"), fields["vocab_size"]
+    if type(pad) is int and not -vocab <= pad < vocab:  # nn.Embedding's padding_idx: a row of the vocabulary
+        raise UserError(f"{source}: pad_token_id={pad} is outside the vocabulary; valid: 0 to {vocab - 1}, or null")
+    if isinstance(fields.get("text_config"), dict):  # a multimodal wrapper's nested config, read by generation's
+        raise UserError(
+            f"{source}: a text_config inside a {fields['model_type']} config is not one rooflint builds; "
+            "give the language model's own config.json"
+        )
 
 
 def check_rope_type(fields: dict[str, Any], source: str) -> None:
