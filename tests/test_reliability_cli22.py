@@ -8,7 +8,9 @@ subprocess, or the CLI in-process where a GPU has to be faked). Each case is a b
 - a plugin family named "" (or "a,b") ran under `bench all` into rows every reader refuses (or
   could never be asked for by name);
 - `profile --ncu` with no `ncu` on PATH built, checked, profiled and timed every variant before it
-  said so, and never printed the kernel table it had measured.
+  said so, and never printed the kernel table it had measured;
+- a config.json with a quantization_config was measured as the unquantized model without a word;
+- `roofline --gpu X --spec-file F` dropped, unsaid, every family whose cost model needs a peak F lacks.
 """
 
 from __future__ import annotations
@@ -102,3 +104,28 @@ def test_profile_ncu_without_ncu_on_path_is_refused_before_profiling(tmp_path, m
     assert result.exit_code == 2, result.output
     assert "--ncu needs Nsight Compute's `ncu` on PATH" in result.output and "drop --ncu" in result.output
     assert built == [] and not (tmp_path / "p").exists()  # nothing built, profiled or written
+
+
+@needs_console_script
+def test_a_config_json_with_a_quantization_config_says_it_is_not_applied(tmp_path):
+    """A quantized checkpoint's config.json (say an FP8 release's): its shapes are built with random
+    weights in --dtype. The rows are the unquantized model's, and the run says so."""
+    quantized = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
+    (tmp_path / "config.json").write_text(json.dumps({**TINY_LLAMA, "quantization_config": quantized}))
+    done = run_in(tmp_path, "model", "config.json", *QUICK_MODEL, "--out", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "quantization_config is not applied" in done.stderr and "random fp32" in done.stderr
+
+
+@needs_console_script
+def test_roofline_names_the_families_a_spec_file_has_no_peak_for(tmp_path):
+    """A spec file with the bandwidth and bf16 tensor cores only: the families whose cost models need
+    another peak (fp32 CUDA cores, say) have no predicted point, and the command says which."""
+    spec = tmp_path / "mine.toml"
+    spec.write_text('[mine]\nname = "Mine"\nmemory_bandwidth_gbps = 2000\ntensor_bf16_tflops = 400\n')
+    done = run_in(tmp_path, "roofline", "--gpu", "mine", "--spec-file", str(spec), "--out", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [note] = [line for line in done.stderr.splitlines() if line.startswith("note: no point for")]
+    drawn = {row["family"] for row in csv.DictReader((tmp_path / "out" / "roofline.csv").open())}
+    missing = note.split("note: no point for ", 1)[1].split(":", 1)[0].split(", ")
+    assert missing and not drawn & set(missing) and "softmax" in missing, note

@@ -130,10 +130,12 @@ def project(frame: pd.DataFrame, target: GpuSpec) -> pd.DataFrame:
 
 
 def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
-    """Each family's attainable point on ``spec`` from its cost model at the large size."""
+    """Each family's attainable point on ``spec`` from its cost model at the large size. A family
+    none of whose dtypes has a roof on ``spec`` (a spec file without the peak it needs) has no point:
+    its name is in the frame's ``attrs["not_predicted"]``, for the caller to say so."""
     from rooflint.core.registry import family_names, get_family
 
-    records = []
+    records, not_predicted = [], []
     dtype = spec_dtype if spec.tensor_peak_tflops(spec_dtype) else "fp16"
     for name in family_names():
         family = get_family(name)
@@ -146,6 +148,8 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
                 if math.isfinite(floor) and floor > 0:
                     break
             else:
+                if name not in not_predicted:
+                    not_predicted.append(name)
                 continue
             records.append(
                 {
@@ -161,7 +165,9 @@ def predicted_points(spec: GpuSpec, spec_dtype: str = "bf16") -> pd.DataFrame:
                     "link": None,
                 }
             )
-    return pd.DataFrame(records)
+    frame = pd.DataFrame(records)
+    frame.attrs["not_predicted"] = not_predicted
+    return frame
 
 
 def measured_groups(frame: pd.DataFrame, spec_file=None) -> list[tuple[GpuSpec, pd.DataFrame]]:

@@ -77,6 +77,11 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     gpu_spec = request.spec or _gpu_spec(request, device)
     log(f"building {request.model} {request.config} ({request.dtype}, {device.type})")
     loaded = load(request, spec_model, device)
+    if getattr(loaded.hf.config, "quantization_config", None):
+        # A quantized checkpoint's config.json: its shapes are built with random weights in --dtype,
+        # so the rows are the unquantized model's, whatever the file's name says.
+        log(f"note: {loaded.config_name}'s quantization_config is not applied: its weights are random {request.dtype}; "
+            "--weights-dtype int8 or fp8 times a quantized decode")  # fmt: skip
     dims = loaded.dims
     check_positions(dims, request, loaded.config_name)  # a --weights checkpoint's own config, read as it loaded
     family = f"model:{loaded.config_name}"

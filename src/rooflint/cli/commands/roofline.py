@@ -79,6 +79,11 @@ def roofline_command(
         # One roof: rows measured on it, else projected from other GPUs' rows or predicted.
         spec = get_spec(gpu or "h100_sxm", spec_file)
         plots = [(spec, *points_for_roofline(spec, frame))]
+        missing = plots[0][1].attrs.get("not_predicted", [])
+        if missing:
+            # Each needs a peak the spec lacks (a spec file with only some of them): said, not dropped unseen.
+            note = f"note: no point for {', '.join(missing)}: {spec.key}'s spec has no peak their cost models need"
+            err_console.print(escape(note), highlight=False, soft_wrap=True)
     else:
         # Each GPU's own rows on its own roof, whatever name its gpu column spells it by.
         plots = [
