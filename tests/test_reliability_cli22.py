@@ -89,14 +89,16 @@ def test_a_plugin_family_whose_name_cannot_be_asked_for_is_refused(tmp_path, nam
 
 
 def test_profile_ncu_without_ncu_on_path_is_refused_before_profiling(tmp_path, monkeypatch):
+    import torch
     from typer.testing import CliRunner
 
     from rooflint.cli.app import app
-    from rooflint.engine import device as device_module
     from rooflint.engine import profile
 
     built = []
-    monkeypatch.setattr(device_module, "resolve_device", lambda device: "cuda")  # a GPU, without ncu
+    # A GPU, without ncu. Faked where resolve_device reads it: a module first imported during the test
+    # would otherwise bind a patched resolve_device for good (`from ... import`) and leak it.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
     monkeypatch.setattr(profile.ncu_tools, "ncu_path", lambda: None)
     monkeypatch.setattr(profile, "build", lambda *args: built.append(args[1].name) or pytest.fail("built"))
