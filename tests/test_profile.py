@@ -203,13 +203,12 @@ def test_profile_bad_input(tmp_path):
 def test_profile_ncu_builds_each_variant_once_and_times_it_outside_ncu(tmp_path, monkeypatch):
     # With --ncu, each variant is built once here: its kernel list and its time come from the same
     # build; only ncu's child process builds it again (it must: it runs under the profiler).
-    from rooflint.engine import device as device_module
     from rooflint.engine import profile, timing
     from rooflint.engine.timing import summarize
 
     built, timed, profiled = [], [], []
     real_build = profile.build
-    monkeypatch.setattr(device_module, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(profile.torch.cuda, "is_available", lambda: True)  # a GPU, as resolve_device reads it
     monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
     monkeypatch.setattr("rooflint.core.specs.current_gpu_spec", lambda spec_file=None, gpu=None: get_spec("h100"))
     monkeypatch.setattr(profile, "build", lambda fam, v, size, dtype, device: built.append(v.name)
@@ -251,12 +250,11 @@ def test_profile_sass_keeps_each_variant_s_main_kernel_and_writes_sass_csv(tmp_p
     from pathlib import Path
 
     from rooflint.analysis import sass
-    from rooflint.engine import device as device_module
     from rooflint.engine import profile, timing
     from rooflint.engine.timing import summarize
 
     page = sass.parse_source_csv((Path(__file__).parent / "fixtures" / "ncu_source_sass.csv").read_text())
-    monkeypatch.setattr(device_module, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(profile.torch.cuda, "is_available", lambda: True)  # a GPU, as resolve_device reads it
     monkeypatch.setattr("rooflint.engine.worker.missing_requirement", lambda variant, device: None)
     monkeypatch.setattr("rooflint.core.specs.current_gpu_spec", lambda spec_file=None, gpu=None: get_spec("h100"))
     monkeypatch.setattr(profile, "kernel_shares", lambda fn, device, name: [])
