@@ -225,6 +225,7 @@ class Comparison:
     base_name: str = "BASE"
     new_name: str = "NEW"
     notes: list[str] = field(default_factory=list)
+    fail_on_missing: bool = False  # --fail-on-missing: rows only in BASE fail the comparison too
 
     @property
     def regressions(self) -> list[Entry]:
@@ -236,9 +237,14 @@ class Comparison:
         return [e for e in self.entries if e.verdict == STILL_FAILING]
 
     @property
+    def missing(self) -> list[Entry]:
+        """Rows only in BASE where they fail the comparison (--fail-on-missing), else none."""
+        return [e for e in self.entries if e.verdict == BASE_ONLY] if self.fail_on_missing else []
+
+    @property
     def failed(self) -> bool:
         """Whether the comparison fails (`rooflint compare` exits 1)."""
-        return bool(self.regressions or self.still_failing)
+        return bool(self.regressions or self.still_failing or self.missing)
 
     def count(self, verdict: str) -> int:
         return sum(e.verdict == verdict for e in self.entries)
@@ -265,6 +271,7 @@ def compare_frames(
     allow_gpu_mismatch: bool = False,
     base_name: str = "BASE",
     new_name: str = "NEW",
+    fail_on_missing: bool = False,
 ) -> Comparison:
     notes = []
     for name, frame in ((base_name, base), (new_name, new)):
@@ -320,7 +327,7 @@ def compare_frames(
         for b, n, regime_note in pair_regimes(base_rows.get(k, {}), new_rows.get(k, {})):
             entries.append(_entry(b, n, regime_note, key, covered, threshold, notes))
     entries.sort(key=lambda e: (_ORDER[e.verdict], e.family, e.variant, e.dtype, e.shape, e.gpu))
-    return Comparison(entries, threshold, base_name, new_name, notes)
+    return Comparison(entries, threshold, base_name, new_name, notes, fail_on_missing)
 
 
 def _values(frame: pd.DataFrame, column: str, ok_only: bool = False) -> list[str]:
@@ -467,13 +474,15 @@ def _table(entries: list[Entry]) -> list[str]:
 
 
 def render_markdown(result: Comparison) -> str:
-    regressions, still = result.regressions, result.still_failing
+    regressions, still, missing = result.regressions, result.still_failing, result.missing
     pct = f"{100 * result.threshold:g}%"
     why = []
     if regressions:
         why.append(f"{len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}")
     if still:
         why.append(f"{len(still)} row{'s' * (len(still) != 1)} still failing")
+    if missing:  # the heading states the verdict the exit status gives, so a PR comment never says "pass" on exit 1
+        why.append(f"{len(missing)} row{'s' * (len(missing) != 1)} only in BASE (--fail-on-missing)")
     if why:
         head = f"## rooflint compare: FAIL, {', '.join(why)}"
     else:

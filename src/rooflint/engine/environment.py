@@ -6,7 +6,6 @@ import datetime
 import functools
 import os
 import platform
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rooflint import __version__
+from rooflint.engine.host import host_name
 
 if TYPE_CHECKING:
     from rooflint.core.specs import GpuSpec
@@ -107,5 +107,5 @@ def stamp(row: ResultRow, spec: GpuSpec, device: str, env: Environment | None = 
     row.rooflint_version, row.git_commit = env.rooflint_version, env.git_commit
     row.timestamp = timestamp()
     row.ceiling_source = spec.origin  # datasheet | measured | user (a --spec-file GPU)
-    row.host = socket.gethostname()  # a fleet measures one plan on many machines
+    row.host = host_name()  # a fleet measures one plan on many machines
     return row

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rooflint.core.specs import GpuSpec, spec_to_dict
+from rooflint.engine.host import host_name
 from rooflint.engine.parent_watch import PARENT_PID_VARIABLE
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import RunTally
@@ -237,7 +237,7 @@ def parent_where(device: str, device_index: int | None, spec: GpuSpec | None, re
     from rooflint import __version__
     from rooflint.core.specs import all_specs, detect, get_spec
 
-    where: dict[str, Any] = {"host": socket.gethostname(), "rooflint_version": __version__, "device_index": -1}
+    where: dict[str, Any] = {"host": host_name(), "rooflint_version": __version__, "device_index": -1}
     if spec is not None or device != "cuda":  # a CPU run: the ceilings measured at start
         return {**where, "gpu": spec.key if spec is not None else "cpu", "device_name": spec.name if spec else "cpu"}
     where["device_index"] = device_index if device_index is not None else 0

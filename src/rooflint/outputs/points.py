@@ -86,6 +86,11 @@ def points_from_results(frame: pd.DataFrame) -> pd.DataFrame:
         regimes = rows["regime"].fillna("").astype(str) if "regime" in rows else None
         if regimes is not None and len(set(regimes) - {""}) > 1:
             ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + [f" ({r})" if r else "" for r in regimes]
+        # So does a `--cuda-graphs` run merged with an event-timed one: a graph replay's point beside
+        # the event-timed call's, both labelled alike, read as one variant measured twice.
+        graphed = rows["timing_mode"].fillna("").astype(str) == "cuda_graph" if "timing_mode" in rows else None
+        if graphed is not None and graphed.nunique() > 1:
+            ok.loc[rows.index, "label"] = ok.loc[rows.index, "label"] + [" (CUDA graphs)" if g else "" for g in graphed]
     ok["point_kind"] = "measured"
     ok["link"] = None
     return ok.reindex(columns=POINT_COLUMNS)

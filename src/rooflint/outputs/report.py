@@ -43,6 +43,7 @@ ROW_FIELDS = (
     "dtype",
     "shape",
     "regime",  # burst | sustained; "" on a row that was never timed
+    "timing_mode",  # cuda_events, cuda_graph, cpu_wall, ...; "" on a row that was never timed
     "status",
     "message",
     "median_ms",
@@ -255,24 +256,27 @@ def _section_json(section: GpuSection) -> dict[str, Any]:
 
 
 def _across_gpus(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """One line per family, variant, dtype, shape and regime: a burst time is never set beside a
-    sustained one, and neither hides the other. A row never timed (no regime) shows in each line of its key."""
+    """One line per family, variant, dtype, shape, regime and timing (CUDA-graph replays or not): a
+    burst time is never set beside a sustained one, nor a graph replay's beside an event-timed call's
+    (a merge keeps both), and neither hides the other. A row never timed (no regime) shows in each
+    line of its key."""
     gpus = sorted(set(frame["gpu"]))
     out = []
     keyed = _keyed(frame)
     for (family, variant, dtype, shape), group in keyed.groupby(["family", "variant", "dtype", "shape"], sort=False):
         records = group.to_dict("records")
-        for regime in sorted({r["regime"] for r in records} - {""}) or [""]:
+        timed = {(r["regime"], bool(r["graphed"])) for r in records if r["regime"]}
+        for regime, graphed in sorted(timed) or [("", False)]:
             by_gpu = {}
             for record in records:
-                if record["regime"] in (regime, ""):
+                if record["regime"] == "" or (record["regime"], bool(record["graphed"])) == (regime, graphed):
                     by_gpu[record["gpu"]] = {
                         "status": record["status"],
                         "median_ms": _clean(record["median_ms"]),
                         "pct_of_roof": _clean(record["pct_of_roof"]),
                     }
             item = {"family": family, "variant": variant, "dtype": dtype, "shape": shape, "regime": regime}
-            out.append(dict(item, by_gpu=by_gpu))
+            out.append(dict(item, cuda_graphs=graphed, by_gpu=by_gpu))
     return [dict(item, gpus=gpus) for item in out]
 
 

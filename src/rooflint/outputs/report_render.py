@@ -89,15 +89,22 @@ def energy_note(section) -> str:
 
 def _varying(rows: list[dict[str, Any]]) -> list[str]:
     """dtype and shape get their own columns only where a family's rows differ in them; the regime
-    only where timed rows differ in it (a burst run merged with a sustained one), else two lines of
-    one variant read alike."""
+    only where timed rows differ in it (a burst run merged with a sustained one), and the timing mode
+    only where some rows were timed by CUDA-graph replays and others not (a `--cuda-graphs` run merged
+    with an event-timed one), else two lines of one variant read alike."""
     names = [name for name in ("dtype", "shape") if len({r[name] for r in rows}) > 1]
-    return names + ["regime"] * _several_regimes(rows)
+    graphed = {(r.get("timing_mode") or "") == "cuda_graph" for r in rows if r.get("timing_mode")}
+    return names + ["regime"] * _several_regimes(rows) + ["timing_mode"] * (len(graphed) > 1)
 
 
 def _several_regimes(rows: list[dict[str, Any]]) -> bool:
     """Whether rows were timed in more than one regime (a row never timed has none)."""
     return len({r.get("regime") or "" for r in rows} - {""}) > 1
+
+
+def _several_timings(items: list[dict[str, Any]]) -> bool:
+    """Whether the across-GPU lines hold both CUDA-graph replays and rows timed otherwise."""
+    return len({bool(item.get("cuda_graphs")) for item in items}) > 1
 
 
 def _variant_cell(row: dict[str, Any]) -> str:
@@ -258,19 +265,29 @@ def _across_cell(cell: dict[str, Any] | None) -> str:
     return f"{cell['median_ms']:.4g}{pct}"
 
 
+def _yes_no(flag: Any) -> str:
+    return "yes" if flag else "no"
+
+
 def render_markdown(report: dict[str, Any], base: Path | None = None) -> str:
     """Markdown for a job summary or a PR comment. `base` is the report's directory, for image links."""
     lines = ["# rooflint report", ""] + _header(report, md_span)
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
         regime = _several_regimes(report["across_gpus"])
+        graphs = _several_timings(report["across_gpus"])
         lines += ["", "## Across GPUs", "", "time in ms (% of that GPU's roof)", ""]
         lines.append(
-            "| family | variant | dtype | shape | " + "regime | " * regime + " | ".join(md_text(g) for g in gpus) + " |"
+            "| family | variant | dtype | shape | "
+            + "regime | " * regime
+            + "CUDA graphs | " * graphs
+            + " | ".join(md_text(g) for g in gpus)
+            + " |"
         )
-        lines.append("|---|---|---|---|" + "---|" * regime + "---:|" * len(gpus))
+        lines.append("|---|---|---|---|" + "---|" * (regime + graphs) + "---:|" * len(gpus))
         for item in report["across_gpus"]:
-            cells = [md_text(item["regime"])] * regime + [_across_cell(item["by_gpu"].get(g)) for g in gpus]
+            cells = [md_text(item["regime"])] * regime + [_yes_no(item.get("cuda_graphs"))] * graphs
+            cells += [_across_cell(item["by_gpu"].get(g)) for g in gpus]
             lines.append(
                 f"| {md_text(item['family'])} | {md_text(item['variant'])} | {md_text(item['dtype'])} | "
                 f"`{md_code(item['shape'])}` | " + " | ".join(cells) + " |"
@@ -362,10 +379,12 @@ def render_html(report: dict[str, Any]) -> str:
     if report["across_gpus"]:
         gpus = report["across_gpus"][0]["gpus"]
         keys = ["family", "variant", "dtype", "shape"] + ["regime"] * _several_regimes(report["across_gpus"])
-        head = "".join(f"<th>{_esc(h)}</th>" for h in keys + gpus)
+        graphs = _several_timings(report["across_gpus"])
+        head = "".join(f"<th>{_esc(h)}</th>" for h in keys + ["CUDA graphs"] * graphs + gpus)
         body = "".join(
             "<tr>"
             + "".join(f"<td>{_esc(item[k])}</td>" for k in keys)
+            + f"<td>{_yes_no(item.get('cuda_graphs'))}</td>" * graphs
             + "".join(f"<td>{_esc(_across_cell(item['by_gpu'].get(g)))}</td>" for g in gpus)
             + "</tr>"
             for item in report["across_gpus"]

@@ -66,12 +66,17 @@ def compare_command(
     if out is not None:
         refuse_reading_and_writing(out, [base, new])
     result = compare_frames(
-        read_results(base), read_results(new), fraction, allow_gpu_mismatch, base_name=str(base), new_name=str(new)
+        read_results(base),
+        read_results(new),
+        fraction,
+        allow_gpu_mismatch,
+        base_name=str(base),
+        new_name=str(new),
+        fail_on_missing=fail_on_missing,
     )
     text = result.to_markdown()
     if out is not None:
         write_text(out, text, "comparison")
     typer.echo(text, nl=False)
-    missing = result.count("only in base")
-    if result.failed or (fail_on_missing and missing):
+    if result.failed:
         raise typer.Exit(1)

@@ -69,7 +69,13 @@ def local_cluster(workers: list[LocalWorker], in_process: bool = False) -> Any:
 
     kind = Worker if in_process else Nanny
     specs = {worker.name: {"cls": kind, "options": options(worker)} for worker in workers}
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+    # Dask's nanny starts a worker with OMP_NUM_THREADS=1 (MKL's and OpenBLAS's too) and a low
+    # MALLOC_TRIM_THRESHOLD_, meant for workers holding data; the measuring processes inherit them, so a
+    # CPU row ran on one thread with its large buffers mapped afresh each call (vector_add at 11x a plain
+    # bench's time on the same machine). The workers start in this process's environment instead, as a
+    # plain bench's measuring process does; a variable the user set there still reaches them.
+    settings = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES, "distributed.nanny.pre-spawn-environ": {}}
+    with dask.config.set(settings):
         return SpecCluster(workers=specs, scheduler=scheduler, silence_logs=logging.WARNING, name="rooflint")
 
 

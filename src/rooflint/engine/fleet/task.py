@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import socket
 import tempfile
 import threading
 import time
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooflint.core import paths
 from rooflint.core.specs import GpuSpec
+from rooflint.engine.host import HOST_VARIABLE, host_name
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import HeldReports
 from rooflint.engine.worker import Task
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from rooflint.engine.measuring import MeasuringProcess
 
 LOG_TAIL_CHARS = 20_000  # of the measuring processes' stderr, sent back for the client's worker log
-HOST_VARIABLE = "ROOFLINT_HOST"  # the machine's name in rows, where the hostname is not it (a pod's)
 # The compilers' caches, each under rooflint's cache root unless set already: every worker of a host
 # (and every task of a worker) then finds the kernels another one compiled, and ROOFLINT_CACHE moves
 # all of them to a node's local disk at once.
@@ -59,7 +58,7 @@ def measure_group(
     share_caches()
     worker = get_worker()
     # "name", not "worker": the scheduler sets an event's "worker" to the worker's address.
-    me = {"group": group, "name": str(worker.name), "host": os.environ.get(HOST_VARIABLE) or socket.gethostname()}
+    me = {"group": group, "name": str(worker.name), "host": host_name()}
     worker.log_event(topic, {"kind": "start", **me})
     records: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
