@@ -407,7 +407,7 @@ def test_split_phases_without_the_persistent_op_changes_nothing():
     assert set(split.ops) == {"embedding", "lm_head"}
 
 
-@pytest.mark.parametrize("value,on", [("1", True), ("0", False), ("true", False), ("", False), (None, False)])
+@pytest.mark.parametrize("value,on", [("1", True), ("0", False), ("", False), (None, False)])
 def test_only_rooflint_persistent_1_turns_the_persistent_kernel_on(monkeypatch, value, on):
     if value is None:
         monkeypatch.delenv("ROOFLINT_PERSISTENT", raising=False)
@@ -421,6 +421,14 @@ def test_only_rooflint_persistent_1_turns_the_persistent_kernel_on(monkeypatch, 
     assert "decoder_layers" not in kernels.fusions(4, False) | kernels.fusions(MAX_ROWS + 1, True)
     assert kernels.phase_shares() is None  # nothing ran yet
     assert "decoder_layers" not in make_kernel_set("eager", torch.float32, CPU, 32, EPS).fusions(4, True)
+
+
+def test_a_persistent_switch_that_is_neither_0_nor_1_is_refused(monkeypatch):
+    from rooflint.core.errors import UserError
+
+    monkeypatch.setenv("ROOFLINT_PERSISTENT", "true")  # once read as "off" without a word
+    with pytest.raises(UserError, match="ROOFLINT_PERSISTENT='true' is not a switch"):
+        make_kernel_set("triton", torch.float32, CPU, 32, EPS)
 
 
 def plan_of(result) -> dict[str, str]:

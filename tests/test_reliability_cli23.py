@@ -7,7 +7,9 @@ Before: `compare --fail-on-missing` exited 1 under a heading that said "pass"; a
 apart (and its across-GPU table set one GPU's graph replay beside another's event-timed call, the
 event-timed row dropped); ROOFLINT_HOST named the host of a `--scheduler local` run's rows but not a
 plain bench's on the same machine; and a local fleet's CPU rows ran with Dask's OMP_NUM_THREADS=1 and
-MALLOC_TRIM_THRESHOLD_, at up to 11x a plain bench's time for the same code on the same machine.
+MALLOC_TRIM_THRESHOLD_, at up to 11x a plain bench's time for the same code on the same machine; an
+on/off switch set to neither 0 nor 1 (`ROOFLINT_PDL=yes`) quietly meant its default, and
+`ROOFLINT_DEBUG=0` turned tracebacks on.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from console_script import ROOFLINT, needs_console_script, run_in
+from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 from result_factory import read_csv, run, write
 
 pytestmark = needs_console_script
@@ -149,3 +151,34 @@ def test_a_local_fleet_measures_in_the_environment_a_plain_bench_does(tmp_path):
         assert [r["status"] for r in rows] == ["ok"], rows
         notes.append(rows[0]["message"])
     assert notes[0] == notes[1], notes
+
+
+@pytest.mark.parametrize("name", ["ROOFLINT_PDL", "ROOFLINT_PERSISTENT", "ROOFLINT_AUTOTUNE_PICKS", "ROOFLINT_DEBUG"])
+def test_an_on_off_switch_that_is_neither_0_nor_1_is_refused_at_start(tmp_path, name):
+    """`ROOFLINT_PDL=yes` quietly meant the default (and `ROOFLINT_DEBUG=0` turned tracebacks on):
+    the run measured something other than what was asked for. Each switch takes 0 or 1, or unset."""
+    env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200")
+    for value, refused in (("yes", True), ("false", True), ("0", False), ("1", False), ("", False)):
+        env[name] = value
+        done = subprocess.run(
+            [ROOFLINT, "--version"], capture_output=True, text=True, env=env, cwd=tmp_path, check=False
+        )
+        if refused:
+            assert_refused(done, f"{name}={value!r} is not a switch", "valid: 0 or 1")
+        else:
+            assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_debug_0_keeps_the_one_line_error(monkeypatch):
+    """ROOFLINT_DEBUG=0 means off: an unexpected error is still one line, exit 1, no traceback."""
+    from rooflint.cli import app as app_module
+
+    def broken(**_kwargs):
+        raise RuntimeError("a kernel's own error")
+
+    monkeypatch.setenv("ROOFLINT_DEBUG", "0")
+    monkeypatch.setattr(app_module, "app", broken)
+    monkeypatch.setattr(app_module.sys, "argv", ["rooflint", "list"])
+    with pytest.raises(SystemExit) as stopped:
+        app_module.main()
+    assert stopped.value.code == 1

@@ -36,6 +36,7 @@ from rooflint.cli.commands import (
 )
 from rooflint.cli.console import console, err_console, escape
 from rooflint.core.errors import UserError
+from rooflint.core.switches import check_switches
 
 app = typer.Typer(
     name="rooflint",
@@ -162,6 +163,7 @@ def _refuse_repeated_options(args: list[str]) -> None:
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
+        check_switches()
         _refuse_repeated_options(sys.argv[1:])
         with _sigterm_interrupts():
             code = app(standalone_mode=False)
@@ -202,7 +204,7 @@ def main() -> None:
             sys.exit(code)
         if isinstance(code, int):
             sys.exit(code)
-        if os.environ.get("ROOFLINT_DEBUG"):
+        if os.environ.get("ROOFLINT_DEBUG", "").strip() not in ("", "0"):  # a malformed value was refused at start
             raise
         # The message is the exception's own text (a kernel's, a library's): escaped, as rich would read
         # "[/x]" in it as a closing tag and raise here, a traceback after all.

@@ -19,19 +19,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from rooflint.core.autotune_tally import PICKS
 from rooflint.core.paths import cache_dir, replacing
+from rooflint.core.switches import switch
 
 ENV = "ROOFLINT_AUTOTUNE_PICKS"
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
+    return switch(ENV) is not False
 
 
 def store_path(device_name: str) -> Path:

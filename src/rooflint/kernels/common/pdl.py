@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from contextvars import ContextVar
 
+from rooflint.core.switches import switch
 from rooflint.core.triton_compat import gdc_launch_dependents, gdc_wait, interpreting, tl, triton
 
 # Set while a model's decode step launches its kernels (decode_chain): a chain of dependent kernels
@@ -49,8 +49,8 @@ def pdl_enabled(device) -> bool:
     On in a model's decode step since the GEMMs hold their weights in registers across the wait
     (kernels/gelu_linear/skinny_pdl.cu): GPT-2's step went from 0.422 to 0.298 ms on an H100
     (docs/perf-notes/models.md). Before that, with an L2 prefetch only, it bought nothing."""
-    switch = os.environ.get("ROOFLINT_PDL")
-    wanted = switch == "1" or (switch != "0" and _IN_CHAIN.get())
+    asked = switch("ROOFLINT_PDL")
+    wanted = asked is True or (asked is None and _IN_CHAIN.get())
     if not wanted or device.type != "cuda" or interpreting() or gdc_wait is None:
         return False
     return _capability(device.index)[0] >= 9

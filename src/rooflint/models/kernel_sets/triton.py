@@ -11,12 +11,11 @@ against the vocab padded to whole tiles. A GEMM of <= 16 rows runs on the weight
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from rooflint.core.errors import VariantSkipped
 from rooflint.core.family import dtype_name
+from rooflint.core.switches import switch
 from rooflint.core.triton_compat import interpreting
 from rooflint.models.kernel_sets.common import FUSIONS, LM_HEAD_PAD, PaddedHead, dtype_gap, kv_span
 from rooflint.models.kernel_sets.eager import EagerKernels
@@ -64,7 +63,7 @@ class TritonKernels(EagerKernels):
         # One persistent kernel for a decode step's layers, only with ROOFLINT_PERSISTENT=1: it is
         # slower than the kernel-per-op step's layers (docs/perf-notes/models.md, Tried and lost).
         # Under the interpreter it runs one program, which does every item.
-        self.persistent = os.environ.get("ROOFLINT_PERSISTENT", "") == "1"
+        self.persistent = switch("ROOFLINT_PERSISTENT") is True
         self._layers = None  # (LayerStack, Plan, Workspace), built on the first (uncaptured) step
         self.plan["decoder_layers"] = (
             "triton, one persistent kernel for a decode step's layers (ROOFLINT_PERSISTENT=1)" if self.persistent
