@@ -183,7 +183,7 @@ def test_fail_on_missing_and_duplicates(tmp_path):
     new = write(run(scale=1.5)[:2], tmp_path / "new")  # softmax not run: listed, not failed
     plain = runner.invoke(app, ["compare", str(base), str(new)])
     assert plain.exit_code == 0, plain.output  # vector_add/triton matches the newer 1.5x baseline row
-    assert "had 1 duplicate rows; the newest timestamp of each was kept" in plain.output
+    assert "had 1 duplicate row; the newest timestamp of each was kept" in plain.output
     assert runner.invoke(app, ["compare", str(base), str(new), "--fail-on-missing"]).exit_code == 1
 
 

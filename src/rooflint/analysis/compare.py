@@ -68,7 +68,7 @@ import pandas as pd
 
 from rooflint.analysis.lint import boost_clock_mhz, gpu_key, shared_gpu_note, throttle_reason
 from rooflint.core.errors import UserError
-from rooflint.core.fmt import number, text
+from rooflint.core.fmt import counted, number, text
 from rooflint.outputs.merge import KEY, dedupe, measurement, regime_of
 from rooflint.outputs.report_render import md_code, md_span, md_text
 from rooflint.outputs.results import FAILING_STATUSES, OK, ResultRow, row_from_record
@@ -282,7 +282,7 @@ def compare_frames(
     new, new_dups = dedupe(new)
     for name, dups in ((base_name, base_dups), (new_name, new_dups)):
         if dups:
-            notes.append(f"{name} had {len(dups)} duplicate rows; the newest timestamp of each was kept")
+            notes.append(f"{name} had {counted(len(dups), 'duplicate row')}; the newest timestamp of each was kept")
     base_gpus, new_gpus = _gpus(base), _gpus(new)
     key = list(KEY)
     if not set(base_gpus) & set(new_gpus):
@@ -478,11 +478,11 @@ def render_markdown(result: Comparison) -> str:
     pct = f"{100 * result.threshold:g}%"
     why = []
     if regressions:
-        why.append(f"{len(regressions)} regression{'s' * (len(regressions) != 1)} past {pct}")
+        why.append(f"{counted(len(regressions), 'regression')} past {pct}")
     if still:
-        why.append(f"{len(still)} row{'s' * (len(still) != 1)} still failing")
+        why.append(f"{counted(len(still), 'row')} still failing")
     if missing:  # the heading states the verdict the exit status gives, so a PR comment never says "pass" on exit 1
-        why.append(f"{len(missing)} row{'s' * (len(missing) != 1)} only in BASE (--fail-on-missing)")
+        why.append(f"{counted(len(missing), 'row')} only in BASE (--fail-on-missing)")
     if why:
         head = f"## rooflint compare: FAIL, {', '.join(why)}"
     else:
@@ -510,12 +510,12 @@ def render_markdown(result: Comparison) -> str:
     same = [e for e in result.entries if e.verdict == SAME]
     if same:
         # Unchanged rows fold away, so a pull-request comment leads with what moved.
-        lines += ["", f"<details><summary>{len(same)} rows within {pct}</summary>", ""] + _table(same)
+        lines += ["", f"<details><summary>{counted(len(same), 'row')} within {pct}</summary>", ""] + _table(same)
         lines += ["", "</details>"]
     for verdict, title in ((BASE_ONLY, result.base_name), (NEW_ONLY, result.new_name)):
         missing = [e for e in result.entries if e.verdict == verdict]
         if missing:
-            lines += ["", f"**{len(missing)} row{'s' * (len(missing) != 1)} only in {md_span(title)}:**", ""]
+            lines += ["", f"**{counted(len(missing), 'row')} only in {md_span(title)}:**", ""]
             lines += [
                 f"- {md_text(e.family)} / {md_text(e.variant)} / {md_text(e.dtype)} / "
                 f"`{md_code(e.shape)}` / {md_text(e.gpu)}"

@@ -32,3 +32,8 @@ def number(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return result
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless n is 1: "1 row", "3 rows"."""
+    return f"{n} {noun}{'s' * (n != 1)}"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from rooflint.core.errors import UserError
-from rooflint.core.fmt import text
+from rooflint.core.fmt import counted, text
 from rooflint.core.paths import why_not
 from rooflint.outputs.results import COLUMNS, ResultRow, read_results, rows_from_frame, write_json, write_typed_csv
 
@@ -51,11 +51,12 @@ class Merged:
     def describe(self) -> str:
         gpus = sorted(set(self.frame["gpu"].astype(str)))
         text = (
-            f"merged {len(self.frame)} rows from {len(self.sources)} file{'s' * (len(self.sources) != 1)} "
+            f"merged {len(self.frame)} rows from {counted(len(self.sources), 'file')} "
             f"(GPUs: {', '.join(g or '?' for g in gpus) or 'none'})"
         )
         if self.duplicates:
-            text += f"; dropped {len(self.duplicates)} duplicate rows, keeping the newest timestamp of each key"
+            dropped = counted(len(self.duplicates), "duplicate row")
+            text += f"; dropped {dropped}, keeping the newest timestamp of each key"
         return text
 
 

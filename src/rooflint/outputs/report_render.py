@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from rooflint.core.fmt import finite, text
+from rooflint.core.fmt import counted, finite, text
 from rooflint.outputs.interactive import SCRIPT as INTERACTIVE_SCRIPT
 from rooflint.outputs.interactive import STYLE as INTERACTIVE_STYLE
 from rooflint.outputs.interactive import TOOLTIP, median_power, point_id, render_section
@@ -125,7 +125,8 @@ def _header(report: dict[str, Any], source=lambda path: path) -> list[str]:
     if sources:
         text += f" from {sources}"
     if summary.get("duplicates_dropped"):
-        text += f"; {summary['duplicates_dropped']} duplicate rows dropped, the newest timestamp of each kept"
+        dropped = counted(summary["duplicates_dropped"], "duplicate row")
+        text += f"; {dropped} dropped, the newest timestamp of each kept"
     return [text + "."]
 
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from rooflint.cli.console import err_console, print_written, user_errors
 from rooflint.cli.options import SpecFileOption, path_option
+from rooflint.core.fmt import counted
 
 
 @user_errors
@@ -95,4 +96,4 @@ def failing_rows(frame) -> str:
     statuses = Counter(status for _, status in failing)
     counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     shown = "; ".join(names[:3]) + (f"; and {len(names) - 3} more" if len(names) > 3 else "")
-    return f"{len(names)} row{'s' * (len(names) != 1)} did not pass ({counts}): {shown}"
+    return f"{counted(len(names), 'row')} did not pass ({counts}): {shown}"

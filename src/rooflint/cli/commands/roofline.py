@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from rooflint.cli.console import err_console, print_written, user_errors
 from rooflint.cli.options import SpecFileOption, named_gpu, path_option
+from rooflint.core.fmt import counted
 
 
 @user_errors
@@ -116,8 +117,7 @@ def _say_what_failed(frame) -> bool:
     if not names:
         return False
     err_console.print(
-        f"[bold red]not drawn[/]: {len(names)} row{'s' * (len(names) != 1)} that did not pass: "
-        + escape("; ".join(names)),
+        f"[bold red]not drawn[/]: {counted(len(names), 'row')} that did not pass: " + escape("; ".join(names)),
         highlight=False,
         soft_wrap=True,
     )
