@@ -123,5 +123,6 @@ def test_rooflines_named_with_a_dotted_config_are_kept_as_prev_too(tmp_path):
         (tmp_path / name).write_text(name)
     keep_previous(tmp_path)
     left = sorted(path.name for path in tmp_path.iterdir())
+    # roofline-a.prev.png, the run before the last's, goes: it never drew the numbers now in results.prev.csv.
     assert left == sorted(["results.prev.csv", "roofline.prev.png", "roofline-h100_sxm.prev.svg",
-                           "roofline-qwen2.5-0.5b-triton-decode.prev.png", "roofline-a.prev.png"])  # fmt: skip
+                           "roofline-qwen2.5-0.5b-triton-decode.prev.png"])  # fmt: skip

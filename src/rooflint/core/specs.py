@@ -37,6 +37,10 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 
+# The keys of a field's inline table, as hardware_specs/gpus.toml writes them.
+VALUE_KEYS = ("value", "source", "halved_from_sparse", "note")
+
+
 def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
     values = {}
     for name in NUMBER_FIELDS:
@@ -47,6 +51,15 @@ def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
             item = {"value": item, "source": where}
         if not isinstance(item, dict) or "value" not in item:
             raise UserError(f'{where}: [{key}] {name} must be a number or {{ value = ..., source = "..." }}')
+        # Every value is in the unit its field's name says (GB/s, TFLOP/s, MiB, MHz): a key such as
+        # unit = "TB/s" beside it was dropped unread, and 3.35 became a 3.35 GB/s roof.
+        stray = sorted(set(item) - set(VALUE_KEYS))
+        if stray:
+            keys = f"key{'s' if len(stray) > 1 else ''} {', '.join(stray)}"
+            raise UserError(
+                f"{where}: [{key}] {name} has unknown {keys}; valid: {', '.join(VALUE_KEYS)} "
+                "(the value in the unit the field's name says)"
+            )
         number = _positive_number(item["value"], f"{where}: [{key}] {name}")
         sparse = item.get("halved_from_sparse", False)
         if not isinstance(sparse, bool):  # bool("no") is True: a quoted flag would halve silently

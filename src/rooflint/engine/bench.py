@@ -62,9 +62,14 @@ def prepare(request: BenchRequest) -> BenchPlan:
     elif "all" in filled.dtypes:
         # "all" means every dtype beside other names too (`--dtype all,fp32`, an "all" repeated), as
         # `bench all softmax` runs every family: refused there as "unknown dtype 'all'", a name the
-        # --help lists as valid.
+        # --help lists as valid. The names beside it are still checked: `all,fp33` ran every dtype, exit 0.
+        _check_dtype_names([name for name in filled.dtypes if name != "all"])
         filled.dtypes = list(DTYPES)
     filled.size = request.size or ("large" if filled.device == "cuda" else "small")
+    if filled.device != "cuda" and filled.measure.cuda_graphs:
+        # The CPU times every row as usual (the CLI says so): results.json's measure record said
+        # cuda_graphs true over rows that no graph replayed.
+        filled.measure = dataclasses.replace(filled.measure, cuda_graphs=False)
     check_flags(filled)
     fleet.settle(filled)  # --scheduler, --gpu-types; several --devices run as a local fleet
     if filled.devices:
@@ -216,6 +221,11 @@ def keep_previous(out: Path) -> None:
         # (the last run killed before it wrote its own) must not stay beside its results.prev.csv.
         for name in ("results.prev.csv", "results.prev.json"):
             (out / name).unlink(missing_ok=True)
+        # So do the rooflines of the run before it: where the last run drew none (--no-plots, or another
+        # GPU's), its roofline.prev.png was kept beside the last run's results.prev.csv, of other numbers.
+        for image in out.glob("roofline*"):
+            if roofline_file(image.name) == "previous":
+                image.unlink()
     for name in ("results.csv", "results.json"):
         current = out / name
         if empty:
@@ -284,9 +294,7 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
     if not named or "all" in request.families:
         families = resolve_families(["all"])
     dtypes = list(dict.fromkeys(request.dtypes))
-    for dtype in dtypes:
-        if dtype not in DTYPES:
-            raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    _check_dtype_names(dtypes)
     loaded = [get_family(name) for name in families]
     check_variant_names(request.variants, loaded)
     tasks = []
@@ -304,6 +312,12 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
             f"these families run --dtype {', '.join(offered)}"
         )
     return tasks
+
+
+def _check_dtype_names(names: list[str]) -> None:
+    for dtype in names:
+        if dtype not in DTYPES:
+            raise UserError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
 
 
 def shard(tasks: list[Task], devices: list[int]) -> dict[int, list[Task]]:
