@@ -71,3 +71,11 @@ def test_cuda_graphs_on_the_cpu_is_not_recorded_as_used(tmp_path: Path) -> None:
         modes = {row["timing_mode"] for row in csv.DictReader(handle)}
     assert modes == {"cpu_wall"}
     assert record["run"]["measure"]["cuda_graphs"] is False
+
+
+@needs_console_script
+def test_a_variant_the_named_family_lacks_is_named_not_blamed_on_the_dtypes(tmp_path):
+    """`-V eager_unfused` is a kind other families have, not vector_add: the refusal said no family
+    supports "the requested variants and dtypes" and listed dtypes, the flag that was not wrong."""
+    done = run_in(tmp_path, "bench", "vector_add", "-V", "eager_unfused", "--device", "cpu", "--out", "out")
+    assert_refused(done, "vector_add has no variant eager_unfused", "valid here: compile, cuda, eager, triton")

@@ -304,6 +304,17 @@ def plan(request: BenchRequest) -> list[Task]:  # request as filled in by prepar
             for size, params in cases:
                 for variant in select_variants(family, request.variants, dtype):
                     tasks.append(Task(family.name, variant.name, dtype, size, params))
+    if not tasks and request.variants and not any(select_variants(family, request.variants) for family in loaded):
+        # A name valid in some family (or a kind) that none of these families has: the dtype hint
+        # below sent the user after the wrong flag.
+        subject = ", ".join(family.name for family in loaded) if len(loaded) <= 3 else f"the {len(loaded)} families"
+        have = sorted(
+            {word for family in loaded for variant in family.variants.values() for word in (variant.name, variant.kind)}
+        )
+        raise UserError(
+            f"nothing to run: {subject} {'has' if len(loaded) == 1 else 'have'} no variant "
+            f"{', '.join(request.variants)} (by name or kind); valid here: {', '.join(have)}"
+        )
     if not tasks:
         offered = [name for name in DTYPES if any(name in family.dtypes for family in loaded)]
         asked = ", ".join(dtypes) or "each family's defaults"
