@@ -17,6 +17,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from console_script import assert_refused, needs_console_script, run_in
 
 QUICK_BENCH = ("bench", "vector_add", "--device", "cpu", "--size", "n=64", "-V", "eager", "--no-plots")
@@ -79,3 +80,19 @@ def test_a_variant_the_named_family_lacks_is_named_not_blamed_on_the_dtypes(tmp_
     supports "the requested variants and dtypes" and listed dtypes, the flag that was not wrong."""
     done = run_in(tmp_path, "bench", "vector_add", "-V", "eager_unfused", "--device", "cpu", "--out", "out")
     assert_refused(done, "vector_add has no variant eager_unfused", "valid here: compile, cuda, eager, triton")
+
+
+@needs_console_script
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("sm_count = 1.5", "sm_count 1.5 is not a whole number of SMs"),
+        ('l2_mib = { value = 50, source = "x", halved_from_sparse = true }', "l2_mib cannot be halved_from_sparse"),
+    ],
+)
+def test_a_spec_field_that_cannot_mean_what_it_says_is_refused(tmp_path, field, said):
+    """A fractional SM count sized waves on a fraction of an SM; halved_from_sparse on a cache size was
+    printed as "(halved from a with-sparsity figure)". Both were taken without a word."""
+    spec = tmp_path / "mine.toml"
+    spec.write_text(f'[mine]\nname = "Mine"\nmemory_bandwidth_gbps = 2000\ntensor_bf16_tflops = 400\n{field}\n')
+    assert_refused(run_in(tmp_path, "specs", "mine", "--spec-file", str(spec)), said, "valid:")

@@ -64,6 +64,14 @@ def _parse(key: str, table: dict[str, Any], origin: str, where: str) -> GpuSpec:
         sparse = item.get("halved_from_sparse", False)
         if not isinstance(sparse, bool):  # bool("no") is True: a quoted flag would halve silently
             raise UserError(f"{where}: [{key}] {name} halved_from_sparse must be true or false, got {sparse!r}")
+        if sparse and not name.startswith("tensor_"):
+            # Only tensor-core peaks are sold with sparsity; on a bandwidth or a cache size the flag
+            # was printed as "(halved from a with-sparsity figure)", a claim about nothing.
+            raise UserError(f"{where}: [{key}] {name} cannot be halved_from_sparse; valid: on a tensor_*_tflops peak")
+        if name == "sm_count" and number != int(number):  # a count of SMs: 1.5 SMs sized waves on a fraction
+            raise UserError(
+                f"{where}: [{key}] sm_count {number:g} is not a whole number of SMs; valid: a whole number, e.g. 132"
+            )
         values[name] = SpecValue(number, str(item.get("source", where)), sparse, str(item.get("note", "")))
     unknown = sorted(set(table) - set(NUMBER_FIELDS) - {"name", "match"})
     if unknown:
