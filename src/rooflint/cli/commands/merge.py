@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rooflint.cli.console import err_console, user_errors
+from rooflint.cli.console import err_console, exit_if_rows_failed, user_errors
 from rooflint.cli.options import path_option
 
 
@@ -34,7 +34,6 @@ def merge_command(
 
     Example: rooflint merge h100/results.csv a100/results.csv --out merged.csv
     """
-    from rooflint.cli.commands.report import failing_rows
     from rooflint.core.errors import UserError
     from rooflint.outputs.merge import merge_files, write_frame
     from rooflint.outputs.result_file import refuse_reading_and_writing
@@ -49,9 +48,4 @@ def merge_command(
     write_frame(merged.frame, out)
     # Escaped: GPU names from the files and the path are text, not rich markup (a `[/]` was a traceback).
     err_console.print(escape(f"{merged.describe()} -> {out}"), highlight=False, soft_wrap=True)
-    failing = failing_rows(merged.frame)
-    if failing:
-        # A crash is a failure in every command that reads it: merged into a file with exit 0, it
-        # passed a `merge && ...` CI step that report, lint and compare of the same rows fail.
-        err_console.print(f"[bold red]failing[/]: {escape(failing)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    exit_if_rows_failed(merged.frame)  # the file is written whole first

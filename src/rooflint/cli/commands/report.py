@@ -6,11 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from rooflint.cli.console import err_console, print_written, user_errors
+from rooflint.cli.console import err_console, exit_if_rows_failed, print_written, user_errors
 from rooflint.cli.options import SpecFileOption, path_option
-from rooflint.core.fmt import counted
 
 
 @user_errors
@@ -73,27 +71,4 @@ def report_command(
         typer.echo(text, nl=False)
     else:
         print_written([out], err_console)
-    failing = failing_rows(merged.frame)
-    if failing:
-        # A crash is a failure in every command that reads it: the report shows the rows, and its
-        # exit status says so, as bench's and lint's do.
-        err_console.print(f"[bold red]failing[/]: {escape(failing)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
-
-
-def failing_rows(frame) -> str:
-    """'' where every row of the merged results passed or was skipped (a row re-run since counts as
-    re-run); else how many failed, errored, ran out of memory or crashed, by status, and the first few
-    by name."""
-    from collections import Counter
-
-    from rooflint.outputs.results import not_passed
-
-    failing = not_passed(frame)
-    if not failing:
-        return ""
-    names = [name for name, _ in failing]
-    statuses = Counter(status for _, status in failing)
-    counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
-    shown = "; ".join(names[:3]) + (f"; and {len(names) - 3} more" if len(names) > 3 else "")
-    return f"{counted(len(names), 'row')} did not pass ({counts}): {shown}"
+    exit_if_rows_failed(merged.frame)  # the report shows the rows; its exit status says so
