@@ -30,7 +30,7 @@ from rooflint.engine.run_clock import RunTally, now_iso, run_record
 from rooflint.engine.worker import Task
 from rooflint.outputs.folder_lock import FolderLock
 from rooflint.outputs.results import COLUMNS, FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
-from rooflint.outputs.run_files import roofline_file
+from rooflint.outputs.run_files import WORKER_LOG, gpu_worker_log, roofline_file
 
 # What a bench measures when the user says nothing: each family's default dtypes (bf16, or a
 # quantized family's own formats: core.selection.select_dtypes), on the GPU when there is one, the
@@ -418,7 +418,7 @@ def _run_tasks(
                     device_index=index,
                     spec=spec,
                     request=request,
-                    log_path=writer.out_dir / f"worker-gpu{index}.log",
+                    log_path=writer.out_dir / gpu_worker_log(index),
                     on_row=locked,
                     tally=tally,
                 )
@@ -435,7 +435,7 @@ def _run_tasks(
         device_index=index,
         spec=spec,
         request=request,
-        log_path=writer.out_dir / "worker.log",
+        log_path=writer.out_dir / WORKER_LOG,
         on_row=record,
         tally=tally,
     )

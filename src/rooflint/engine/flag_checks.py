@@ -17,7 +17,15 @@ from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.specs import check_gpu_flag, load_spec_file
 from rooflint.engine.request import BenchRequest
 from rooflint.outputs.folder_lock import refuse_if_busy
-from rooflint.outputs.run_files import PREVIOUS_RESULT_FILES, RESULT_FILES, run_file
+from rooflint.outputs.run_files import (
+    FLEET_LOG,
+    FLEET_WORKERS_LOG,
+    PREVIOUS_RESULT_FILES,
+    RESULT_FILES,
+    WORKER_LOG,
+    gpu_worker_log,
+    run_file,
+)
 
 
 def check_flags(request: BenchRequest) -> None:
@@ -42,11 +50,11 @@ def _refuse_folders_over_run_files(request: BenchRequest) -> None:
     worker.log, results.prev.csv or roofline.prev.png stopped the run with a bare IsADirectoryError
     (exit 1, nothing measured), and one named results.csv was moved to results.prev.csv without a word."""
     if request.scheduler:
-        logs = ["fleet.log", "fleet-workers.log"]
+        logs = [FLEET_LOG, FLEET_WORKERS_LOG]
     elif len(request.devices) > 1:
-        logs = [f"worker-gpu{index}.log" for index in request.devices]
+        logs = [gpu_worker_log(index) for index in request.devices]
     else:
-        logs = ["worker.log"]
+        logs = [WORKER_LOG]
     out = Path(request.out)
     # The rooflines' names hold the GPU's, known later: any folder named as one (roofline.prev.png) counts.
     rooflines = [path.name for path in out.iterdir() if run_file(path.name)] if out.is_dir() else []

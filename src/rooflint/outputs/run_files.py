@@ -9,6 +9,17 @@ import re
 
 RESULT_FILES = ("results.csv", "results.json")
 PREVIOUS_RESULT_FILES = ("results.prev.csv", "results.prev.json")
+# The measuring processes' stderr: one GPU's (or the CPU's), each GPU's of several, and a fleet's two
+# logs (what ran where; the measuring processes' stderr, per task).
+WORKER_LOG = "worker.log"
+FLEET_LOG, FLEET_WORKERS_LOG = "fleet.log", "fleet-workers.log"
+
+
+def gpu_worker_log(index: int) -> str:
+    """The log of GPU ``index``'s measuring process, where one bench runs several GPUs."""
+    return f"worker-gpu{index}.log"
+
+
 _ROOFLINE = re.compile(r"roofline(-.+?)?(\.prev)?\.(png|svg|csv)")
 
 

@@ -28,6 +28,7 @@ from rooflint.engine.request import BenchPlan
 from rooflint.engine.run_clock import RunTally
 from rooflint.engine.worker import Task, base_row
 from rooflint.outputs.results import ERROR, OK, ResultRow, row_from_record
+from rooflint.outputs.run_files import FLEET_LOG, FLEET_WORKERS_LOG
 
 POLL_S = 0.5  # how often the client looks up from its inbox (Ctrl-C is noticed at once regardless)
 WORKERS_EVERY_S = 5.0  # how often it re-reads the workers: some join late (Slurm, autoscaling), some leave
@@ -58,8 +59,8 @@ class FleetLog:
     """out/fleet.log: what ran where, retries and losses; out/fleet-workers.log: the measuring processes' stderr."""
 
     def __init__(self, out_dir: Path) -> None:
-        self.path = out_dir / "fleet.log"
-        self.workers_path = out_dir / "fleet-workers.log"
+        self.path = out_dir / FLEET_LOG
+        self.workers_path = out_dir / FLEET_WORKERS_LOG
         self.path.write_text("")
 
     def line(self, text: str) -> None:
