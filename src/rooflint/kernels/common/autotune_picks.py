@@ -12,6 +12,8 @@ source hash, its config list and Triton's version, so a changed kernel or config
 The pick is the one the autotuner made when it last timed this key on this GPU model: a warm run
 measures the same config as the run that filled the cache, instead of a fresh pick that noise can
 change between runs. ``ROOFLINT_AUTOTUNE_PICKS=0`` turns the store off (every process times again).
+Where a key is timed, its configs are timed again in rounds (autotune_rounds), so that a clock dip
+during one config's window does not decide the pick.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from rooflint.core.autotune_tally import PICKS
 from rooflint.core.paths import cache_dir, replacing
 from rooflint.core.switches import switch
+from rooflint.kernels.common import autotune_rounds
 
 ENV = "ROOFLINT_AUTOTUNE_PICKS"
 
@@ -112,17 +115,20 @@ _known: dict[tuple[int, str], int] = {}
 
 def launch(autotuner: Any, grid: Any, device: Any, *args: Any, **kwargs: Any) -> Any:
     """``autotuner[grid](*args, **kwargs)`` with the stored picks of ``device``'s GPU model restored
-    before this process's first launch of the kernel, and any pick the autotuner makes stored after
-    the launch that made it."""
+    before this process's first launch of the kernel; a key the autotuner times is timed again in
+    rounds (autotune_rounds) and that pick is stored after the launch that made it."""
     name = _device_name(device)
-    if name is None or not enabled():
+    if name is None or len(autotuner.configs) < 2:
         return autotuner[grid](*args, **kwargs)
+    recorder = autotune_rounds.install(autotuner)
     state = (id(autotuner), name)
     if state not in _known:
         restore(autotuner, name)
         _known[state] = len(autotuner.cache)
     result = autotuner[grid](*args, **kwargs)
     if len(autotuner.cache) != _known[state]:
+        if recorder.calls:  # this launch timed a key: the newest entry of the cache
+            autotune_rounds.refine(autotuner, recorder, next(reversed(autotuner.cache)))
         remember(autotuner, name)
         _known[state] = len(autotuner.cache)
     return result
