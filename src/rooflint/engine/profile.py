@@ -28,6 +28,7 @@ from rooflint.core.family import Case, Family, Variant
 from rooflint.core.registry import get_family
 from rooflint.core.selection import check_variant_names, in_asked_order, select_variants
 from rooflint.engine.correctness import check
+from rooflint.engine.kineto_log import without_usdt_lines
 from rooflint.engine.timing import nvtx_range
 from rooflint.outputs.results import ERROR, FAILED, FAILING_STATUSES, OK, SKIPPED, read_typed_csv, write_typed_csv
 
@@ -90,7 +91,7 @@ def kernel_shares(fn, device: str, variant: str, calls: int = PROFILED_CALLS) ->
     if cuda:
         torch.cuda.synchronize()
     activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
-    with profile(activities=activities) as prof:
+    with without_usdt_lines(), profile(activities=activities) as prof:
         for _ in range(calls):
             fn()
         if cuda:

@@ -189,6 +189,9 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
     build, triton, inductor: entries in nvcc's, Triton's and Inductor's on-disk caches when the
     first worker started (the build cache: before bench's builds ahead), and entries the run added
     (each a compile or build that missed); build also says how many of those bench built ahead.
+    Such a cache is "unused" where the run added nothing to it and no variant that compiles or
+    builds made its first calls (every row skipped, or eager variants only): whatever it held was
+    never read, so it was not warm.
     autotune: the autotuners' picks read from rooflint's store (hits) and timed then stored (misses).
     """
     counts = tally.counts
@@ -202,9 +205,13 @@ def cache_report(tally: RunTally, reference_cache: bool) -> dict[str, dict[str, 
             "state": _state(hits, misses) if reference_cache else "off",
         }
     }
+    # The counts say what each cache held and gained, not what was read from it: entries held and
+    # none added is a warm cache only where a compiling variant's first calls could have read them.
+    compiled = counts.get("compiled_first_calls", 0) > 0
     for name in ("build", "triton", "inductor"):
         before, added = tally.first_seen.get(name, 0), counts.get(f"{name}_added", 0)
-        caches[name] = {"entries_before": before, "added": added, "state": _state(before, added)}
+        state = _state(before, added) if compiled or added else "unused"
+        caches[name] = {"entries_before": before, "added": added, "state": state}
     # Autotune picks (kernels/common/autotune_picks.py): read from the store, or timed and stored.
     hits, misses = counts.get("autotune_hits", 0), counts.get("autotune_misses", 0)
     caches["autotune"] = {"hits": hits, "misses": misses, "state": _state(hits, misses)}

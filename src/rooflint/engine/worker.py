@@ -39,6 +39,10 @@ from rooflint.engine.settings import MeasureSettings
 from rooflint.engine.timer import measure
 from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
 
+# Variant kinds (core/family.VARIANT_KINDS) that compile and build nothing: their first calls read
+# none of the compile caches (nvcc's, Triton's, Inductor's).
+EAGER_KINDS = ("eager", "eager_unfused")
+
 
 @dataclass(frozen=True)
 class Task:
@@ -222,6 +226,11 @@ class Worker:
             output = fn()
             if cuda:
                 row.peak_extra_memory_bytes = _scratch_bytes(fn, output)
+        # A variant that compiles or builds looked in the compile caches (a hit adds no entry to
+        # count). Without one the record calls none of them warm: the entries they held before the
+        # run were never read (every row skipped, or eager variants only).
+        if variant.kind not in EAGER_KINDS or variant.sources:
+            self.clock.count("compiled_first_calls")
         with self.clock.phase("check"):
             verdict = check(family, task.dtype, output, reference)
         row.rel_error, row.tolerance = verdict.error, verdict.tolerance

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from rooflint.engine.kineto_log import without_usdt_lines
 from rooflint.models.base import RANGE_PREFIX, STEP_RANGE
 
 UNATTRIBUTED = "unattributed"
@@ -118,7 +119,7 @@ def _profile(fn: Callable[[], Any], cuda: bool, record: bool) -> list[_Event]:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize()
-    with profile(activities=activities) as prof:
+    with without_usdt_lines(), profile(activities=activities) as prof:
         if record:
             with record_function(STEP_RANGE):
                 fn()
