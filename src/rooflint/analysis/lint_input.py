@@ -147,11 +147,30 @@ def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_
     valid = TENSOR_PRECISIONS if unit == "tensor" else CUDA_PRECISIONS
     if claims_flops and precision not in valid:
         raise UserError(f"{path} line {line}: precision {precision!r} for {unit} must be one of {', '.join(valid)}")
-    time_ms = num("time_ms")
-    if not math.isfinite(time_ms) and math.isfinite(num("time_us")):
-        time_ms = num("time_us") / 1e3
+    time_ms, time_us = num("time_ms"), num("time_us")
+    if math.isfinite(time_ms) and math.isfinite(time_us) and not math.isclose(time_ms, time_us / 1e3, rel_tol=0.01):
+        # time_ms was read and time_us ignored: a table whose two columns disagree (one of them in the
+        # wrong unit) was judged on whichever came first, with nothing said.
+        raise UserError(
+            f"{path} line {line}: time_ms {time_ms:g} and time_us {time_us:g} disagree ({time_ms:g} ms against "
+            f"{time_us / 1e3:g} ms); valid: one of them, or both giving the same time"
+        )
+    if not math.isfinite(time_ms) and math.isfinite(time_us):
+        time_ms = time_us / 1e3
     if time_ms == 0:
         raise UserError(f"{path} line {line}: time 0 is not a measured time; valid: a time above 0")
+    p20, p80 = num("p20_ms"), num("p80_ms")
+    # As results files are (outputs/result_file.py): a spread that is not one, or a median outside its
+    # own spread, read as a negative or nonsensical p20-p80 width and linted clean.
+    if p20 > p80:  # NaN (not given) compares false
+        raise UserError(
+            f"{path} line {line}: p20_ms {p20:g} is above p80_ms {p80:g}; a 20th percentile is at most the 80th"
+        )
+    if time_ms < p20 or time_ms > p80:
+        raise UserError(
+            f"{path} line {line}: the time {time_ms:g} ms is outside [p20_ms {p20:g}, p80_ms {p80:g}]; "
+            "a median lies between the 20th and 80th percentiles of its samples"
+        )
     correct = text(record.get("correct")).strip().lower()
     if correct not in CORRECT_TRUE + CORRECT_FALSE:  # "fail" or "x" read as passing would hide a wrong kernel
         valid = ", ".join(v for v in CORRECT_TRUE + CORRECT_FALSE if v)
@@ -176,8 +195,8 @@ def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_
         status=FAILED if failed else OK,
         message="marked correct=false in the file" if failed else "",
         median_ms=time_ms,
-        p20_ms=num("p20_ms"),
-        p80_ms=num("p80_ms"),
+        p20_ms=p20,
+        p80_ms=p80,
         tensor_flops=flops if unit == "tensor" else 0.0,
         cuda_flops=flops if unit != "tensor" else 0.0,
         ideal_bytes=nbytes if math.isfinite(nbytes) else math.nan,

@@ -28,7 +28,7 @@ from rooflint.core.fmt import text as text_cell
 from rooflint.core.paths import write_text
 from rooflint.core.specs import GpuSpec, spec_from_rows
 from rooflint.outputs.points import points_from_results
-from rooflint.outputs.results import OK
+from rooflint.outputs.results import FAILING_STATUSES, OK
 
 if TYPE_CHECKING:
     from rooflint.outputs.merge import Merged
@@ -175,7 +175,6 @@ def build_report(
     matched = _add_counters(frame, counters or {})
     sections = []
     for gpu, rows in frame.groupby("gpu", sort=True):
-        first = rows.iloc[0]
         spec = spec_from_rows(gpu, rows.to_dict("records"), spec_file)
         families = {
             family: [
@@ -187,10 +186,7 @@ def build_report(
             ]
             for family, group in rows.groupby("family", sort=False)
         }
-        environment = {
-            name: text_cell(first.get(name))
-            for name in ("device_name", "torch_version", "triton_version", "cuda_version", "git_commit", "timestamp")
-        }
+        environment = _environment(rows)
         ceiling = ", ".join(sorted(set(rows["ceiling_source"].fillna("").astype(str)) - {""})) or "unknown"
         section = GpuSection(gpu, spec.name if spec else gpu, spec, ceiling, environment, families)
         points = points_from_results(rows)  # every ok row; the interactive plot keeps those it can place
@@ -209,6 +205,10 @@ def build_report(
             section.images = _draw(points, spec, Path(image_dir), several=frame["gpu"].nunique() > 1)
         sections.append(section)
     summary_extra = {"counters_matched": matched} if counters is not None else {}
+    # Apart from the skips among "not ok": the rows the command exits 1 on, by status (where any).
+    failing = frame["status"][frame["status"].isin(FAILING_STATUSES)].value_counts().sort_index()
+    if len(failing):
+        summary_extra["did_not_pass"] = {status: int(count) for status, count in failing.items()}
     return {
         "schema": REPORT_SCHEMA,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -286,6 +286,24 @@ def placeable(points: pd.DataFrame) -> pd.DataFrame:
         pd.to_numeric(points["achieved_tflops"], errors="coerce") > 0
     )
     return points[keep].reset_index(drop=True)
+
+
+def _environment(rows: pd.DataFrame) -> dict[str, str]:
+    """Where and when a section's rows were measured: each field's values over its rows (", " between
+    two), and the timestamps' span ("first to last").
+
+    A section merged from several runs (one family re-run at a newer commit or torch) holds rows of
+    each: its first row's commit, torch and timestamp alone were shown as every row's."""
+    names = ("device_name", "torch_version", "triton_version", "cuda_version", "git_commit")
+    environment = {name: ", ".join(dict.fromkeys(v for v in map(text_cell, rows[name]) if v)) for name in names}
+    stamps = pd.Series([v for v in map(text_cell, rows["timestamp"]) if v], dtype=str)
+    when = pd.to_datetime(stamps, utc=True, errors="coerce", format="ISO8601")
+    if when.notna().any():
+        first, last = stamps[when.idxmin()], stamps[when.idxmax()]
+        environment["timestamp"] = first if first == last else f"{first} to {last}"
+    else:  # no timestamp a reader can order: as written
+        environment["timestamp"] = ", ".join(dict.fromkeys(stamps))
+    return environment
 
 
 def _draw(points: pd.DataFrame, spec: GpuSpec, image_dir: Path, several: bool) -> dict[str, str]:

@@ -127,6 +127,11 @@ def _header(report: dict[str, Any], source=lambda path: path) -> list[str]:
     if summary.get("duplicates_dropped"):
         dropped = counted(summary["duplicates_dropped"], "duplicate row")
         text += f"; {dropped} dropped, the newest timestamp of each kept"
+    failing = summary.get("did_not_pass") or {}
+    if failing:
+        # "8 not ok" alone read as skips (no GPU, no nvcc here) over a run that exits 1 on a crash.
+        counts = ", ".join(f"{count} {status}" for status, count in failing.items())
+        text += f". {counted(sum(failing.values()), 'row')} did not pass ({counts})"
     return [text + "."]
 
 
@@ -137,7 +142,7 @@ def _environment(section) -> str:
         if env[name]:
             parts.append(f"{label} {env[name]}")
     if env["git_commit"]:
-        parts.append(f"commit {env['git_commit'][:10]}")
+        parts.append(f"commit {', '.join(c[:10] for c in env['git_commit'].split(', '))}")
     if env["timestamp"]:
         parts.append(env["timestamp"])
     return " · ".join(parts)
