@@ -71,6 +71,11 @@ def probe_output_dir(path: Path) -> None:
     if path.exists():
         output_dir(path)
         return
+    if path.is_symlink():  # mkdir cannot create it: refused here, not as "File exists" after the run's work
+        raise UserError(
+            f"cannot write to output directory {path}: it is a symbolic link to {os.readlink(path)}, which does "
+            "not exist; create that folder or give another one"
+        )
     _writable_above(path, f"cannot write to output directory {path}")
 
 
@@ -154,5 +159,7 @@ def writable_file(path: Path | str, what: str = "file") -> Path:
     except OSError as error:
         raise UserError(f"cannot write {what} {path}: {why_not(path, error)}") from None
     if not existed:
-        path.unlink(missing_ok=True)
+        # The file the open created: a dangling symlink's target, not the link (unlinked, the user's
+        # link was gone and an empty file was left where it pointed).
+        Path(os.path.realpath(path)).unlink(missing_ok=True)
     return path

@@ -148,6 +148,15 @@ def check_shape(fields: dict[str, Any], source: str) -> None:
             f"{source}: hidden_size={fields['hidden_size']} must be a multiple of num_attention_heads={heads} "
             "(or give head_dim)"
         )
+    # RoPE rotates channel pairs. transformers refuses an odd head only above 4 (its tiny test fixtures
+    # use 1 to 3), and at 1 or 3 HF's forward raised a shape mismatch or rooflint's cache append an
+    # IndexError: a crash (exit 1) or a kernel set reported as failing, for a config no model can run.
+    head_dim = fields.get("head_dim") or fields["hidden_size"] // heads
+    if head_dim % 2:
+        given = f"hidden_size={fields['hidden_size']} over num_attention_heads={heads} gives head_dim {head_dim}, which"
+        if fields.get("head_dim"):
+            given = f"head_dim={head_dim}"
+        raise UserError(f"{source}: {given} is odd; RoPE rotates pairs of channels: valid: an even head_dim")
 
 
 def check_architecture(model_type: Any, source: str) -> None:

@@ -207,6 +207,7 @@ def check_weights_flags(weights_dir: Path, layers: int | None) -> None:
 # safetensors dtypes a checkpoint's tensors may hold: any float is cast to the run's --dtype; an
 # integer or fp8 tensor is a quantized checkpoint (its scales elsewhere), which a cast would garble.
 FLOAT_CHECKPOINT_DTYPES = ("F16", "BF16", "F32", "F64")
+WEIGHT_FILES = ("*.safetensors", "*.bin")  # what from_pretrained loads (single files, shards beside their index)
 
 
 def _load_checkpoint(spec: ModelSpec, weights_dir: Path) -> Any:
@@ -247,6 +248,12 @@ def _load_checkpoint(spec: ModelSpec, weights_dir: Path) -> Any:
 def check_checkpoint(spec: ModelSpec, weights_dir: Path) -> None:
     """What a checkpoint's files say without loading them (its architecture, its tensors' dtypes),
     judged before anything is built or printed."""
+    # from_pretrained's own refusal came after the "building" line (two lines for one bad flag)
+    if not any(any(Path(weights_dir).glob(pattern)) for pattern in WEIGHT_FILES):
+        raise UserError(
+            f"--weights {weights_dir} holds no weight file; valid: a save_pretrained checkpoint directory "
+            f"({', '.join(WEIGHT_FILES)})"
+        )
     _check_checkpoint_dtypes(weights_dir)
     loader = spec.hf_class()
     if hasattr(loader, "check_config"):  # a loader that picks the class from the config checks it itself

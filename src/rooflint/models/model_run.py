@@ -75,7 +75,9 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
     isolate = request.isolate if request.isolate is not None else device.type == "cuda"
     weights_bytes = preflight(request, spec_model, device, copies=2 if isolate else 1)  # before building anything
     gpu_spec = request.spec or _gpu_spec(request, device)
-    log(f"building {request.model} {request.config} ({request.dtype}, {device.type})")
+    # A checkpoint keeps its own config: the preset resolve() defaults to (llama-3.2-1b) is not what loads
+    what = f"{request.model} {request.config}" if request.weights is None else f"--weights {request.weights}"
+    log(f"building {what} ({request.dtype}, {device.type})")
     loaded = load(request, spec_model, device)
     if getattr(loaded.hf.config, "quantization_config", None):
         # A quantized checkpoint's config.json: its shapes are built with random weights in --dtype,
