@@ -121,7 +121,7 @@ def test_launches_that_match_no_config_keep_triton_s_pick(monkeypatch):
     use_clock(monkeypatch, autotuner, [1.0, 0.9, 1.1])
     recorder = autotune_rounds.install(autotuner)
     recorder.calls = [lambda: None, lambda: None]  # not Triton's closures: no `config` cell
-    assert autotune_rounds.refine(autotuner, recorder, (1, "x")) is None
+    assert autotune_rounds.refine(autotuner, (1, "x")) is None
     assert autotuner.cache == {} and recorder.calls == []
 
 

@@ -120,15 +120,14 @@ def launch(autotuner: Any, grid: Any, device: Any, *args: Any, **kwargs: Any) ->
     name = _device_name(device)
     if name is None or len(autotuner.configs) < 2:
         return autotuner[grid](*args, **kwargs)
-    recorder = autotune_rounds.install(autotuner)
     state = (id(autotuner), name)
-    if state not in _known:
+    if state not in _known:  # this process's first launch: nothing on the hot path after it
+        autotune_rounds.install(autotuner)
         restore(autotuner, name)
         _known[state] = len(autotuner.cache)
     result = autotuner[grid](*args, **kwargs)
     if len(autotuner.cache) != _known[state]:
-        if recorder.calls:  # this launch timed a key: the newest entry of the cache
-            autotune_rounds.refine(autotuner, recorder, next(reversed(autotuner.cache)))
+        autotune_rounds.refine(autotuner, next(reversed(autotuner.cache)))  # the key this launch timed
         remember(autotuner, name)
         _known[state] = len(autotuner.cache)
     return result

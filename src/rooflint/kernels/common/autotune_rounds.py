@@ -72,9 +72,11 @@ def config_of(kernel_call: Callable[[], Any], configs: list[Any]) -> Any:
     return config if any(config is known for known in configs) else None
 
 
-def refine(autotuner: Any, recorder: Recorder, key: Any) -> Any:
-    """Time the launches ``recorder`` kept for ``key`` in rounds and make the fastest the autotuner's
-    pick; returns it (None where the launches could not be matched to configs: Triton's pick stays)."""
+def refine(autotuner: Any, key: Any) -> Any:
+    """Time the launches the autotuner's recorder kept for ``key`` in rounds and make the fastest its
+    pick; returns it (None where it kept none, or they could not be matched to configs: Triton's pick
+    stays)."""
+    recorder = install(autotuner)
     calls, recorder.calls = recorder.calls, []
     configs = [config_of(call, autotuner.configs) for call in calls]
     if len(calls) < 2 or any(config is None for config in configs):
