@@ -60,6 +60,11 @@ class Merged:
         return text
 
 
+def dropped_note(count: int) -> str:
+    """What report and roofline say of the rows dedupe dropped."""
+    return f"{counted(count, 'duplicate row')} dropped, the newest timestamp of each kept"
+
+
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, ...]]]:
     """Keep one row per key and measurement (regime, and CUDA graphs or not): the newest timestamp,
     then the later position in the frame.

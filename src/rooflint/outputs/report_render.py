@@ -17,6 +17,7 @@ from rooflint.core.fmt import counted, finite, text
 from rooflint.outputs.interactive import SCRIPT as INTERACTIVE_SCRIPT
 from rooflint.outputs.interactive import STYLE as INTERACTIVE_STYLE
 from rooflint.outputs.interactive import TOOLTIP, median_power, point_id, render_section
+from rooflint.outputs.merge import dropped_note
 from rooflint.outputs.results import OK
 
 # (header, field, format) of the per-family table; format None means text.
@@ -125,8 +126,7 @@ def _header(report: dict[str, Any], source=lambda path: path) -> list[str]:
     if sources:
         text += f" from {sources}"
     if summary.get("duplicates_dropped"):
-        dropped = counted(summary["duplicates_dropped"], "duplicate row")
-        text += f"; {dropped} dropped, the newest timestamp of each kept"
+        text += f"; {dropped_note(summary['duplicates_dropped'])}"
     failing = summary.get("did_not_pass") or {}
     if failing:
         # "8 not ok" alone read as skips (no GPU, no nvcc here) over a run that exits 1 on a crash.

@@ -60,7 +60,7 @@ def roofline_command(
     from rooflint.core.paths import output_dir, probe_output_dir
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec, load_spec_file
-    from rooflint.outputs.merge import dedupe
+    from rooflint.outputs.merge import dedupe, dropped_note
     from rooflint.outputs.plot import plot_roofline, roofline_base
     from rooflint.outputs.points import points_from_results
     from rooflint.outputs.results import read_results
@@ -82,8 +82,7 @@ def roofline_command(
         # crash after an ok row) drew its stale row as well, or its one point twice.
         frame, duplicates = dedupe(read_results(results))
         if duplicates:
-            note = f"note: {counted(len(duplicates), 'duplicate row')} dropped, the newest timestamp of each kept"
-            err_console.print(escape(note), highlight=False)
+            err_console.print(escape(f"note: {dropped_note(len(duplicates))}"), highlight=False)
     if gpu or frame is None:
         # One roof: rows measured on it, else projected from other GPUs' rows or predicted.
         spec = get_spec(gpu or "h100_sxm", spec_file)
