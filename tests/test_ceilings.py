@@ -38,25 +38,33 @@ def test_cpu_ceilings_are_a_measured_spec():
 @pytest.mark.parametrize("bf16_probe_rate, measured_at_full_size", [(0.3, False), (2.0, True)])
 def test_a_slow_fallback_gemm_is_not_timed_at_full_size(monkeypatch, bf16_probe_rate, measured_at_full_size):
     """A bf16 GEMM far behind fp32 at 256^3 is a scalar fallback: its 1024^3 call (seconds on a CI
-    box) is skipped and its roof is the fp32 GEMM's; one that keeps up is measured at full size."""
+    box) is skipped and its roof is the fp32 GEMM's; one that keeps up is measured at full size. A
+    GEMM hundreds of times behind fp32 at 64^3 (fp8's scalar _scaled_mm) is not probed at 256^3 at
+    all, while one merely slow at 64^3 (AMX bf16's start-up there) still is."""
     calls = []
 
-    def fake_rate(dtype, n):
+    def fake_rate(dtype, n, reps=3):
         calls.append((dtype, n))
         if dtype == torch.float32:
-            return 1.0 if n == 256 else 4.0
-        if dtype == torch.float16:  # a scalar fallback in both cases
-            return 0.1 if n == 256 else 0.2
-        return bf16_probe_rate if n == 256 else 8.0
+            return {64: 0.5, 256: 1.0}.get(n, 4.0)
+        if dtype in (torch.float16, torch.int8):  # scalar fallbacks, slow but within 50x at 64^3
+            return {64: 0.05, 256: 0.1}.get(n, 0.2)
+        if dtype == torch.float8_e4m3fn:  # hundreds of times behind at 64^3
+            return {64: 0.001, 256: 0.002}.get(n, 0.002)
+        return {64: 0.08, 256: bf16_probe_rate}.get(n, 8.0)  # bf16: 6x behind fp32 at 64^3
 
     monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
     monkeypatch.setattr(ceilings, "_cpu_gemm_tflops", fake_rate)
     monkeypatch.setattr(ceilings, "_wall_best", lambda fn, reps: 1.0)
     monkeypatch.setattr(ceilings, "_copier", lambda n, device: lambda: None)
     spec = ceilings.measure_cpu_ceilings(copy_mib=1)
+    assert (torch.bfloat16, 256) in calls
     assert ((torch.bfloat16, 1024) in calls) is measured_at_full_size
     assert spec.tensor_peak_tflops("bf16") == (8.0 if measured_at_full_size else 4.0)
-    assert spec.tensor_peak_tflops("fp16") == 4.0 and (torch.float16, 1024) not in calls
+    assert spec.tensor_peak_tflops("fp16") == 4.0
+    assert (torch.float16, 256) in calls and (torch.float16, 1024) not in calls
+    assert (torch.float8_e4m3fn, 64) in calls and (torch.float8_e4m3fn, 256) not in calls
+    assert spec.tensor_peak_tflops("fp8_e4m3") == 4.0
     monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
 
 
@@ -67,10 +75,10 @@ def test_an_int8_gemm_faster_than_fp32_raises_the_int8_roof_and_a_slow_fp8_one_d
     rates = {torch.float32: (1.0, 4.0), torch.int8: (6.0, 32.0), torch.float8_e4m3fn: (0.05, 0.1)}
     calls = []
 
-    def fake_rate(dtype, n):
+    def fake_rate(dtype, n, reps=3):
         calls.append((dtype, n))
         probe, full = rates.get(dtype, (0.1, 0.2))
-        return probe if n == 256 else full
+        return probe if n in (64, 256) else full
 
     monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
     monkeypatch.setattr(ceilings, "_cpu_gemm_tflops", fake_rate)

@@ -45,10 +45,10 @@ def _wall_best(fn: Callable[[], object], reps: int) -> float:
     return min(samples)
 
 
-def _cpu_gemm_tflops(dtype: torch.dtype, n: int) -> float:
+def _cpu_gemm_tflops(dtype: torch.dtype, n: int, reps: int = 3) -> float:
     """An n^3 GEMM's rate in ``dtype``: torch.mm; int8 through torch._int_mm (VNNI and AMX CPUs run
     it several times faster than fp32), fp8 through torch._scaled_mm. 0 where torch has no such
-    GEMM on this CPU."""
+    GEMM on this CPU. The fastest of ``reps`` calls after a warm-up."""
     if dtype == torch.int8:
         a, b = (torch.randint(-128, 128, (n, n), dtype=torch.int8) for _ in range(2))
         gemm = partial(torch._int_mm, a, b)
@@ -59,14 +59,16 @@ def _cpu_gemm_tflops(dtype: torch.dtype, n: int) -> float:
             one = torch.tensor(1.0)
             gemm = partial(torch._scaled_mm, a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     try:
-        return 2 * n**3 / _wall_best(gemm, reps=3) / 1e12
+        return 2 * n**3 / _wall_best(gemm, reps=reps) / 1e12
     except (RuntimeError, NotImplementedError):
         return 0.0
 
 
 def _copier(n: int, device: str) -> Callable[[], object]:
-    """A copy of n fp32 values; the buffers live as long as the returned function."""
-    src = torch.randn(n, device=device)
+    """A copy of n fp32 values; the buffers live as long as the returned function. The source is
+    filled, not drawn at random: a copy's speed does not depend on the values, and drawing 32 M
+    normal values cost a CPU run more than a second of start-up."""
+    src = torch.full((n,), 1.0, device=device)
     dst = torch.empty_like(src)
     return lambda: dst.copy_(src)
 
@@ -110,15 +112,25 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     # The probes run on one thread: on a shared CPU a GEMM on every thread waits for whichever thread
     # is descheduled (fp32 at 256^3 fell to 2-3 GFLOP/s on a 2-core runner with one other busy
     # process, below the bf16 fallback's 1.3), which sent the fallback to its 20 s of full-size calls.
-    probe, threads = 256, torch.get_num_threads()
+    # A probe is one timed call after its warm-up, first at 64^3, where a scalar fallback (fp8's
+    # _scaled_mm: 0.05 GFLOP/s, 1.3 s for two 256^3 calls) is already hundreds of times slower than
+    # fp32 and is left there. A fast GEMM can be slow at 64^3 too (AMX bf16: 4-7x below fp32 there,
+    # 2.5x above it at 256^3, on one 2-core box), so any precision within 50x of fp32 at 64^3 is
+    # probed at 256^3.
+    probe, small, threads = 256, 64, torch.get_num_threads()
     torch.set_num_threads(1)
     # int8 and fp8 the same way: on a CPU with VNNI or AMX, torch._int_mm runs several times faster
     # than the fp32 GEMM, and an fp32 roof would call scaled_gemm's int8 rows impossible; elsewhere it
     # and the fp8 _scaled_mm are scalar fallbacks, which the fp32 rate bounds (docs/quantized.md).
     low = (("bf16", torch.bfloat16), ("fp16", torch.float16), ("int8", torch.int8), ("fp8", torch.float8_e4m3fn))
     try:
-        fp32_probe = _cpu_gemm_tflops(torch.float32, probe)
-        probes = {dtype: _cpu_gemm_tflops(dtype, probe) for _, dtype in low}
+        fp32_small = _cpu_gemm_tflops(torch.float32, small, reps=1)
+        fp32_probe = _cpu_gemm_tflops(torch.float32, probe, reps=1)
+        probes = {}
+        for _, dtype in low:
+            probes[dtype] = _cpu_gemm_tflops(dtype, small, reps=1)
+            if probes[dtype] >= fp32_small / 50:
+                probes[dtype] = _cpu_gemm_tflops(dtype, probe, reps=1)
     finally:
         torch.set_num_threads(threads)
     for precision, dtype in low:
