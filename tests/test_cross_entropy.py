@@ -128,7 +128,8 @@ def fake_quack(monkeypatch):
 def test_adapters_give_loss_and_gradients_and_leave_the_inputs_alone(monkeypatch, variant, fake, hidden):
     fake(monkeypatch)
     family = get_family("cross_entropy")
-    params = {"tokens": 6, "vocab": 56, "hidden": hidden}  # 112-byte rows: whole 16-byte vectors for quack
+    # 112-byte rows: whole 16-byte vectors for quack; 8 tokens, the multiple its fused-linear form takes
+    params = {"tokens": 8, "vocab": 56, "hidden": hidden}
     case = family.build_case("custom", params, "bf16", torch.device("cpu"))
     before = {name: tensor.clone() for name, tensor in case.inputs.items()}
     call = family.variants[variant].build(case)
@@ -153,4 +154,69 @@ def test_quacks_fused_linear_form_is_skipped_in_fp32(monkeypatch):
     family = get_family("cross_entropy")
     case = family.build_case("custom", {"tokens": 2, "vocab": 8, "hidden": 4}, "fp32", torch.device("cpu"))
     with pytest.raises(VariantSkipped, match="fp16 and bf16"):
+        family.variants["quack"].build(case)
+
+
+def test_quacks_chunks_are_its_default_rows_and_a_ragged_last_one_padded_to_128():
+    from rooflint.kernels.cross_entropy.library import quack_chunk_rows
+
+    assert quack_chunk_rows(8192) == {4096}
+    assert quack_chunk_rows(300) == {384}
+    assert quack_chunk_rows(4100) == {4096, 128}
+
+
+def _quack_recording(monkeypatch, scaled_exp_supported):
+    """quack with its scaled-exp eligibility answered by the test; the options each call got."""
+    calls = []
+
+    def chunked_linear_cross_entropy(x, weight, target, *rest, **options):
+        calls.append(options)
+        return _linear_ce(x, weight, target)
+
+    install(
+        monkeypatch,
+        "quack.linear_cross_entropy",
+        chunked_linear_cross_entropy=chunked_linear_cross_entropy,
+        scaled_exp_lce_supported=lambda x, weight, chunk_size, reduction: scaled_exp_supported,
+    )
+    return calls
+
+
+@pytest.mark.parametrize(("hidden", "options"), [(128, {"use_scaled_exp": False}), (64, {})])
+def test_quacks_scaled_exp_pipeline_is_left_only_where_a_chunk_s_rows_equal_the_hidden_size(
+    monkeypatch, hidden, options
+):
+    """quack 0.6.5's scaled-exp pipeline raises "m == n makes row/col inference ambiguous" when a
+    chunk's rows (8 tokens pad to one 128-row tile) equal the hidden size; there the adapter asks for
+    quack's base pipeline, and everywhere else it passes quack's defaults."""
+    calls = _quack_recording(monkeypatch, scaled_exp_supported=True)
+    family = get_family("cross_entropy")
+    params = {"tokens": 8, "vocab": 56, "hidden": hidden}
+    case = family.build_case("custom", params, "bf16", torch.device("cpu"))
+    first = family.variants["quack"].build(case)()
+    assert calls == [options]
+    assert check(family, "bf16", first, family.reference(case.inputs, params)).passed
+
+
+@pytest.mark.parametrize(("scaled", "skipped"), [(False, True), (True, False)])
+def test_quacks_base_pipeline_skips_a_token_count_of_no_whole_8(monkeypatch, scaled, skipped):
+    """quack's base pipeline asserts tokens % 8 == 0 (an AssertionError with no message on the GPU):
+    a skip that says so; its scaled-exp pipeline pads the last chunk and takes any count."""
+    _quack_recording(monkeypatch, scaled_exp_supported=scaled)
+    family = get_family("cross_entropy")
+    case = family.build_case("custom", {"tokens": 6, "vocab": 56, "hidden": 16}, "bf16", torch.device("cpu"))
+    if skipped:
+        with pytest.raises(VariantSkipped, match="multiple of 8 tokens.*6 is not"):
+            family.variants["quack"].build(case)
+    else:
+        assert callable(family.variants["quack"].build(case))
+
+
+def test_quacks_fused_linear_form_skips_a_vocabulary_of_no_whole_16_byte_rows(monkeypatch):
+    """A vocabulary of 5003 bf16 logits a row failed inside the CuTe DSL's compiler on an H200 (its
+    cp.async copies take 4, 8 or 16 bytes): the skip names the row."""
+    _quack_recording(monkeypatch, scaled_exp_supported=False)
+    family = get_family("cross_entropy")
+    case = family.build_case("custom", {"tokens": 8, "vocab": 5003, "hidden": 16}, "bf16", torch.device("cpu"))
+    with pytest.raises(VariantSkipped, match=r"5003 torch.bfloat16 elements \(10006 bytes\)"):
         family.variants["quack"].build(case)

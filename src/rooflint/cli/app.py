@@ -37,6 +37,7 @@ from rooflint.cli.commands import (
 from rooflint.cli.console import console, err_console, escape
 from rooflint.core.errors import UserError
 from rooflint.core.switches import check_switches
+from rooflint.engine.compile_caches import pin_triton_cache_dir
 
 app = typer.Typer(
     name="rooflint",
@@ -164,6 +165,7 @@ def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
         check_switches()
+        pin_triton_cache_dir()
         _refuse_repeated_options(sys.argv[1:])
         with _sigterm_interrupts():
             code = app(standalone_mode=False)

@@ -30,9 +30,41 @@ def inductor_dir() -> Path:
     return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
+def triton_own_dir() -> Path:
+    """The folder Triton caches compiled kernels in when TRITON_CACHE_DIR is unset, as triton.knobs
+    computes it ($TRITON_HOME or the home folder, then .triton/cache), without importing Triton."""
+    return Path(os.environ.get("TRITON_HOME") or Path.home()) / ".triton" / "cache"
+
+
+def pin_triton_cache_dir() -> None:
+    """Set TRITON_CACHE_DIR, where it is unset, to Triton's own folder, for this process and the
+    processes it starts.
+
+    Triton reads the variable at every compile, and Inductor sets it to a folder of its own the first
+    time a torch.compile variant builds a kernel in a process. So a family's @triton.jit kernel
+    compiled after a torch.compile variant went to Inductor's folder, and in the next run's process,
+    where it came before any torch.compile, it was looked for in Triton's folder, missed and compiled
+    again: the Gluon attention's 15 s of first calls in a run with every cache warm. Pinned before
+    anything compiles, every kernel of every process keys into one folder.
+    """
+    if not os.environ.get("TRITON_CACHE_DIR"):
+        os.environ["TRITON_CACHE_DIR"] = os.environ[PINNED_MARK] = str(triton_own_dir())
+
+
+# What pin_triton_cache_dir set, so that a fleet worker started from a pinned process can tell the
+# pin from a folder the user chose, and put Triton's cache under rooflint's root (fleet/task.py).
+PINNED_MARK = "ROOFLINT_PINNED_TRITON_CACHE_DIR"
+
+
+def chosen_by_user(variable: str) -> bool:
+    """Whether ``variable`` (a compiler's cache folder) was set, and not by pin_triton_cache_dir."""
+    value = os.environ.get(variable)
+    return bool(value) and not (variable == "TRITON_CACHE_DIR" and value == os.environ.get(PINNED_MARK))
+
+
 def triton_dirs() -> list[Path]:
     """Triton's own cache (kernels a family's @triton.jit compiles) and the one Inductor points it at."""
-    own = os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
+    own = os.environ.get("TRITON_CACHE_DIR") or str(triton_own_dir())
     found = [Path(own)]
     inductor_triton = inductor_dir() / "triton"
     if inductor_triton.is_dir():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rooflint.core import paths
 from rooflint.core.specs import GpuSpec
+from rooflint.engine import compile_caches
 from rooflint.engine.host import HOST_VARIABLE, host_name
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import HeldReports
@@ -111,9 +112,10 @@ def measure_group(
 
 def share_caches() -> None:
     """Point Triton's and Inductor's caches under rooflint's cache root, unless the worker's
-    environment chose them; the measuring processes inherit the setting."""
+    environment chose them (a folder the console entry point pinned is no choice: a local fleet's
+    workers inherit it); the measuring processes inherit the setting."""
     for variable, kind in SHARED_CACHES.items():
-        if not os.environ.get(variable):
+        if not compile_caches.chosen_by_user(variable):
             os.environ[variable] = str(paths.cache_dir(kind))
 
 
