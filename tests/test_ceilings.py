@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -179,3 +181,60 @@ def test_ceilings_command_on_cpu(tmp_path):
     assert result.exit_code == 0, result.output
     values = roofs.load_measured_ceilings("cpu", tmp_path)
     assert values["memory_bandwidth_gbps"] > 0 and values["tensor_fp32_tflops"] > 0
+
+
+@pytest.fixture
+def stored_cpu_ceilings(monkeypatch, tmp_path):
+    """cpu_ceilings over a fake measurement that counts its calls, with the store in tmp_path."""
+    monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path))
+    monkeypatch.delenv("ROOFLINT_CPU_CEILINGS_CACHE", raising=False)
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
+    measured = []
+
+    def measure():
+        measured.append(1)
+        spec = ceilings.measured_spec("cpu", "CPU (measured)", 20.0 + len(measured), {"tensor_fp32_tflops": 0.3}, "how")
+        ceilings._CPU_SPEC = spec
+        return spec
+
+    monkeypatch.setattr(ceilings, "measure_cpu_ceilings", measure)
+    yield measured, tmp_path / "ceilings"
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)
+
+
+def _fresh_process(monkeypatch):
+    monkeypatch.setattr(ceilings, "_CPU_SPEC", None)  # what a new process starts with
+
+
+def test_a_cpu_run_reuses_this_host_s_measurement_of_the_last_ten_minutes(monkeypatch, stored_cpu_ceilings):
+    measured, folder = stored_cpu_ceilings
+    first = ceilings.cpu_ceilings()
+    assert len(measured) == 1 and first.bandwidth_gbps == 21.0 and len(list(folder.glob("cpu-*.json"))) == 1
+    _fresh_process(monkeypatch)
+    again = ceilings.cpu_ceilings()
+    assert len(measured) == 1 and again.bandwidth_gbps == 21.0
+    assert "reused, measured at" in again.values["memory_bandwidth_gbps"].source
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["older than ten minutes", "measured in the future", "another torch", "switched off", "corrupt", "not finite"],
+)
+def test_a_cpu_measurement_is_taken_again_where_the_stored_one_does_not_serve(monkeypatch, stored_cpu_ceilings, change):
+    measured, folder = stored_cpu_ceilings
+    ceilings.cpu_ceilings()
+    path = next(folder.glob("cpu-*.json"))
+    stored = json.loads(path.read_text())
+    if change == "older than ten minutes":
+        stored["measured_at"] -= ceilings.CPU_CEILINGS_MAX_AGE_S + 1
+    elif change == "measured in the future":
+        stored["measured_at"] += 3600
+    elif change == "another torch":
+        stored["identity"]["torch"] = "0.0.1"
+    elif change == "switched off":
+        monkeypatch.setenv("ROOFLINT_CPU_CEILINGS_CACHE", "0")
+    elif change == "not finite":
+        stored["spec"]["values"]["memory_bandwidth_gbps"][0] = float("nan")
+    path.write_text("{not json" if change == "corrupt" else json.dumps(stored))
+    _fresh_process(monkeypatch)
+    assert ceilings.cpu_ceilings().bandwidth_gbps == 22.0 and len(measured) == 2

@@ -165,7 +165,7 @@ def simulated_hosts():
 def fleet_bench(cluster, out, monkeypatch, on_row=lambda row: None, families=("toy", "fleet_toy")):
     monkeypatch.setattr(fleet_client, "measure_group", fake_measure)
     # The fake rows are judged and drawn against nothing: no CPU ceilings, no plots.
-    monkeypatch.setattr(bench, "measure_cpu_ceilings", lambda: None)
+    monkeypatch.setattr(bench, "cpu_ceilings", lambda: None)
     monkeypatch.setattr(bench, "write_plots", lambda *args: [])
     address = cluster.scheduler_address
     request = bench.BenchRequest(

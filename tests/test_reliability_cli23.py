@@ -153,7 +153,10 @@ def test_a_local_fleet_measures_in_the_environment_a_plain_bench_does(tmp_path):
     assert notes[0] == notes[1], notes
 
 
-@pytest.mark.parametrize("name", ["ROOFLINT_PDL", "ROOFLINT_PERSISTENT", "ROOFLINT_AUTOTUNE_PICKS", "ROOFLINT_DEBUG"])
+SWITCH_NAMES = ["ROOFLINT_PDL", "ROOFLINT_PERSISTENT", "ROOFLINT_AUTOTUNE_PICKS", "ROOFLINT_CPU_CEILINGS_CACHE"]
+
+
+@pytest.mark.parametrize("name", [*SWITCH_NAMES, "ROOFLINT_DEBUG"])
 def test_an_on_off_switch_that_is_neither_0_nor_1_is_refused_at_start(tmp_path, name):
     """`ROOFLINT_PDL=yes` quietly meant the default (and `ROOFLINT_DEBUG=0` turned tracebacks on):
     the run measured something other than what was asked for. Each switch takes 0 or 1, or unset."""

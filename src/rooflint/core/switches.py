@@ -16,6 +16,7 @@ SWITCHES = {
     "ROOFLINT_PDL": "1: PDL on every kernel that supports it; 0: on none; unset: in a model's decode step",
     "ROOFLINT_PERSISTENT": "1: a decode step's layers as one persistent kernel; 0 or unset: a kernel per op",
     "ROOFLINT_AUTOTUNE_PICKS": "1 or unset: Triton autotune picks kept on disk; 0: every process times them",
+    "ROOFLINT_CPU_CEILINGS_CACHE": "1 or unset: a CPU run reuses this host's ceilings of the last 10 min; 0: measures",
     "ROOFLINT_DEBUG": "1: a traceback instead of the one-line error; 0 or unset: the one line",
 }
 

@@ -21,7 +21,7 @@ from rooflint.core.registry import get_family, resolve_families
 from rooflint.core.selection import check_variant_names, select_dtypes, select_variants
 from rooflint.core.specs import GpuSpec, get_spec, spec_from_rows
 from rooflint.engine import build_ahead, compile_caches, fleet
-from rooflint.engine.ceilings import measure_cpu_ceilings
+from rooflint.engine.ceilings import cpu_ceilings
 from rooflint.engine.device import resolve_device
 from rooflint.engine.flag_checks import check_flags
 from rooflint.engine.measuring import run_worker
@@ -180,7 +180,7 @@ def execute(bench: BenchPlan, on_row: Callable[[ResultRow], None] = lambda row: 
         try:
             if request.device == "cpu":
                 measured = time.perf_counter()
-                cpu_spec = measure_cpu_ceilings()
+                cpu_spec = cpu_ceilings()
                 tally.add_phase("ceilings", time.perf_counter() - measured)
             run(bench, writer, cpu_spec, on_row, tally)
         except KeyboardInterrupt:

@@ -5,7 +5,9 @@ sustains: power and thermal limits lower the clock under load, and DRAM refresh,
 and read/write turnaround keep HBM below its pin rate. A measured ceiling is the honest roof for
 "how close could this kernel get". rooflint keeps both and labels which one a % of roof uses.
 
-CPU: a large copy and a large matmul, measured at the start of a CPU bench.
+CPU: a large copy and a large matmul, measured at the start of a CPU bench, or reused from this
+host's measurement of the last ten minutes (``cpu_ceilings``; ROOFLINT_CPU_CEILINGS_CACHE=0 measures
+every run).
 GPU: DRAM copy, an L2-resident copy, a large matmul per tensor-core dtype and an FMA-bound
 kernel for the CUDA-core FP32 peak (rooflint.engine.ceiling_kernels). Results are stored per GPU as
 TOML in the user cache (~/.cache/rooflint/ceilings/<gpu>.toml, or $ROOFLINT_CACHE/ceilings) in
@@ -14,7 +16,11 @@ the format of hardware_specs/gpus.toml plus l2_bandwidth_gbps, which the datashe
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import platform
+import socket
 import statistics
 import time
 from collections.abc import Callable
@@ -24,10 +30,19 @@ from pathlib import Path
 
 import torch
 
-from rooflint.core.specs import GpuSpec, measured_spec
+from rooflint.core.paths import cache_dir
+from rooflint.core.specs import GpuSpec, measured_spec, spec_from_dict, spec_to_dict
+from rooflint.core.switches import switch
 from rooflint.engine.device import resolve_device
 
 _CPU_SPEC: GpuSpec | None = None
+# A CPU measurement is reused by the runs of the next ten minutes on the same host, CPU, thread count
+# and torch: measuring takes a CPU run's start a second or two, and runs minutes apart then share a
+# roof instead of each drawing its own from a noisy shared machine.
+CPU_CEILINGS_MAX_AGE_S = 600.0
+# Changes whenever measure_cpu_ceilings measures differently: a stored measurement of another method
+# is measured again.
+CPU_CEILINGS_METHOD = 2
 
 
 # ----------------------------------------------------------------------------------------- CPU
@@ -148,6 +163,82 @@ def measure_cpu_ceilings(copy_mib: int = 128, matmul_n: int = 1024) -> GpuSpec:
     )
     _CPU_SPEC = measured_spec("cpu", "CPU (measured)", bandwidth_gbps, peaks, how)
     return _CPU_SPEC
+
+
+def _cpu_identity() -> dict[str, object]:
+    """What a stored CPU measurement must match to be reused: the host and CPU, the threads torch
+    runs on, torch's version and the method."""
+    model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "host": socket.gethostname(),
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "method": CPU_CEILINGS_METHOD,
+    }
+
+
+def _cpu_ceilings_file() -> Path:
+    return cache_dir("ceilings") / f"cpu-{socket.gethostname()}.json"
+
+
+def _stored_cpu_ceilings(now: float) -> GpuSpec | None:
+    """This host's stored measurement if it matches and is under ``CPU_CEILINGS_MAX_AGE_S`` old; its
+    values say when they were measured. None for anything else (missing, other, old or unreadable)."""
+    try:
+        stored = json.loads(_cpu_ceilings_file().read_text())
+        measured_at = float(stored["measured_at"])
+        if stored["identity"] != _cpu_identity() or not 0 <= now - measured_at <= CPU_CEILINGS_MAX_AGE_S:
+            return None
+        when = time.strftime("%H:%M:%S", time.localtime(measured_at))
+        for value in stored["spec"]["values"].values():
+            value[1] = f"{value[1]}; reused, measured at {when} (ROOFLINT_CPU_CEILINGS_CACHE=0 measures anew)"
+        spec = spec_from_dict(stored["spec"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    if spec.key != "cpu" or not all(math.isfinite(v.value) and v.value > 0 for v in spec.values.values()):
+        return None
+    return spec
+
+
+def _store_cpu_ceilings(spec: GpuSpec, measured_at: float) -> None:
+    """Written to a temporary file and renamed into place: a reader never sees half of it; a cache
+    that cannot be written only costs the next run a measurement."""
+    path = _cpu_ceilings_file()
+    text = json.dumps({"identity": _cpu_identity(), "measured_at": measured_at, "spec": spec_to_dict(spec)})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def cpu_ceilings() -> GpuSpec:
+    """The CPU's ceilings for a run: this host's measurement of the last ten minutes where there is
+    one (and ROOFLINT_CPU_CEILINGS_CACHE is not 0), else measured now and stored."""
+    global _CPU_SPEC
+    if _CPU_SPEC is not None:
+        return _CPU_SPEC
+    use_store = switch("ROOFLINT_CPU_CEILINGS_CACHE") is not False
+    stored = _stored_cpu_ceilings(time.time()) if use_store else None
+    if stored is not None:
+        _CPU_SPEC = stored
+        return stored
+    measured_at = time.time()
+    spec = measure_cpu_ceilings()
+    if use_store:
+        _store_cpu_ceilings(spec, measured_at)
+    return spec
 
 
 # ----------------------------------------------------------------------------------------- GPU

@@ -213,6 +213,6 @@ def _gpu_spec(request: ModelRequest, device: torch.device) -> GpuSpec:
         from rooflint.core.specs import current_gpu_spec
 
         return current_gpu_spec(request.spec_file, request.gpu)
-    from rooflint.engine.ceilings import measure_cpu_ceilings
+    from rooflint.engine.ceilings import cpu_ceilings
 
-    return measure_cpu_ceilings()
+    return cpu_ceilings()
