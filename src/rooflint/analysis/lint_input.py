@@ -22,7 +22,7 @@ from rooflint.core.fmt import number, text
 from rooflint.core.paths import existing_file
 from rooflint.core.specs import CUDA_PRECISIONS, TENSOR_PRECISIONS
 from rooflint.outputs.result_file import check_table, file_text
-from rooflint.outputs.results import FAILED, OK, ResultRow, read_results, rows_from_frame
+from rooflint.outputs.results import FAILED, OK, ResultRow, gpu_name, read_results, rows_from_frame
 
 PLAIN_REQUIRED = ("kernel",)
 PLAIN_MEASURES = ("time_ms", "time_us", "achieved_tflops", "achieved_gbps")
@@ -204,7 +204,7 @@ def _plain_row(path: Path, line: int, record: dict, unit_column: str = "compute_
         precision=precision,
         achieved_tflops=num("achieved_tflops"),
         achieved_gbps=num("achieved_gbps"),
-        gpu=text(record.get("gpu")),
+        gpu=gpu_name(text(record.get("gpu"))),
         l2_bytes=int(num("l2_bytes")) if math.isfinite(num("l2_bytes")) else 0,
     )
 

@@ -124,6 +124,13 @@ class ModelSpec(ABC):
     def extract_weights(self, hf_model: Any) -> Any:
         """Plain tensors in nn.Linear layout, shared by every kernel set (no copies per set)."""
 
+    def rope_table_bytes(self, hf_config: Any, size: int, fp32_cache: bool = False) -> tuple[int, int]:
+        """(held, scratch): the bytes of the RoPE tables ``extract_weights`` computes from ``hf_config``
+        beside the parameters, kept in a ``size``-byte dtype (with an fp32 cos/sin cache of them where
+        ``fp32_cache``), and the fp32 scratch their build holds at its peak. (0, 0) in a model without
+        them: its positions are parameters, counted with the weights."""
+        return 0, 0
+
     def config_name_of(self, hf_config: Any) -> str:
         """The preset a loaded checkpoint matches, or "custom"."""
         return "custom"

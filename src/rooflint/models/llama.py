@@ -126,6 +126,11 @@ def config_rope_tables(config, positions: int, dtype: torch.dtype, device, seq_l
     return _tables(*rope_frequencies(config, seq_len), positions, dtype, device)
 
 
+# _tables' fp32 scratch at its peak, in bytes per [positions, D] element: the half-width angles (2),
+# the whole angles (4), and sin and its scaled copy (4 + 4) while cos is already rounded and kept.
+TABLE_SCRATCH = 14
+
+
 def _tables(inv: torch.Tensor, scale: float, positions: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, ...]:
     freqs = torch.arange(positions, dtype=torch.float32, device=device)[:, None] * inv.to(device)[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)
@@ -191,6 +196,15 @@ class Llama(ModelSpec):
     def norm_eps(self, hf_config) -> float:
         return hf_config.rms_norm_eps
 
+    def rope_table_bytes(self, hf_config, size: int, fp32_cache: bool = False) -> tuple[int, int]:
+        # extract_weights' cos and sin, [max_position_embeddings, head_dim] each however short the run
+        # (longrope: a second pair), built in fp32 and rounded to the model's dtype. Hugging Face's
+        # rotary embedding keeps only its inverse frequencies and computes cos and sin per forward.
+        # FlashInfer's set keeps an fp32 [positions, D] cos/sin cache of each pair it rotates by.
+        elements = hf_config.max_position_embeddings * self.dims(hf_config).head_dim
+        pairs = 2 if _long_after(hf_config) else 1
+        return pairs * elements * (2 * size + (4 if fp32_cache else 0)), TABLE_SCRATCH * elements
+
     def kernel_set(self, name: str, dtype, device, head_dim: int, eps: float):
         from rooflint.models import library_sets, llama_kernels
 
@@ -218,9 +232,9 @@ class Llama(ModelSpec):
         cos, sin = config_rope_tables(config, dims.max_positions, embed.dtype, embed.device)
         weights = LlamaWeights(embed, layers, body.norm.weight.detach(), hf_model.lm_head.weight.detach(), cos, sin,
                                dims.heads, dims.kv_heads, dims.head_dim, dims.ffn)  # fmt: skip
-        rope = dict(config.rope_parameters or {})
-        if rope.get("rope_type") == "longrope" and dims.max_positions > rope["original_max_position_embeddings"]:
-            weights.long_after = long_after = rope["original_max_position_embeddings"]
+        long_after = _long_after(config)
+        if long_after:
+            weights.long_after = long_after
             weights.long_cos, weights.long_sin = config_rope_tables(
                 config, dims.max_positions, embed.dtype, embed.device, seq_len=long_after + 1
             )
@@ -389,6 +403,14 @@ def _concatenate(*linears) -> tuple[torch.Tensor, torch.Tensor | None]:
             linear.bias.data = bias[row : row + rows]
         row += rows
     return weight, bias
+
+
+def _long_after(config) -> int:
+    """longrope's original length, where the model reaches past it (and so keeps a second pair of
+    tables, of its long factors); else 0."""
+    rope = dict(config.rope_parameters or {})
+    original = rope.get("original_max_position_embeddings") or 0
+    return original if rope.get("rope_type") == "longrope" and config.max_position_embeddings > original else 0
 
 
 class _ByConfig:

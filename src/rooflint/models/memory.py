@@ -4,7 +4,9 @@ The estimate is the tensors a run holds at its peak, each named so a refusal say
 the weights (counted on the meta device: the model's own parameter list, no memory touched), the
 KV cache at its capacity, and the prefill's activations: every position's logits twice (ours and
 Hugging Face's reference), the reference's eager attention scores (B x H x T x T in fp32, where
-the HF check materializes them) and one layer's widest intermediates.
+the HF check materializes them) and one layer's widest intermediates; and the tables a model
+computes by position beside its weights (RoPE's cos and sin: max_position_embeddings rows each,
+whatever the run's length), with the fp32 scratch of building them.
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ class MemoryNeed:
     weights: int
     kv_cache: int
     activations: int
+    rope_tables: int = 0  # the model's RoPE tables, with their build's fp32 scratch (ModelSpec.rope_table_bytes)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations
+        return self.weights + self.kv_cache + self.activations + self.rope_tables
 
     def describe(self) -> str:
+        tables = f", RoPE tables {self.rope_tables / GB:.3g}" if self.rope_tables else ""
         return (
             f"{self.total / GB:.3g} GB (weights {self.weights / GB:.3g}, KV cache {self.kv_cache / GB:.3g}, "
-            f"activations {self.activations / GB:.3g})"
+            f"activations {self.activations / GB:.3g}{tables})"
         )
 
 
@@ -76,6 +80,22 @@ def refusal(what: str, need: MemoryNeed, free: int, device: torch.device, lower:
     if need.total <= HEADROOM * free:
         return None
     return f"{what} needs {need.describe()} but the {device.type} has {free / GB:.3g} GB free; lower {lower}"
+
+
+def check_rope_tables(name: str, positions: int, tables: int, weights: int, free: int, device: torch.device) -> None:
+    """max_position_embeddings refused in one line where the RoPE tables (``tables`` bytes over
+    ``positions`` rows) cannot fit beside ``weights``. They grow with the config's positions, not with
+    any flag: refused by check_fits, its "lower --batch or --seq" would name no remedy. Where the weights
+    alone do not fit either, check_fits says so."""
+    budget = int(HEADROOM * free) - weights
+    if tables <= budget or budget <= 0:
+        return
+    most = budget * positions // tables  # the tables grow linearly with the positions
+    raise UserError(
+        f"{name}: max_position_embeddings={positions} needs {tables / GB:.3g} GB of RoPE cos/sin tables (one row per "
+        f"position) but the {device.type} has {free / GB:.3g} GB free beside {weights / GB:.3g} GB of weights; valid: "
+        f"max_position_embeddings of at most {most} here"
+    )
 
 
 def check_fits(what: str, need: MemoryNeed, free: int, device: torch.device, lower: str) -> None:

@@ -167,8 +167,9 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
 
 
 def preflight(request: ModelRequest, spec_model, device: torch.device, copies: int) -> int:
-    """The config and the memory the run needs, checked before any weight is built; the weights'
-    bytes (0 with --weights: a checkpoint's own config is read when it loads)."""
+    """The config and the memory the run needs, checked before any weight is built; the bytes the
+    built model holds, its weights and RoPE tables (0 with --weights: a checkpoint's own config is
+    read when it loads)."""
     if request.weights is not None:
         return 0
     if request.config not in spec_model.configs:
@@ -181,6 +182,12 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     check_positions(dims, request, request.config)
     size = DTYPES[request.dtype].itemsize
     weights = memory.parameter_bytes(spec_model, hf_config, size)
+    # The RoPE tables are sized by max_position_embeddings, not by the run: uncounted, a config of
+    # 10**12 positions passed this check and failed allocating terabytes after "building".
+    held, scratch = spec_model.rope_table_bytes(hf_config, size, fp32_cache="flashinfer" in (request.kernels or ()))
+    tables = copies * held + scratch  # each copy keeps its own; one builds at a time
+    free = memory.free_bytes(device)
+    memory.check_rope_tables(request.config, dims.max_positions, tables, copies * weights, free, device)
     # a reduced-precision run's reference logits are held in fp32 (the fp32 model copy itself is
     # sized to what is free when it is built: kernel_set_run.fp32_reference)
     fp32_reference_extra = request.batch * request.seq * dims.vocab * max(0, 4 - size)
@@ -189,13 +196,14 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
         memory.kv_cache_bytes(dims, request.batch, request.prompt + request.new_tokens, size),
         memory.prefill_activation_bytes(dims, request.batch, max(request.seq, request.prompt + request.new_tokens),
                                         size) + fp32_reference_extra,
+        tables,
     )  # fmt: skip
-    memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, memory.free_bytes(device),
-                      device, "--batch or --seq (or --layers)")  # fmt: skip
+    memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, free, device,
+                      "--batch or --seq (or --layers)")  # fmt: skip
     if request.sweep_batches or request.sweep_contexts:
-        sweep.plan(dims, weights, request.sweep_batches or [request.batch], request.sweep_contexts or [request.prompt],
-                   request.dtype, memory.free_bytes(device), device, request.config)  # fmt: skip
-    return weights
+        sweep.plan(dims, weights + held, request.sweep_batches or [request.batch],
+                   request.sweep_contexts or [request.prompt], request.dtype, free, device, request.config)  # fmt: skip
+    return weights + held
 
 
 def check_positions(dims, request: ModelRequest, name: str) -> None:

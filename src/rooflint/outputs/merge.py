@@ -13,6 +13,7 @@ later on the command line wins.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,13 @@ def merge_frames(
     frames = list(frames)
     if not frames:
         raise UserError("nothing to merge: give at least one results file")
-    combined = by_gpu_key(pd.concat([f[COLUMNS] for f in frames], ignore_index=True), spec_file)
+    # Every column of every input: the schema's, then those rooflint does not know (a
+    # `measured_dram_bytes` column that report and lint read), in the order first seen. Only the
+    # schema's were kept, so a merged file lost cells that were on disk; a row from a file without
+    # such a column holds an empty cell there.
+    columns = list(dict.fromkeys([*COLUMNS, *(name for f in frames for name in f.columns)]))
+    combined = pd.concat([f.reindex(columns=columns) for f in frames], ignore_index=True)
+    combined = by_gpu_key(combined, spec_file)
     kept, dropped = dedupe(combined)
     return Merged(kept, dropped, list(sources))
 
@@ -128,16 +135,24 @@ def merge_files(paths: Iterable[Path | str], spec_file: Path | str | None = None
     return merge_frames([read_results(p) for p in paths], [str(p) for p in paths], spec_file)
 
 
+def cell(value) -> str:
+    """A text cell as the reader kept it; empty where its file had no such column (NaN after concat)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:
     """Write results in rooflint's own schema: CSV by default, JSON when the name ends in .json."""
     path = Path(path)
     rows = rows_from_frame(frame)
+    # The columns rooflint does not know, as the reader kept them (text), after the schema's.
+    unknown = [name for name in frame.columns if name not in COLUMNS]
+    extra = [{name: cell(value) for name, value in record.items()} for record in frame[unknown].to_dict("records")]
     # Case-blind, as the reader is: merged.JSON written as CSV could not be read back.
     if path.suffix.lower() != ".json":
-        return write_typed_csv(rows, path, ResultRow)
+        return write_typed_csv(rows, path, ResultRow, extra)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(rows, path)
+        write_json(rows, path, extra=extra)
     except OSError as error:
         raise UserError(f"cannot write {path}: {why_not(path, error)}") from None
     return path

@@ -11,6 +11,8 @@ anything that could be misread is refused with one line naming the file, the lin
   overflow to inf;
 - a negative count, cost, rate, clock or ceiling, and an ok row whose p20 is above its p80, whose
   median is outside [p20, p80], or whose rel_error is above its tolerance;
+- an ok row whose achieved_gbps, achieved_tflops or ai_flop_per_byte disagrees, beyond rounding, with
+  its own bytes, FLOPs and median time: a report showed the cell as measured;
 - a row with more or fewer fields than the header (two writers interleaved, a comma typed into a
   cell): its values would land in the wrong columns;
 - the header repeated as a data row (two files concatenated with `cat`);
@@ -54,6 +56,19 @@ INFINITE_OK = ("rel_error",)
 # Any other negative count, cost, rate, clock or ceiling is a corrupted cell: it would draw a point
 # left of the roofline or a roof below the floor.
 SIGNED = ("launch_overhead_ms", "device_index", "peak_extra_memory_bytes")
+# The rates and intensity an ok row stores beside the cost and time they are made from
+# (core/roofline.analyse): (column, the cost columns summed, the column it is over, the scale of one
+# unit of the column, its unit). report, roofline and lint show and place a row by these, so a cell
+# that disagrees with its own row's cost and time (a hand edit, a corrupted cell) is refused as a
+# median outside its own spread is: shown as written, it read as a measurement no run made.
+DERIVED = (
+    ("achieved_gbps", ("ideal_bytes",), "median_ms", 1e6, "GB/s"),
+    ("achieved_tflops", ("tensor_flops", "cuda_flops"), "median_ms", 1e9, "TFLOP/s"),
+    ("ai_flop_per_byte", ("tensor_flops", "cuda_flops"), "ideal_bytes", 1.0, "FLOP/byte"),
+)
+# How far a stored value may sit from the one its row's cost and time give: rounding (a file written
+# with three or four significant digits, its time rounded too), never another measurement.
+DERIVED_TOLERANCE = 0.02
 # No count, cost, rate, clock or ceiling comes near it (a whole model's generation is under 1e20
 # FLOPs): a number past it is a corrupted cell, and a plot's axes padded around it overflow to inf.
 MAX_NUMBER = 1e30
@@ -344,7 +359,26 @@ def _check_row(place: str, record: dict[str, Any], schema: Schema) -> dict[str, 
             f"median_ms {median:g} is outside [p20_ms {low:g}, p80_ms {high:g}]; "
             "a median lies between the 20th and 80th percentiles of its samples",
         )
+    if timed and all(name in row for name, *_ in DERIVED):
+        _check_derived(place, row)
     return row
+
+
+def _check_derived(place: str, row: dict[str, Any]) -> None:
+    """An ok row's achieved rates and intensity against its own cost and median time (DERIVED)."""
+    for name, costs, over, scale, unit in DERIVED:
+        stored, amount, by = row[name], sum(row[cost] for cost in costs), row[over]
+        if math.isnan(stored) or not math.isfinite(amount) or not math.isfinite(by) or by <= 0:
+            # Not recorded (nothing shown), or nothing to check it by: no cost recorded, or no bytes
+            # (an intensity without bytes is not defined).
+            continue
+        expected = amount / by / scale
+        if not math.isclose(stored, expected, rel_tol=DERIVED_TOLERANCE):
+            _refuse(
+                place,
+                f"{name} {stored:g} disagrees with its row's {' + '.join(costs)} {amount:g} over {over} {by:g}; "
+                f"valid: {expected:.4g} {unit} (within {DERIVED_TOLERANCE:.0%}), or empty",
+            )
 
 
 # A number as a results file spells it (Python's repr, pandas, a spreadsheet): ASCII digits, a point,

@@ -11,7 +11,7 @@ import csv
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -193,10 +193,15 @@ class ResultWriter:
         write_json(self.rows, self.out_dir / "results.json", run)
 
 
-def write_json(rows: Iterable[ResultRow], path: Path, run: dict[str, Any] | None = None) -> None:
+def write_json(
+    rows: Iterable[ResultRow],
+    path: Path,
+    run: dict[str, Any] | None = None,
+    extra: Sequence[dict[str, str]] = (),
+) -> None:
     """``run``: a bench's run record (engine/run_clock.run_record: wall time, phases, caches), kept
-    beside the rows; readers of the rows ignore it."""
-    records = [json_safe(dataclasses.asdict(row)) for row in rows]
+    beside the rows; readers of the rows ignore it. ``extra``: see with_extra."""
+    records = [json_safe(record) for record in with_extra(rows, extra)]
     with replacing(path) as handle:  # whole or not at all: an interrupted write keeps the last one
         handle.write(json_text(records, run))
 
@@ -212,6 +217,17 @@ def json_text(records: list[dict[str, Any]], run: dict[str, Any] | None = None) 
     return text + "\n}\n"
 
 
+def with_extra(rows: Iterable[Any], extra: Sequence[dict[str, str]] = ()) -> list[dict[str, Any]]:
+    """Each dataclass row as a record, followed by its cells of ``extra`` (one dict per row, or none):
+    the columns of a results file that rooflint does not know (a `measured_dram_bytes` column from
+    `rooflint profile --ncu`, a note of the user's), which the reader keeps as text and merge writes
+    back, so that a merged file holds every cell its inputs held."""
+    records = [dataclasses.asdict(row) for row in rows]
+    for record, cells in zip(records, extra):
+        record.update({name: value for name, value in cells.items() if name not in record})
+    return records
+
+
 def json_safe(record: dict[str, Any]) -> dict[str, Any]:
     """NaN and infinity become null: JSON has no spelling for them."""
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
@@ -224,7 +240,20 @@ def read_results(path: Path | str, text: str | None = None) -> pd.DataFrame:
     from rooflint.outputs.result_file import Schema, read_result_file
 
     schema = Schema(dict(_TYPES), STATUSES, OK, tuple(NA_VALUES), FAILED, REGIMES, SCHEMA_VERSION, TIMING_MODES)
-    return read_result_file(path, schema, text)
+    frame = read_result_file(path, schema, text)
+    frame["gpu"] = frame["gpu"].map(gpu_name)
+    return frame
+
+
+CPU_GPU = "cpu"  # a CPU run's gpu cell: the key of its measured spec (engine/ceilings.py), stamped on each row
+
+
+def gpu_name(name: str) -> str:
+    """A gpu cell as the readers compare it: the CPU in the one spelling rooflint writes, whatever its
+    case or padding; any other name as written (merge.by_gpu_key resolves a GPU's names to its key).
+    A hand-edited or another tool's "CPU" beside rooflint's "cpu" was a second GPU to every reader:
+    two report sections and roofline plots, merge keeping both rows of a key, lint's wrong_gpu error."""
+    return CPU_GPU if name.strip().lower() == CPU_GPU else name
 
 
 def row_from_record(record: dict[str, Any]) -> ResultRow:
@@ -279,16 +308,18 @@ def read_typed_csv(path: Path | str, cls: type, what: str) -> list[Any]:
     return [from_record(cls, record) for record in frame.to_dict("records")]
 
 
-def write_typed_csv(rows: Iterable[Any], path: Path | str, cls: type) -> Path:
-    """Write dataclass rows as CSV, one column per field of ``cls`` in field order."""
+def write_typed_csv(rows: Iterable[Any], path: Path | str, cls: type, extra: Sequence[dict[str, str]] = ()) -> Path:
+    """Write dataclass rows as CSV, one column per field of ``cls`` in field order, then the columns
+    of ``extra`` (see with_extra)."""
     path = Path(path)
+    names = [item.name for item in fields(cls)]
+    names += [name for name in dict.fromkeys(name for record in extra for name in record) if name not in names]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path, newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=[item.name for item in fields(cls)])
+            writer = csv.DictWriter(handle, fieldnames=names)
             writer.writeheader()
-            for row in rows:
-                writer.writerow(dataclasses.asdict(row))
+            writer.writerows(with_extra(rows, extra))
     except OSError as error:
         raise UserError(f"cannot write {path}: {why_not(path, error)}") from None
     return path

@@ -11,6 +11,34 @@ from rooflint.analysis.lint.row_rules import correctness_findings, lint_row
 from rooflint.core.specs import GpuSpec, detect, spec_from_rows
 from rooflint.outputs.results import OK, ResultRow
 
+# How the title of `rooflint lint` names a spec's origin (GpuSpec.origin) as ceilings.
+_ORIGIN_WORDS = {"user": "--spec-file"}
+
+
+class Linted(list[tuple[ResultRow, list[Finding]]]):
+    """lint_file's answer: (row, findings) for each row, and the ceilings the rows were judged against.
+
+    `rooflint lint` names the ceilings in its title. It named the --roof choice (datasheet by
+    default) for every row, though a CPU row, or a GPU the table lacks, is judged against the
+    ceilings recorded in the row: measured at the start of its run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ceilings: dict[str, set[str]] = {}  # spec origin -> the GPUs (spec keys) of the rows it judged
+
+    def judged(self, spec: GpuSpec) -> None:
+        self.ceilings.setdefault(spec.origin, set()).add(spec.key)
+
+    def ceilings_note(self) -> str:
+        """The ceilings named for the title: one kind where it judged every row ("datasheet ceilings"),
+        else each kind with its GPUs ("datasheet ceilings for h100_sxm, measured ceilings for cpu");
+        "" where no row was judged."""
+        kinds = sorted(self.ceilings)
+        words = [f"{_ORIGIN_WORDS.get(kind, kind)} ceilings" for kind in kinds]
+        if len(kinds) == 1:
+            return words[0]
+        return ", ".join(f"{word} for {', '.join(sorted(self.ceilings[kind]))}" for word, kind in zip(words, kinds))
+
 
 def lint_file(
     path,
@@ -19,11 +47,12 @@ def lint_file(
     spec_file=None,
     roof: str = "datasheet",
     counters=None,
-) -> list[tuple[ResultRow, list[Finding]]]:
+) -> Linted:
     """Lint every row of a results file (rooflint's or a plain CSV) against --gpu or each row's own GPU.
 
     Without --gpu a row is judged against the spec its gpu column names; a CPU row, or a GPU the
     table lacks, against the ceilings recorded in the row (what bench used when it measured it).
+    The answer's ceilings say which were used, for which GPUs.
     """
     from rooflint.analysis.lint_input import read_counters, read_lint_input
     from rooflint.core.errors import UserError
@@ -64,7 +93,7 @@ def lint_file(
         return by_gpu[gpu]
 
     clocks = clock_mismatch_findings(data.rows)  # the one rule that reads two rows: a speedup and its baseline
-    out = []
+    out = Linted()
     for i, (row, dram) in enumerate(zip(data.rows, measured)):
         spec = fixed
         if spec is None:
@@ -98,6 +127,7 @@ def lint_file(
                 raise UserError(
                     f"{path}: unknown GPU {row.gpu!r}; valid: {', '.join(specs)}, or describe it with --spec-file"
                 )
+        out.judged(spec)
         findings = lint_row(row, spec, measured_dram_bytes=dram, spec_by_key=specs)
         out.append((row, findings + [clocks[i]] if i in clocks else findings))
     return out

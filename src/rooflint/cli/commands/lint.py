@@ -51,7 +51,11 @@ def lint_command(
         f"{len(linted)} rows: {counts[Severity.ERROR]} errors, {counts[Severity.WARNING]} warnings, "
         f"{counts[Severity.INFO]} info"
     )
-    roof_note = f"judged against {'--gpu ' + gpu if gpu else 'each row' + chr(39) + 's GPU'}, {roof} ceilings"
+    # The ceilings the rows were judged against, as lint_file used them: --roof's for a GPU the table
+    # knows, the measured ones a CPU row (or a GPU outside the table) recorded for its own.
+    ceilings = linted.ceilings_note()
+    roof_note = f"judged against {'--gpu ' + gpu if gpu else 'each row' + chr(39) + 's GPU'}"
+    roof_note += f", {ceilings}" if ceilings else ""
     if not findings:
         console.print(f"[green]clean[/]: {summary} ({escape(roof_note)})")
         return
