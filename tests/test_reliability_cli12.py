@@ -52,18 +52,20 @@ def test_lint_says_an_empty_file_is_empty_as_the_other_commands_do(tmp_path):
 def test_lint_judges_a_row_with_an_empty_gpu_as_the_report_draws_it(tmp_path):
     # A timed row whose gpu cell was blanked: the report drew it under "unknown GPU" against the
     # ceilings it recorded, while lint refused the whole file ("names no gpu").
-    results = write([row(), row("softmax", median_ms=2.0)], tmp_path / "run")
-    lines = results.read_text().splitlines()
-    lines[2] = lines[2].replace(",h100_sxm,", ",,")
-    results.write_text("\n".join(lines) + "\n")
+    def without_gpu(median_ms: float, spread: float) -> Path:
+        results = write([row(), row("softmax", median_ms=median_ms, spread=spread)], tmp_path / "run")
+        lines = results.read_text().splitlines()
+        lines[2] = lines[2].replace(",h100_sxm,", ",,")
+        results.write_text("\n".join(lines) + "\n")
+        return results
+
+    results = without_gpu(2.0, 0.01)
     report = rooflint("report", results, tmp_path=tmp_path)
     assert report.returncode == 0 and "unknown GPU" in report.stdout, report.stdout + report.stderr
     done = rooflint("lint", results, tmp_path=tmp_path)
     assert done.returncode == 0 and "clean: 2 rows" in done.stdout, done.stdout + done.stderr
     # Judged against those ceilings: a time under the recorded roof's floor is still an error.
-    lines[2] = lines[2].replace(",2.0,1.98,2.02,", ",0.0001,0.0001,0.0001,", 1)  # its spread with it
-    results.write_text("\n".join(lines) + "\n")
-    done = rooflint("lint", results, tmp_path=tmp_path)
+    done = rooflint("lint", without_gpu(0.0001, 0.0), tmp_path=tmp_path)  # its spread and rates with it
     assert done.returncode == 1 and "above_roof" in done.stdout, done.stdout + done.stderr
     # A plain CSV row naming no GPU has no recorded ceilings: still refused, and judged with --gpu.
     plain = tmp_path / "plain.csv"
