@@ -104,3 +104,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
     """A CSV file's rows as written, each a dict of text cells (results, ab --csv, kernels.csv)."""
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def rewritten(results: Path, out: Path, change) -> Path:
+    """results.csv with ``change(rows)`` applied to its rows as text cells, written with csv."""
+    rows = read_csv(results)
+    change(rows)
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out

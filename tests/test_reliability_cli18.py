@@ -11,7 +11,6 @@ its own [p20, p80], a schema_version from a newer rooflint, a JSON list or objec
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
-from result_factory import read_csv, row, run, write
+from result_factory import rewritten, row, run, write
 
 pytestmark = needs_console_script
 
@@ -40,17 +39,6 @@ def read_by_every_reader(results: Path, tmp_path: Path) -> dict[str, subprocess.
         "roofline": ("roofline", results, "--out", tmp_path / "plots"),
     }
     return {name: rooflint(*argv[name], tmp_path=tmp_path) for name in READERS}
-
-
-def rewritten(results: Path, out: Path, change) -> Path:
-    """results.csv with ``change(rows)`` applied to its rows as text cells, written with csv."""
-    rows = read_csv(results)
-    change(rows)
-    with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
 
 
 def test_names_and_paths_holding_rich_markup_are_printed_as_written(tmp_path):

@@ -8,14 +8,13 @@ row's achieved GB/s or TFLOP/s as written, however far from its own bytes, FLOPs
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from console_script import assert_refused, needs_console_script, run_in
-from result_factory import CPU, read_csv, row, run, write
+from result_factory import CPU, read_csv, rewritten, row, run, write
 
 pytestmark = needs_console_script
 
@@ -25,17 +24,6 @@ NOTES = ["re-run after driver update", "", "", "odd, see #12"]
 
 def rooflint(*argv, tmp_path: Path) -> subprocess.CompletedProcess:
     return run_in(tmp_path, *argv, timeout=120)
-
-
-def rewritten(results: Path, out: Path, change) -> Path:
-    """results.csv with ``change(rows)`` applied to its rows as text cells, written with csv."""
-    rows = read_csv(results)
-    change(rows)
-    with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
 
 
 def with_columns(rows: list[dict[str, str]]) -> None:
