@@ -190,13 +190,13 @@ def _cpu_ceilings_file() -> Path:
     return cache_dir("ceilings") / f"cpu-{socket.gethostname()}.json"
 
 
-def _stored_cpu_ceilings(now: float) -> GpuSpec | None:
+def _stored_cpu_ceilings(now: float, identity: dict[str, object]) -> GpuSpec | None:
     """This host's stored measurement if it matches and is under ``CPU_CEILINGS_MAX_AGE_S`` old; its
     values say when they were measured. None for anything else (missing, other, old or unreadable)."""
     try:
         stored = json.loads(_cpu_ceilings_file().read_text())
         measured_at = float(stored["measured_at"])
-        if stored["identity"] != _cpu_identity() or not 0 <= now - measured_at <= CPU_CEILINGS_MAX_AGE_S:
+        if stored["identity"] != identity or not 0 <= now - measured_at <= CPU_CEILINGS_MAX_AGE_S:
             return None
         when = time.strftime("%H:%M:%S", time.localtime(measured_at))
         for value in stored["spec"]["values"].values():
@@ -209,11 +209,11 @@ def _stored_cpu_ceilings(now: float) -> GpuSpec | None:
     return spec
 
 
-def _store_cpu_ceilings(spec: GpuSpec, measured_at: float) -> None:
+def _store_cpu_ceilings(spec: GpuSpec, measured_at: float, identity: dict[str, object]) -> None:
     """Written to a temporary file and renamed into place: a reader never sees half of it; a cache
     that cannot be written only costs the next run a measurement."""
     path = _cpu_ceilings_file()
-    text = json.dumps({"identity": _cpu_identity(), "measured_at": measured_at, "spec": spec_to_dict(spec)})
+    text = json.dumps({"identity": identity, "measured_at": measured_at, "spec": spec_to_dict(spec)})
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -230,14 +230,15 @@ def cpu_ceilings() -> GpuSpec:
     if _CPU_SPEC is not None:
         return _CPU_SPEC
     use_store = switch("ROOFLINT_CPU_CEILINGS_CACHE") is not False
-    stored = _stored_cpu_ceilings(time.time()) if use_store else None
+    identity = _cpu_identity() if use_store else {}  # read once: the lookup and the store match on it
+    stored = _stored_cpu_ceilings(time.time(), identity) if use_store else None
     if stored is not None:
         _CPU_SPEC = stored
         return stored
     measured_at = time.time()
     spec = measure_cpu_ceilings()
     if use_store:
-        _store_cpu_ceilings(spec, measured_at)
+        _store_cpu_ceilings(spec, measured_at, identity)
     return spec
 
 

@@ -36,6 +36,11 @@ def triton_own_dir() -> Path:
     return Path(os.environ.get("TRITON_HOME") or Path.home()) / ".triton" / "cache"
 
 
+# What pin_triton_cache_dir set, so that a fleet worker started from a pinned process can tell the
+# pin from a folder the user chose, and put Triton's cache under rooflint's root (fleet/task.py).
+PINNED_MARK = "ROOFLINT_PINNED_TRITON_CACHE_DIR"
+
+
 def pin_triton_cache_dir() -> None:
     """Set TRITON_CACHE_DIR, where it is unset, to Triton's own folder, for this process and the
     processes it starts.
@@ -49,11 +54,6 @@ def pin_triton_cache_dir() -> None:
     """
     if not os.environ.get("TRITON_CACHE_DIR"):
         os.environ["TRITON_CACHE_DIR"] = os.environ[PINNED_MARK] = str(triton_own_dir())
-
-
-# What pin_triton_cache_dir set, so that a fleet worker started from a pinned process can tell the
-# pin from a folder the user chose, and put Triton's cache under rooflint's root (fleet/task.py).
-PINNED_MARK = "ROOFLINT_PINNED_TRITON_CACHE_DIR"
 
 
 def chosen_by_user(variable: str) -> bool:
