@@ -24,14 +24,14 @@ def pdl_on(monkeypatch):
 
 def ran_cuda(monkeypatch, kernel: str = "plan") -> list:
     """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton;
-    ``kernel`` "held", "streamed" or "split" forces that kernel ("plan": the one plan picks)."""
+    ``kernel`` "held" or "streamed" forces that kernel ("plan": the one plan picks)."""
     calls = []
     launch = skinny_pdl.launch
-    forced = None if kernel == "plan" else kernel
+    streamed = {"plan": None, "held": False, "streamed": True}[kernel]
 
     def spy(*args):
         calls.append(args[0].shape)
-        return launch(*args, kernel=forced)
+        return launch(*args, streamed=streamed)
 
     monkeypatch.setattr(skinny_pdl, "launch", spy)
     return calls
@@ -39,7 +39,9 @@ def ran_cuda(monkeypatch, kernel: str = "plan") -> list:
 
 def takes(kernel: str, m: int, k: int) -> bool:
     """Whether the forced kernel splits this K at M rows (plan always takes these shapes)."""
-    return kernel == "plan" or skinny_pdl._takes(kernel, m=m, k=k)
+    if kernel == "held":
+        return skinny_pdl.steps_for(k, m) > 0
+    return kernel == "plan" or skinny_pdl.stream_steps(k, m) > 0
 
 
 # (m, k, n): GPT-2's four projections at B=8, gpt2-medium's K=1024 and 4096, M of 1, 5, 12 and 16
@@ -47,15 +49,12 @@ def takes(kernel: str, m: int, k: int) -> bool:
 # down projection at B=8 and 16, Llama-3.1-8B's at B=1 (K = 14336, 7 chunks), odd counts of items
 # (the loop's last has no partner buffer) and the shortest chunk (4 steps, 37 chunks). Then row
 # blocks beyond the SMs, several a streamed block (forced below): a Llama-3.2-1B gate/up projection
-# (1,024 row blocks) and odd N with K of one chunk. The split kernel takes the K of 2048 x 2 or more
-# at M <= 8: 4096 (2 slices), 6144 (3), 8192 (4) and 14336 (7), and Llama-3.1-8B's gate/up at B=1
-# (28,672 rows, 1,792 row blocks).
+# (1,024 row blocks) and odd N with K of one chunk.
 SHAPES = [(8, 768, 2304), (8, 768, 768), (8, 768, 3072), (8, 3072, 768), (8, 1024, 1000), (3, 4096, 50),
           (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64),
           (8, 8192, 2048), (16, 8192, 72), (1, 14336, 200), (3, 6144, 50), (12, 5120, 130), (5, 18944, 40),
-          (8, 2048, 16384), (1, 2048, 5000), (16, 1024, 4104), (7, 3072, 2900), (1, 4096, 28672),
-          (8, 4096, 4104)]  # fmt: skip
-KERNELS = ["plan", "held", "streamed", "split"]
+          (8, 2048, 16384), (1, 2048, 5000), (16, 1024, 4104), (7, 3072, 2900)]  # fmt: skip
+KERNELS = ["plan", "held", "streamed"]
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -87,8 +86,6 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, kernel, monkeyp
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, kernel, monkeypatch):
-    if kernel == "split":
-        pytest.skip("the split kernel takes no folded layer norm (launch refuses it: a CPU test)")
     if not takes(kernel, m, k):
         pytest.skip(f"the {kernel} kernel takes no K = {k} at M = {m} (plan picks the other)")
     calls = ran_cuda(monkeypatch, kernel)
@@ -133,10 +130,8 @@ def test_shapes_it_cannot_split_run_the_triton_kernel(monkeypatch):
 
 # (m, k, ffn): Llama-3.2-1B's gate/up at B=8 and 1 (16 warps of 8 steps), K of 4 and 6 warps, ffn not a
 # multiple of 16, and two X tiles at M > 8 (4 steps).
-# The split kernel (8-warp blocks over K = 1024 x 2 or more): Llama-3.1-8B's gate/up at B=1 (4
-# slices), 1B's at B=8 (2), and 3 slices with ffn not a multiple of 16.
 SWIGLU_SHAPES = [(8, 2048, 8192), (1, 2048, 8192), (5, 512, 1000), (8, 768, 40), (3, 1024, 4104), (12, 1024, 72),
-                 (16, 512, 136), (1, 4096, 14336), (7, 3072, 200)]  # fmt: skip
+                 (16, 512, 136)]  # fmt: skip
 
 
 @pytest.mark.parametrize("m,k,ffn", SWIGLU_SHAPES)
@@ -246,44 +241,7 @@ def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_roun
     w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
     cos, sin = rope_tables(start + 8, d, torch.bfloat16)
     got = skinny_pdl.qkv_rope(x, w, None, cos, sin, start, 1, width, d)
-    unfused = skinny_pdl.launch(x, w, None, False, None, torch.empty_like(got), None, None, kernel="held")
+    unfused = skinny_pdl.launch(x, w, None, False, None, torch.empty_like(got), None, None, streamed=False)
     rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
     ulp = 2.0**-7 * unfused.double().abs()
     assert ((got.double() - unfused.double()).abs() <= ulp + 1e-6).all()
-
-
-@pytest.mark.parametrize("m,k,n,ffn", [(1, 4096, 28672, 0), (8, 14336, 4096, 0), (1, 4096, 2 * 14336, 14336)])
-def test_the_split_kernel_gives_the_same_bits_every_launch_in_a_graph_too(m, k, n, ffn):
-    """The slices meet in a fixed order whichever block comes last, and the last zeroes its row block's
-    count: five launches back to back and three replays of a CUDA graph give the same bits as the first,
-    and match float64 (a count left non-zero would end a later launch's row block early)."""
-    gen = torch.Generator(device="cuda").manual_seed(m + k + n)
-    x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
-    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
-    if ffn:
-        assert skinny_pdl.swiglu_plan(k, m).slices > 1
-
-        def run():
-            return skinny_pdl.swiglu(x, w, pdl=True)
-    else:
-        assert skinny_pdl.plan(k, m).slices > 1
-
-        def run():
-            return skinny_pdl.launch(x, w, None, False, None, torch.empty(m, n, dtype=x.dtype, device="cuda"), None,
-                                     None, kernel="split")  # fmt: skip
-
-    first = run()
-    for _ in range(5):
-        assert torch.equal(run(), first)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = run()
-    for _ in range(3):
-        captured.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(captured, first)
-    y = F.linear(x.double(), w.double())
-    want = F.silu(y[:, :ffn].to(x.dtype).double()) * y[:, ffn:].to(x.dtype).double() if ffn else y
-    err = (first.double() - want).abs().max().item()
-    assert err <= TOL[torch.bfloat16] * (1 + want.abs().max().item()), err

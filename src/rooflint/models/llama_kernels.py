@@ -33,13 +33,11 @@ class LlamaSlots:
     gate_up_w = None  # the first layer's gate/up weight (prepare): what decides fusions() without quantization
     qkv_w = None  # the first layer's QKV weight and (heads, kv_heads, head_dim) (prepare): what decides qkv_rope
     rope_dims = None
-    o_weights: tuple = ()  # each layer's o_proj weight (prepare): what a decode attention may ask into L2
 
     def prepare(self, weights) -> None:
         self.gate_up_w = weights.layers[0].gate_up_w
         self.qkv_w = weights.layers[0].qkv_w
         self.rope_dims = (weights.heads, weights.kv_heads, weights.head_dim)
-        self.o_weights = tuple(layer.o_w for layer in weights.layers)
 
     def _quantized(self, rows: int, w):
         """w's quantized form where the set holds one and ``rows`` are a decode step's; else None."""
@@ -349,12 +347,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
     def attend_decode_gqa(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":
             return super().attend_decode_gqa(q, cache, layer, length)
-        import os  # PROBE
-
-        o_w = self.o_weights[layer] if layer < len(self.o_weights) else None
-        if o_w is None or self._quantized(q.shape[0], o_w) is not None or os.environ.get("ROOFLINT_PROBE_PREFETCH") != "1":  # PROBE
-            o_w = None
-        return self.attend_decode(q, cache, layer, length, prefetch=o_w)
+        return self.attend_decode(q, cache, layer, length)
 
 
 def make_llama_kernel_set(name: str, dtype: torch.dtype, device: torch.device, head_dim: int, eps: float):

@@ -21,14 +21,11 @@ def _decode_split_kernel(
     H_KV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGED: tl.constexpr, PAGE: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
     PREFETCH_PAGES: tl.constexpr, ELEM_BYTES: tl.constexpr, PRELOAD: tl.constexpr,
-    next_ptr, next_bytes, NEXT_LANES: tl.constexpr,
 ):  # fmt: skip
     # One program: kv head (b, hk) x one chunk of the cache, for all G query heads of the group,
     # so each K/V tile is loaded once and used G times.
     bh = tl.program_id(0)
     split = tl.program_id(1)
-    if NEXT_LANES > 0:
-        _prefetch_share(next_ptr, next_bytes, bh * splits + split, tl.num_programs(0) * splits, NEXT_LANES)
     g = tl.arange(0, BLOCK_G)
     d = tl.arange(0, D)
     g_mask = g < G
@@ -60,28 +57,6 @@ def _decode_split_kernel(
             BLOCK_G, D, BLOCK_N, PAGED, PAGE, UPCAST, PDL, PREFETCH_PAGES, ELEM_BYTES,
         )  # fmt: skip
     _store_partial(acc, m_i, l_i, part_acc_ptr, part_ml_ptr, q_rows, split, splits, d, g_mask, D)
-
-
-@triton.jit
-def _prefetch_share(next_ptr, next_bytes, program, programs, LANES: tl.constexpr):
-    """This program's share of the ``next_bytes`` at ``next_ptr`` (bytes) asked into L2, a 128-byte
-    line per prefetch, LANES lines at a time: the next kernel's weights, streamed from HBM while this
-    kernel's short chain of loads leaves it idle."""
-    lines = tl.cdiv(next_bytes, 128)
-    share = tl.cdiv(lines, programs)
-    first = program.to(tl.int64) * share
-    for block in range(0, share, LANES):
-        line = first + block + tl.arange(0, LANES)
-        line = tl.where(line < tl.minimum(first + share, lines), line, first)
-        _prefetch_line(next_ptr + line * 128)
-
-
-@triton.jit
-def _prefetch_line(addresses):
-    """prefetch.global.L2: one 128-byte line from each address into L2, nothing waits for it."""
-    return tl.inline_asm_elementwise(
-        "mov.u32 $0, 0;\n\tprefetch.global.L2 [$1];", "=r,l", [addresses], dtype=tl.int32, is_pure=False, pack=1
-    )
 
 
 @triton.jit
@@ -274,7 +249,7 @@ def triton_decode(q, k, v, ws: DecodeWorkspace, block_n: int = 64, num_stages: i
 
 def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, ws: DecodeWorkspace,
                         block_n: int = 64, num_stages: int = 3, num_warps: int = 4,
-                        preload: bool | None = None, prefetch: torch.Tensor | None = None):  # fmt: skip
+                        preload: bool | None = None):  # fmt: skip
     """Decode attention read from a paged cache in place (vLLM's block table, one kv head per page).
 
     k_pool and v_pool are [pages, PAGE, 1, D] (kv_cache's pool with one head per page);
@@ -288,7 +263,7 @@ def triton_paged_decode(q, k_pool, v_pool, block_table, h_kv: int, length: int, 
     if block_table.shape[1] * page < length:
         raise ValueError(f"the block table holds {block_table.shape[1] * page} tokens, fewer than {length}")
     return _decode(q, q_stride, k_pool, v_pool, block_table, page, 0, h_kv, length, ws, block_n, num_stages,
-                   num_warps, preload, prefetch)  # fmt: skip
+                   num_warps, preload)  # fmt: skip
 
 
 # K and V elements a program holds in registers when it loads its chunk before the PDL wait: two
@@ -302,16 +277,11 @@ def preload_tiles(chunk: int, block_n: int, d: int) -> int:
     return tiles if chunk % block_n == 0 and tiles * block_n * d <= MAX_PRELOAD_ELEMENTS else 0
 
 
-def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps, preload=None,
-            prefetch=None):  # fmt: skip
+def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps, preload=None):
     b, h, _, d = q.shape
     g = h // h_kv
     paged = table is not None
     pdl = pdl_enabled(q.device)
-    # ``prefetch``: a tensor the next kernel reads (a contiguous weight), asked into L2 by this one's
-    # programs under PDL. Its bytes as uint8 so the kernel's offsets are bytes.
-    ahead = prefetch is not None and pdl and prefetch.is_contiguous() and prefetch.nbytes % 16 == 0
-    next_bytes = prefetch.reshape(-1).view(torch.uint8) if ahead else ws.part_ml
     tiles = preload_tiles(ws.chunk, block_n, d) if (pdl if preload is None else preload) else 0
     _decode_split_kernel[(b * h_kv, ws.splits)](
         q, k, v, ws.part_acc, ws.part_ml, table if paged else ws.part_ml,
@@ -325,9 +295,6 @@ def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stag
         PREFETCH_PAGES=16,  # 256 tokens of the chunk at PAGE=16: a hint, the loop loads the rest
         ELEM_BYTES=k.element_size(),
         PRELOAD=tiles,
-        next_ptr=next_bytes,
-        next_bytes=next_bytes.numel() if ahead else 0,
-        NEXT_LANES=1024 if ahead else 0,
         num_warps=num_warps,
         num_stages=num_stages,  # 3 stages of 32 KB (K and V tiles) in flight hide HBM latency
         **pdl_launch(pdl),

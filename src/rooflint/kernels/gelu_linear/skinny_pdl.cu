@@ -45,7 +45,6 @@ namespace {
 constexpr int kRows = 16;         // W rows per block: the MMA's M
 constexpr int kMaxWarps = 16;     // K / (16 * STEPS) warps per block, at most
 constexpr int kStreamWarps = 8;   // warps of a streaming block: two W buffers of 4 * STEPS registers
-constexpr int kSplitWarps = 8;    // warps of a split-K block: two of its 121-register blocks fit an SM
 
 template <typename T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                                               uint32_t b1);
@@ -100,10 +99,6 @@ struct Params {
   const void* cos;
   const void* sin;
   long long rope_width, rope_dim, rope_start, rope_tokens;
-  // Split K: a row block's K over `slices` blocks (slices > 1), their sums met in ws through counts
-  float* ws;    // [row blocks, slices, TILES, 16 x 8 * MT] partial outputs
-  int* counts;  // [row blocks] slices arrived; zero before a launch, zero again after it
-  long long slices;
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -246,46 +241,6 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
   if (o.dst >= 0) static_cast<T*>(o.to_v ? p.v_rows : p.k_rows)[o.dst] = out;
 }
 
-// A split-K block's end: its warps' sum of each output to the workspace, then the row block's last
-// slice to arrive (counted in p.counts) sums the slices' outputs in slice order, so the result does
-// not depend on which block came last, into partial[0] for the epilogue, and zeroes the count for the
-// next launch. Returns whether this block is that last one; the others are done.
-template <int TILES, int MT>
-__device__ __forceinline__ bool combine_slices(float (*partial)[TILES][kRows][8 * MT], int warps, const Params& p,
-                                               long long row_block, long long slice) {
-  constexpr int kOutputs = kRows * 8 * MT;
-  __shared__ int last;
-  const int tid = threadIdx.x, r = tid / (8 * MT), m = tid % (8 * MT);
-  float* ws = p.ws + row_block * p.slices * TILES * kOutputs;
-  float mine[TILES] = {};
-  if (tid < kOutputs) {
-#pragma unroll
-    for (int tile = 0; tile < TILES; ++tile) {
-      for (int i = 0; i < warps; ++i) mine[tile] += partial[i][tile][r][m];
-      ws[(slice * TILES + tile) * kOutputs + tid] = mine[tile];
-    }
-  }
-  __threadfence();  // the outputs reach L2 before the count says so
-  __syncthreads();
-  if (tid == 0) {
-    last = atomicAdd(p.counts + row_block, 1) == p.slices - 1;
-    if (last) p.counts[row_block] = 0;
-  }
-  __syncthreads();
-  if (!last) return false;
-  __threadfence();
-  if (tid < kOutputs) {
-#pragma unroll
-    for (int tile = 0; tile < TILES; ++tile) {
-      float z = 0.0f;
-      for (long long s = 0; s < p.slices; ++s) z += s == slice ? mine[tile] : __ldcg(ws + (s * TILES + tile) * kOutputs + tid);
-      partial[0][tile][r][m] = z;
-    }
-  }
-  __syncthreads();
-  return true;
-}
-
 // A block a row block of 16 (TILES = 2: their gate and up rows), its whole share of W held at once.
 // Its code is its own, not the streamed kernel's helpers: under PDL the next kernel's blocks become
 // resident beside it only while registers are left, so its register count is part of its speed.
@@ -298,14 +253,7 @@ __device__ __forceinline__ bool combine_slices(float (*partial)[TILES][kRows][8 
 // is summed in the same block. Both are rounded to T first, as the unfused GEMM's output is, then
 // rotated in fp32 with the position's cos and sin and rounded once, as models/ops/rope_append.py does;
 // the rotated K (and V) also go to the paged cache.
-//
-// SPLIT (K = slices x 16 x STEPS x 8 warps): block b is slice b % slices of row block b / slices.
-// At 16 steps a block of 16 warps holds 121 registers a thread and fills an SM's register file, so
-// each SM runs one block at a time and its DRAM queue empties while a block reduces across warps,
-// runs its epilogue and exits, and the next one starts its loads (Llama-3.1-8B's gate/up: 13.6 such
-// waves; ncu, 23.5% of warps active and DRAM at 65.8% of peak). Blocks of 8 warps over half the K
-// fit two an SM, so one streams while the other finishes; combine_slices meets the slices.
-template <typename T, int STEPS, int MT, int TILES, bool ROPE = false, bool SPLIT = false>
+template <typename T, int STEPS, int MT, int TILES, bool ROPE = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
   __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
@@ -313,10 +261,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int warps = blockDim.x / 32;
-  const long long slice = SPLIT ? blockIdx.x % p.slices : 0;
-  const long long row_block = SPLIT ? blockIdx.x / p.slices : blockIdx.x;
-  const long long row0 = row_block * kRows;
-  const long long k0 = (slice * warps + warp) * 16 * STEPS + 8 * t;
+  const long long row0 = static_cast<long long>(blockIdx.x) * kRows;
+  const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 8 * t;
   const T* w = static_cast<const T*>(p.w);
   const T* x = static_cast<const T*>(p.x);
   const bool norm = p.c1 != nullptr;
@@ -437,17 +383,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     }
   }
   __syncthreads();
-  int summed = warps;  // partial tiles to sum: the block's warps, or after combine_slices the one whole tile
-  if constexpr (SPLIT) {
-    if (!combine_slices<TILES, MT>(partial, warps, p, row_block, slice)) return;
-    summed = 1;
-  }
   if (!writes) return;
   float zs[TILES];
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
     zs[tile] = 0.0f;
-    for (int i = 0; i < summed; ++i) zs[tile] += partial[i][tile][out_n][out_m];
+    for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
   }
   float z = zs[0];
   if constexpr (TILES == 2) {
@@ -465,7 +406,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   if constexpr (ROPE) {
     if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
       float other = pair_bias;
-      for (int i = 0; i < summed; ++i) other += partial[i][0][out_n ^ 8][out_m];
+      for (int i = 0; i < warps; ++i) other += partial[i][0][out_n ^ 8][out_m];
       const float mine = to_float(from_float<T>(z)), partner = to_float(from_float<T>(other));
       z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
     }
@@ -565,19 +506,6 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
   // Streamed: one block an SM (its registers allow no second), each walking its row blocks.
   const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
-  if (p.slices > 1) {  // split K, M <= 8: 16 steps (a RoPE epilogue or none), or SwiGLU's two tiles at 8
-    const long long split = row_blocks * p.slices;
-    if constexpr (!STREAM && STEPS == 16) {
-      if (p.rope_width > 0) return launch_kernel(skinny_pdl_kernel<T, 16, 1, 1, true, true>, p, split, warps, stream);
-      if (p.ffn == 0) return launch_kernel(skinny_pdl_kernel<T, 16, 1, 1, false, true>, p, split, warps, stream);
-    }
-    if constexpr (!STREAM && STEPS == 8) {
-      if (p.ffn > 0 && p.rope_width == 0) {
-        return launch_kernel(skinny_pdl_kernel<T, 8, 1, 2, false, true>, p, split, warps, stream);
-      }
-    }
-    return cudaErrorInvalidValue;
-  }
   if (p.rope_width > 0) {  // RoPE: the held kernel at 16 steps (M <= 8) or 8, the shares a QKV projection's K takes
     if constexpr (!STREAM && (STEPS == 16 || STEPS == 8)) {
       if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, true>, p, blocks, warps, stream);
@@ -616,7 +544,7 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
       default: return cudaErrorInvalidValue;
     }
   }
-  const int warps = static_cast<int>(p.k / (16 * steps * p.slices));
+  const int warps = static_cast<int>(p.k / (16 * steps));
   switch (steps) {
     case 4: return launch_steps<T, 4, false>(p, warps, stream);
     case 6: return launch_steps<T, 6, false>(p, warps, stream);
@@ -638,9 +566,7 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
 // then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
 // GELU, layer norm or K/V append. rope_width > 0: RoPE of outputs [0, rope_width) (q and K heads of
 // rope_dim, a multiple of 16), held only at 16 or 8 steps (8 for M > 8), cos and sin [positions,
-// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm. slices > 1: split K,
-// held, M <= 8, K = 16 * steps * 8 warps * slices at 16 steps (8 with SwiGLU), no layer norm; ws
-// holds row blocks x slices x (2 with SwiGLU) x 128 floats and counts a zeroed int a row block.
+// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
@@ -648,8 +574,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
                                    long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, long long ffn, const void* cos,
                                    const void* sin, long long rope_width, long long rope_dim, long long rope_start,
-                                   long long rope_tokens, void* ws, void* counts, long long slices,
-                                   cudaStream_t stream) {
+                                   long long rope_tokens, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
@@ -661,13 +586,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
          rope_width % rope_dim == 0 && rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr &&
          sin != nullptr && residual == nullptr && c1 == nullptr && gelu == 0;
   }
-  if (slices > 1) {
-    // Split K: 8 warps a block, M <= 8, no folded layer norm (its row statistics would need a split too)
-    ok = ok && !streamed && m <= 8 && c1 == nullptr && ws != nullptr && counts != nullptr &&
-         k == 16 * steps * kSplitWarps * slices && (ffn > 0 ? steps == 8 && rope_width == 0 : steps == 16);
-  } else if (slices != 1) {
-    ok = false;
-  } else if (streamed) {
+  if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
     const long long warps = k / (16 * steps);
@@ -679,8 +598,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
            static_cast<int>(pdl), ffn > 0 ? ffn : 0, cos, sin, rope_width > 0 ? rope_width : 0,
-           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1,
-           static_cast<float*>(ws), static_cast<int*>(counts), slices};
+           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;

@@ -11,16 +11,14 @@ leaves the SM and a decode step has one kernel less.
 its epilogue: a block of the rotated outputs holds 8 rows of a head's first half and their rotate-half
 partners, so the decode step loses its rope kernel.
 
-Three kernels, and ``plan`` picks one:
+Two kernels, and ``plan`` picks one:
 - **held**: a block a row block of 16 W rows, its whole share of W loaded into registers before the
   PDL wait, so the stream overlaps the kernels before it. It takes K up to 16 warps x 16 k16 steps;
-- **split**: the held kernel with a row block's K over several blocks of 8 warps (16 steps, 8 with
-  SwiGLU's two tiles), the last of them to finish summing the slices in a fixed order. A 16-warp
-  block at 16 steps fills an SM's registers, so each SM's loads stop while a block finishes; two
-  8-warp blocks an SM overlap one's end with the other's stream. Taken at M <= 8 where K splits into
-  two or more such blocks (K = 4096 and up, in multiples of 2048);
 - **streamed**: one block an SM walks its row blocks and their K in chunks, the next chunk's W in
-  flight while the warps multiply the last: rows that neither of the others splits.
+  flight while the warps multiply the last: rows longer than the held kernel takes (a Llama MLP's
+  down projection, K = 8192 or 14336). Where both take K, the held kernel was faster on an H200 at
+  every decode projection of GPT-2, Llama-3.2-1B and Llama-3.1-8B, by 1-12%, several waves of blocks
+  included (docs/perf-notes/models.md), so plan takes it.
 """
 
 from __future__ import annotations
@@ -45,32 +43,11 @@ MAX_ROWS = 16  # X rows: two n8 tiles of the MMA
 # flight at 16 steps, where HBM wants ~30 KB an SM.
 STREAM_STEPS = (16, 12, 8, 6, 4)
 STREAM_WARPS = 8
-# Split: blocks of 8 warps (121-126 registers a thread: two blocks an SM), 16 steps a warp, or 8 with
-# SwiGLU's two W tiles.
-SPLIT_WARPS = 8
-SPLIT_STEPS = 16
-SPLIT_SWIGLU_STEPS = 8
-SPLIT_ROWS = 8  # one n8 tile of X: the decode batches the split was built for
 
 
 class Plan(NamedTuple):
     steps: int  # k16 steps a warp holds
     streamed: bool
-    slices: int = 1  # blocks a row block's K is split over (the split kernel where > 1)
-
-
-def split_slices(k: int, m: int, steps: int = SPLIT_STEPS) -> int:
-    """The split kernel's slices for K at M rows with ``steps`` k16 steps a warp: K over blocks of 8
-    warps, two or more of them; 0 where K does not split so."""
-    import os  # PROBE
-
-    probe = os.environ.get("ROOFLINT_PROBE_SPLIT")  # PROBE
-    if probe is not None:  # PROBE
-        kind = "swiglu" if steps == SPLIT_SWIGLU_STEPS else ("long" if k > 4096 else "plain")  # PROBE
-        if kind not in probe.split(","):  # PROBE
-            return 0  # PROBE
-    slices, rest = divmod(k, 16 * steps * SPLIT_WARPS)
-    return slices if rest == 0 and slices >= 2 and 1 <= m <= SPLIT_ROWS else 0
 
 
 def steps_for(k: int, m: int, swiglu: bool = False) -> int:
@@ -98,13 +75,9 @@ def stream_steps(k: int, m: int) -> int:
     return 0
 
 
-def plan(k: int, m: int, split: bool = True) -> Plan | None:
-    """The split kernel where K splits into 8-warp blocks at M rows (``split``), else the held kernel
-    where it takes K, else the streamed one where a chunk divides K; None where none does (the Triton
-    kernel runs)."""
-    slices = split_slices(k, m) if split else 0
-    if slices:
-        return Plan(SPLIT_STEPS, False, slices)
+def plan(k: int, m: int) -> Plan | None:
+    """The held kernel where it takes K at M rows, else the streamed one where a chunk divides K;
+    None where neither does (the Triton kernel runs)."""
     held, streamed = steps_for(k, m), stream_steps(k, m)
     if held:
         return Plan(held, False)
@@ -113,25 +86,14 @@ def plan(k: int, m: int, split: bool = True) -> Plan | None:
     return None
 
 
-KERNEL_NAMES = ("held", "streamed", "split")
-
-
-def forced(k: int, m: int, kernel: str) -> Plan:
-    """The one kernel asked for at K and M rows (``kernel``: held, streamed or split); ValueError
-    naming the ones that take this K where this one does not."""
-    if kernel not in KERNEL_NAMES:
-        raise ValueError(f"no CUDA decode kernel {kernel!r}; valid: {', '.join(KERNEL_NAMES)}")
-    steps = {"held": steps_for(k, m), "streamed": stream_steps(k, m), "split": SPLIT_STEPS}[kernel]
-    slices = split_slices(k, m) if kernel == "split" else 1
-    if not steps or not slices:
-        others = [name for name in KERNEL_NAMES if name != kernel and _takes(name, k, m)]
-        may = f"; {' or '.join(others)} may" if others else ""
-        raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}{may}")
-    return Plan(steps, kernel == "streamed", slices)
-
-
-def _takes(kernel: str, k: int, m: int) -> bool:
-    return bool({"held": steps_for, "streamed": stream_steps, "split": split_slices}[kernel](k, m))
+def forced(k: int, m: int, streamed: bool) -> Plan:
+    """The one kernel asked for at K and M rows (True: streamed, False: held); ValueError naming the
+    other where this one splits no such K."""
+    steps = stream_steps(k, m) if streamed else steps_for(k, m)
+    if not steps:
+        kernel, other = ("streamed", "held") if streamed else ("held", "streamed")
+        raise ValueError(f"the {kernel} CUDA kernel splits no K = {k} at M = {m}; the {other} one may")
+    return Plan(steps, streamed)
 
 
 def fits(x: torch.Tensor, w: torch.Tensor, residual, out: torch.Tensor) -> bool:
@@ -167,23 +129,12 @@ def _why_not_held(what: str, m: int, w: torch.Tensor, steps: int, shares: str) -
     return None
 
 
-def swiglu_plan(k: int, m: int) -> Plan | None:
-    """SwiGLU's kernel at K and M rows: split where K splits into 8-warp blocks of 8 steps (two W
-    tiles), else held; None where neither takes K."""
-    slices = split_slices(k, m, SPLIT_SWIGLU_STEPS)
-    if slices:
-        return Plan(SPLIT_SWIGLU_STEPS, False, slices)
-    steps = steps_for(k, m, swiglu=True)
-    return Plan(steps, False) if steps else None
-
-
 def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
     """Why ``swiglu`` cannot take the [gate; up] weight ``w`` [2 ffn, K] at M rows, or None where it can."""
     if w.shape[0] % 2:
         return f"a SwiGLU weight holds gate and up rows, an even count, not {w.shape[0]}"
-    chosen = swiglu_plan(w.shape[1], m)
-    shares = "two W tiles: 16 x <= 8 steps x 4-16 warps, or 8-warp blocks over K = 1024 x 2 or more"
-    return _why_not_held("SwiGLU kernel", m, w, chosen.steps if chosen else 0, shares)
+    steps = steps_for(w.shape[1], m, swiglu=True)
+    return _why_not_held("SwiGLU kernel", m, w, steps, "two W tiles: 16 x <= 8 steps x 4-16 warps")
 
 
 def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False):
@@ -196,21 +147,17 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     if why:
         raise ValueError(why)
     out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
-    chosen = swiglu_plan(k, m)
-    return _call(x, w, b, out, ffn, chosen.steps, pdl=pdl, ffn=ffn, slices=chosen.slices)
+    return _call(x, w, b, out, ffn, steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn)
 
 
-def launch(x, w, b, gelu, residual, out, norm, append, kernel: str | None = None) -> torch.Tensor:
-    """``kernel`` forces one (held, streamed or split); by default ``plan`` picks. A folded layer
-    norm (``norm``) is never split: its row statistics would need meeting across blocks too."""
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
+    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
     m, k = x.shape
-    chosen = plan(k, m, split=norm is None) if kernel is None else forced(k, m, kernel)
+    chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
-    if chosen.slices > 1 and norm is not None:
-        raise ValueError("the split CUDA kernel takes no folded layer norm; the held or streamed one may")
     return _call(x, w, b, out, w.shape[0], chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
-                 gelu=gelu, slices=chosen.slices)  # fmt: skip
+                 gelu=gelu)  # fmt: skip
 
 
 def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
@@ -224,56 +171,23 @@ def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
 
 
 def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=None, norm=None, append=None,
-          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None, slices: int = 1) -> torch.Tensor:  # fmt: skip
+          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None) -> torch.Tensor:  # fmt: skip
     """rooflint_skinny_pdl on x [M, K] and w, into out [M, n] (its arguments: skinny_pdl.cu's entry).
     ``norm`` (c1, c2, eps): a folded layer norm; ``append``: a skinny.KVAppend; ``ffn``: SwiGLU's up-row
-    offset; ``rope``: (cos, sin, width, head_dim, start, tokens); ``slices`` > 1: the split kernel."""
+    offset; ``rope``: (cos, sin, width, head_dim, start, tokens)."""
     m, k = x.shape
     c1, c2, eps = norm if norm is not None else (None, None, 0.0)
     kv = append
     cos, sin, width, head_dim, start, tokens = rope if rope is not None else (None, None, 0, 0, 0, 0)
-    ws = counts = None
-    if slices > 1:  # each slice's 16 x 8 outputs of each row block (and tile)
-        row_blocks = -(-n // 16)
-        ws, counts = split_workspace(x.device, row_blocks * slices * (2 if ffn else 1) * 128, row_blocks)
     cuda_build.load(SKINNY_PDL_CU).launch(
         "rooflint_skinny_pdl", x, w, b, residual, out, c1, c2,
         kv.slots if kv else None, kv.k_rows if kv else None, kv.v_rows if kv else None,
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
         steps, int(streamed), int(gelu), int(pdl), float(eps), cuda_dtype(x.dtype), ffn,
-        cos, sin, width, head_dim, start, tokens, ws, counts, slices,
+        cos, sin, width, head_dim, start, tokens,
     )  # fmt: skip
     return out
-
-
-# The split kernel's workspaces by device: every one made is kept, never freed or replaced, so a
-# CUDA graph that captured one keeps valid memory. Their counts are zero between launches.
-_WORKSPACES: dict[torch.device, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-
-
-def split_workspace(device: torch.device, floats: int, row_blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(partial outputs, zeroed counts) of at least ``floats`` and ``row_blocks`` on ``device``: the
-    first made that is large enough, else a new one (4 MB and 16k counts at least, so a model's
-    projections share one). The split kernels of a process run one at a time on it: one stream."""
-    held = _WORKSPACES.setdefault(device, [])
-    for ws, counts in held:
-        if ws.numel() >= floats and counts.numel() >= row_blocks:
-            return ws, counts
-    ws = torch.empty(max(floats, 1 << 20), dtype=torch.float32, device=device)
-    counts = torch.zeros(max(row_blocks, 1 << 14), dtype=torch.int32, device=device)
-    held.append((ws, counts))
-    return ws, counts
-
-
-def rope_plan(k: int, m: int) -> Plan | None:
-    """The RoPE epilogue's kernel at K and M rows: split where K splits into 8-warp blocks of 16
-    steps, else held at rope_steps; None where neither takes K."""
-    slices = split_slices(k, m)
-    if slices:
-        return Plan(SPLIT_STEPS, False, slices)
-    steps = rope_steps(k, m)
-    return Plan(steps, False) if steps else None
 
 
 def rope_steps(k: int, m: int) -> int:
@@ -291,9 +205,7 @@ def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str
     """Why ``qkv_rope`` cannot take the QKV weight ``w`` [N, K] at M rows with RoPE over its first
     ``rope_width`` outputs (heads of ``head_dim``), or None where it can."""
     why = why_not_pairs("skinny_pdl.cu's RoPE epilogue", rope_width, w.shape[0], head_dim)
-    chosen = rope_plan(w.shape[1], m)
-    shares = "16 or 8 steps x 4-16 warps, or 8-warp blocks over K = 2048 x 2 or more"
-    return why or _why_not_held("RoPE epilogue", m, w, chosen.steps if chosen else 0, shares)
+    return why or _why_not_held("RoPE epilogue", m, w, rope_steps(w.shape[1], m), "16 or 8 steps x 4-16 warps")
 
 
 def qkv_rope(
@@ -314,8 +226,7 @@ def qkv_rope(
         raise ValueError(why)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     rope = (cos, sin, rope_width, head_dim, start, tokens)
-    chosen = rope_plan(k, m)
-    return _call(x, w, b, out, n, chosen.steps, append=append, pdl=pdl, rope=rope, slices=chosen.slices)
+    return _call(x, w, b, out, n, rope_steps(k, m), append=append, pdl=pdl, rope=rope)
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,

@@ -273,9 +273,9 @@ def triton_variant(case, config=TRITON_CONFIG):
 # PDL=1 launches as a model's decode step does (kernels/common/pdl.py): gelu_linear's skinny_linear
 # then runs skinny_pdl.cu's CUDA kernels where the GPU has PDL and their plan takes the shape; by
 # default (as bench times it) launches are plain and the Triton kernel runs. CUDA=1 forces the held
-# CUDA kernel, CUDA=2 the streamed one and CUDA=3 the split one (skinny_pdl.py), under PDL.
+# CUDA kernel and CUDA=2 the streamed one (skinny_pdl.py), under PDL.
 BF16_SKINNY_CONFIG = MappingProxyType({"PDL": None, "CUDA": None})
-CUDA_KERNELS = {1: "held", 2: "streamed", 3: "split"}  # CUDA=... -> skinny_pdl.launch's kernel
+CUDA_KERNELS = {1: False, 2: True}  # CUDA=... -> skinny_pdl.launch's streamed
 
 
 @FAMILY.variant(
@@ -291,13 +291,13 @@ def bf16_skinny(case, config=BF16_SKINNY_CONFIG):
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
     if config["CUDA"] is not None:
         if config["CUDA"] not in CUDA_KERNELS:
-            raise ValueError(f"CUDA={config['CUDA']}: 1 (the held kernel), 2 (the streamed one) or 3 (the split one)")
-        kernel = CUDA_KERNELS[config["CUDA"]]
+            raise ValueError(f"CUDA={config['CUDA']}: 1 (the held kernel) or 2 (the streamed one)")
+        streamed = CUDA_KERNELS[config["CUDA"]]
         try:
-            skinny_pdl.forced(x.shape[1], x.shape[0], kernel)  # refused here, at build, not at a launch
+            skinny_pdl.forced(x.shape[1], x.shape[0], streamed)  # refused here, at build, not at a launch
         except ValueError as why:
-            raise ValueError(f"{why} (CUDA=1 held, 2 streamed, 3 split)") from None
-        return lambda: skinny_pdl.launch(x, w, None, False, None, out, None, None, kernel=kernel)
+            raise ValueError(f"{why}: try CUDA={3 - config['CUDA']}") from None
+        return lambda: skinny_pdl.launch(x, w, None, False, None, out, None, None, streamed=streamed)
     if config["PDL"]:
 
         def in_chain():

@@ -196,16 +196,14 @@ class TritonKernels(EagerKernels):
         out = torch.empty((b, t, h, d), dtype=q.dtype, device=q.device)  # token-major: rows are a view
         return triton_attention(q, k, v, True, out.transpose(1, 2))  # q, k, v read as strided views
 
-    def attend_decode(self, q, cache, layer, length, prefetch=None):
-        """``prefetch``: the weight the kernel after the attention reads, asked into L2 by the attention's
-        programs under PDL (kernels/decode_attention/triton.py)."""
+    def attend_decode(self, q, cache, layer, length):
         if self.plan["decode_attention"] != "triton":
             return super().attend_decode(q, cache, layer, length)
         from rooflint.kernels.decode_attention.triton import triton_paged_decode
 
         k_pool, v_pool = cache.pools(layer)
         ws = self._workspace(q, cache.kv_heads, length)
-        return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws, prefetch=prefetch)
+        return triton_paged_decode(q, k_pool, v_pool, cache.block_table, cache.kv_heads, length, ws)
 
     def _workspace(self, q, kv_heads: int, length: int):
         from rooflint.kernels.decode_attention.plans import DecodeWorkspace
