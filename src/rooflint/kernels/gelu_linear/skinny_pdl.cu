@@ -99,7 +99,6 @@ struct Params {
   const void* cos;
   const void* sin;
   long long rope_width, rope_dim, rope_start, rope_tokens;
-  long long ahead;  // held kernel: row blocks resident at once where the grid has more (0: one wave)
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -242,22 +241,6 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
   if (o.dst >= 0) static_cast<T*>(o.to_v ? p.v_rows : p.k_rows)[o.dst] = out;
 }
 
-// The 16 W rows of row block `row_block` (and their up rows, ffn further, with TILES = 2) asked into L2,
-// a 128-byte line per thread at a time: nothing waits for them.
-template <typename T, int TILES>
-__device__ __forceinline__ void prefetch_rows(const T* w, const Params& p, long long row_block) {
-  const long long row0 = row_block * kRows;
-  if (row0 >= p.n) return;
-  const long long bytes = (p.n - row0 < kRows ? p.n - row0 : kRows) * p.k * static_cast<long long>(sizeof(T));
-#pragma unroll
-  for (int tile = 0; tile < TILES; ++tile) {
-    const char* rows = reinterpret_cast<const char*>(w + (tile * p.ffn + row0) * p.k);
-    for (long long at = 128LL * threadIdx.x; at < bytes; at += 128LL * blockDim.x) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(rows + at));
-    }
-  }
-}
-
 // A block a row block of 16 (TILES = 2: their gate and up rows), its whole share of W held at once.
 // Its code is its own, not the streamed kernel's helpers: under PDL the next kernel's blocks become
 // resident beside it only while registers are left, so its register count is part of its speed.
@@ -306,12 +289,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
           hi_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (first + g + half) * p.k + col)) : make_uint4(0, 0, 0, 0);
     }
   }
-  // A grid of several waves: the row block a wave later streams into L2 now, while this block's loads
-  // are in flight and, in the first wave, while the kernel before it runs. Its block then finds its W
-  // in L2, and each SM keeps a wave's bytes in flight across its blocks' ends and starts (a block of
-  // 16 warps at 16 steps fills an SM's registers: one block an SM at a time). ROPE blocks hold rows
-  // of a head out of order; the wave's row blocks still cover the same rows.
-  if (p.ahead > 0) prefetch_rows<T, TILES>(w, p, static_cast<long long>(blockIdx.x) + p.ahead);
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
   // 16 * 8 * MT, also before the wait.
   const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
@@ -524,16 +501,6 @@ cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int 
   return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
 }
 
-// The held kernel: with `ahead` the blocks resident at once where the grid is longer (prefetch_rows).
-template <typename Kernel>
-cudaError_t launch_held(Kernel kernel, Params p, long long blocks, int warps, cudaStream_t stream) {
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, 0) != cudaSuccess) per_sm = 0;
-  const long long resident = static_cast<long long>(per_sm) * sm_count();
-  p.ahead = resident > 0 && blocks > resident ? resident : 0;
-  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
-}
-
 template <typename T, int STEPS, bool STREAM>
 cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
@@ -541,26 +508,26 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
   const long long blocks = STREAM ? (row_blocks < sm_count() ? row_blocks : sm_count()) : row_blocks;
   if (p.rope_width > 0) {  // RoPE: the held kernel at 16 steps (M <= 8) or 8, the shares a QKV projection's K takes
     if constexpr (!STREAM && (STEPS == 16 || STEPS == 8)) {
-      if (p.m <= 8) return launch_held(skinny_pdl_kernel<T, STEPS, 1, 1, true>, p, blocks, warps, stream);
-      if constexpr (STEPS == 8) return launch_held(skinny_pdl_kernel<T, STEPS, 2, 1, true>, p, blocks, warps, stream);
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, true>, p, blocks, warps, stream);
+      if constexpr (STEPS == 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1, true>, p, blocks, warps, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.ffn > 0) {  // SwiGLU's two W tiles double W's registers: 8 steps at most (4 with two X tiles)
     if constexpr (!STREAM && STEPS <= 8) {
-      if (p.m <= 8) return launch_held(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
-      if constexpr (STEPS <= 4) return launch_held(skinny_pdl_kernel<T, STEPS, 2, 2>, p, blocks, warps, stream);
+      if (p.m <= 8) return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2>, p, blocks, warps, stream);
+      if constexpr (STEPS <= 4) return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 2>, p, blocks, warps, stream);
     }
     return cudaErrorInvalidValue;
   }
   if (p.m <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 1>, p, blocks, warps, stream);
-    else return launch_held(skinny_pdl_kernel<T, STEPS, 1, 1>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1>, p, blocks, warps, stream);
   }
   // Two X tiles double X's registers: only the shorter shares fit (the host picks STEPS <= 8).
   if constexpr (STEPS <= 8) {
     if constexpr (STREAM) return launch_kernel(skinny_stream_kernel<T, STEPS, 2>, p, blocks, warps, stream);
-    else return launch_held(skinny_pdl_kernel<T, STEPS, 2, 1>, p, blocks, warps, stream);
+    else return launch_kernel(skinny_pdl_kernel<T, STEPS, 2, 1>, p, blocks, warps, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -631,7 +598,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
            static_cast<int>(pdl), ffn > 0 ? ffn : 0, cos, sin, rope_width > 0 ? rope_width : 0,
-           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1, 0};
+           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;
