@@ -20,9 +20,13 @@ def fmt(value: Any, digits: int = 3, missing: str = "-") -> str:
     return f"{value:.{digits}g}" if finite(value) else missing
 
 
-def text(value: Any) -> str:
-    """A text cell as written: None and NaN (an empty CSV cell read by pandas) become ""."""
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value).strip()
+def text(value: Any, strip: bool = True) -> str:
+    """A text cell as written: None and NaN (an empty CSV cell read by pandas, or a column its file
+    lacked after a concat) become ""; ``strip=False`` keeps its whitespace, as a column rooflint does
+    not know is written back as read."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value).strip() if strip else str(value)
 
 
 def number(value: Any) -> float:

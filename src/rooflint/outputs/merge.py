@@ -13,7 +13,6 @@ later on the command line wins.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,18 +134,14 @@ def merge_files(paths: Iterable[Path | str], spec_file: Path | str | None = None
     return merge_frames([read_results(p) for p in paths], [str(p) for p in paths], spec_file)
 
 
-def cell(value) -> str:
-    """A text cell as the reader kept it; empty where its file had no such column (NaN after concat)."""
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-
-
 def write_frame(frame: pd.DataFrame, path: Path | str) -> Path:
     """Write results in rooflint's own schema: CSV by default, JSON when the name ends in .json."""
     path = Path(path)
     rows = rows_from_frame(frame)
     # The columns rooflint does not know, as the reader kept them (text), after the schema's.
     unknown = [name for name in frame.columns if name not in COLUMNS]
-    extra = [{name: cell(value) for name, value in record.items()} for record in frame[unknown].to_dict("records")]
+    records = frame[unknown].to_dict("records")
+    extra = [{name: text(value, strip=False) for name, value in record.items()} for record in records]
     # Case-blind, as the reader is: merged.JSON written as CSV could not be read back.
     if path.suffix.lower() != ".json":
         return write_typed_csv(rows, path, ResultRow, extra)

@@ -111,7 +111,10 @@ class Library:
 
     def function(self, submodule: str, name: str) -> Any:
         """``module.submodule.name``; a release without it is a skip naming the version, not an error."""
-        module = self.load(submodule)
+        return self.attribute(self.load(submodule), name)
+
+    def attribute(self, module: ModuleType, name: str) -> Any:
+        """``name`` of a module ``load`` returned; a release without it is a skip naming the version."""
         found = getattr(module, name, None)
         if found is None:
             raise VariantSkipped(

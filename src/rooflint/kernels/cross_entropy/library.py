@@ -57,8 +57,9 @@ def quack(case):
         # Each chunk's logits are quack's own rows: a vocabulary that is no whole number of 16-byte
         # vectors fails to compile inside the CuTe DSL (its cp.async copies take 4, 8 or 16 bytes).
         require_whole_vector_rows(QUACK, weight.shape[0], weight.dtype, weight.element_size())
-        fused = QUACK.function("linear_cross_entropy", "chunked_linear_cross_entropy")
-        supported = getattr(QUACK.load("linear_cross_entropy"), "scaled_exp_lce_supported", None)
+        module = QUACK.load("linear_cross_entropy")
+        fused = QUACK.attribute(module, "chunked_linear_cross_entropy")
+        supported = getattr(module, "scaled_exp_lce_supported", None)
         scaled = supported is not None and supported(x, weight, QUACK_CHUNK, "mean")
         options = {}
         if scaled and x.shape[1] in quack_chunk_rows(x.shape[0]):
