@@ -68,12 +68,15 @@ def fp32_reference(loaded: LoadedModel, ids, tokens, free: int) -> checks.Refere
 
 def fp32_layers(loaded: LoadedModel, batch: int, seq: int, free: int) -> int:
     """How many layers an fp32 copy of the model can hold in ``free`` bytes, with its forward's
-    activations over [batch, seq]: all of them, the first L, or 0."""
+    activations over [batch, seq] and its RoPE tables: all of them, the first L, or 0."""
     config = loaded.hf.config
     one, two = (memory.parameter_bytes(loaded.spec, config_with_layers(config, n), 4) for n in (1, 2))
     per_layer, rest = two - one, 2 * one - two  # rest: embeddings, final norm, head
     activations = memory.prefill_activation_bytes(loaded.dims, batch, seq, 4)
-    budget = memory.HEADROOM * free - activations - rest
+    # The copy computes its own RoPE tables in fp32 (extract_weights), max_position_embeddings rows
+    # however few layers it keeps: uncounted, a copy judged to fit failed allocating them.
+    held, scratch = loaded.spec.rope_table_bytes(config, 4)
+    budget = memory.HEADROOM * free - activations - rest - held - scratch
     return max(0, min(loaded.dims.layers, int(budget // per_layer))) if budget > 0 else 0
 
 

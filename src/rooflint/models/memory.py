@@ -82,19 +82,22 @@ def refusal(what: str, need: MemoryNeed, free: int, device: torch.device, lower:
     return f"{what} needs {need.describe()} but the {device.type} has {free / GB:.3g} GB free; lower {lower}"
 
 
-def check_rope_tables(name: str, positions: int, tables: int, weights: int, free: int, device: torch.device) -> None:
+def check_rope_tables(
+    name: str, positions: int, tables: int, weights: int, free: int, device: torch.device, including: str = ""
+) -> None:
     """max_position_embeddings refused in one line where the RoPE tables (``tables`` bytes over
-    ``positions`` rows) cannot fit beside ``weights``. They grow with the config's positions, not with
-    any flag: refused by check_fits, its "lower --batch or --seq" would name no remedy. Where the weights
-    alone do not fit either, check_fits says so."""
+    ``positions`` rows; ``including`` says whose besides the model's) cannot fit beside ``weights``.
+    They grow with the config's positions, not with any flag: refused by check_fits, its "lower
+    --batch or --seq" would name no remedy. Where the weights alone do not fit either, check_fits says so."""
     budget = int(HEADROOM * free) - weights
     if tables <= budget or budget <= 0:
         return
     most = budget * positions // tables  # the tables grow linearly with the positions
+    whose = f", {including}" if including else ""
     raise UserError(
         f"{name}: max_position_embeddings={positions} needs {tables / GB:.3g} GB of RoPE cos/sin tables (one row per "
-        f"position) but the {device.type} has {free / GB:.3g} GB free beside {weights / GB:.3g} GB of weights; valid: "
-        f"max_position_embeddings of at most {most} here"
+        f"position{whose}) but the {device.type} has {free / GB:.3g} GB free beside {weights / GB:.3g} GB of weights; "
+        f"valid: max_position_embeddings of at most {most} here"
     )
 
 

@@ -10,8 +10,10 @@ gets a table (models/tables.py) and a roofline chart with one point per op (mode
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -167,27 +169,35 @@ def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: N
 
 
 def preflight(request: ModelRequest, spec_model, device: torch.device, copies: int) -> int:
-    """The config and the memory the run needs, checked before any weight is built; the bytes the
-    built model holds, its weights and RoPE tables (0 with --weights: a checkpoint's own config is
-    read when it loads)."""
+    """The config and the memory the run needs, checked before any weight is built or loaded; the
+    bytes the built model holds, its weights and RoPE tables. A --weights checkpoint is judged on
+    its own config.json, the one its load reads."""
     if request.weights is not None:
-        return 0
-    if request.config not in spec_model.configs:
-        raise UserError(f"unknown {spec_model.name} config {request.config!r}; valid: {', '.join(spec_model.configs)}")
-    hf_config = spec_model.hf_config(request.config, request.layers)
+        # Its tables are sized by its own max_position_embeddings: unjudged, a checkpoint of 10**12
+        # positions was loaded (minutes for a large one) and then failed allocating terabytes.
+        name = str(Path(request.weights) / "config.json")
+        hf_config = checkpoint_config(Path(request.weights))
+        lower = "--batch or --seq"  # --layers cannot shorten a checkpoint (check_weights_flags)
+    else:
+        if request.config not in spec_model.configs:
+            raise UserError(
+                f"unknown {spec_model.name} config {request.config!r}; valid: {', '.join(spec_model.configs)}"
+            )
+        name, lower = request.config, "--batch or --seq (or --layers)"
+        hf_config = spec_model.hf_config(request.config, request.layers)
     dims = spec_model.dims(hf_config)
     # The positions (and below, the sweep's points), judged on the config: checked once the model
     # was built, a --seq or --context past them was refused only after minutes of building (an 8B
     # model on a CPU), under a "building" line that said it had started.
-    check_positions(dims, request, request.config)
+    check_positions(dims, request, name)
     size = DTYPES[request.dtype].itemsize
-    weights = memory.parameter_bytes(spec_model, hf_config, size)
+    weights = _parameter_bytes(spec_model, hf_config, size, name if request.weights is not None else None)
     # The RoPE tables are sized by max_position_embeddings, not by the run: uncounted, a config of
     # 10**12 positions passed this check and failed allocating terabytes after "building".
     held, scratch = spec_model.rope_table_bytes(hf_config, size, fp32_cache="flashinfer" in (request.kernels or ()))
     tables = copies * held + scratch  # each copy keeps its own; one builds at a time
     free = memory.free_bytes(device)
-    memory.check_rope_tables(request.config, dims.max_positions, tables, copies * weights, free, device)
+    memory.check_rope_tables(name, dims.max_positions, tables, copies * weights, free, device)
     # a reduced-precision run's reference logits are held in fp32 (the fp32 model copy itself is
     # sized to what is free when it is built: kernel_set_run.fp32_reference)
     fp32_reference_extra = request.batch * request.seq * dims.vocab * max(0, 4 - size)
@@ -198,12 +208,62 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
                                         size) + fp32_reference_extra,
         tables,
     )  # fmt: skip
-    memory.check_fits(f"{request.config} at B={request.batch}, T={request.seq}", need, free, device,
-                      "--batch or --seq (or --layers)")  # fmt: skip
+    memory.check_fits(f"{name} at B={request.batch}, T={request.seq}", need, free, device, lower)
+    if request.dtype != "fp32":
+        # The fp32 reference copy is cut to the layers that fit, but every copy computes the whole
+        # tables, in fp32, beside the run's own: where even they cannot fit, no copy can be built.
+        # Built after the run's tables, their scratch is gone by then.
+        fp32_held, fp32_scratch = spec_model.rope_table_bytes(hf_config, 4)
+        memory.check_rope_tables(name, dims.max_positions, copies * held + fp32_held + fp32_scratch,
+                                 copies * weights, free, device, "the fp32 reference copy's included")  # fmt: skip
     if request.sweep_batches or request.sweep_contexts:
         sweep.plan(dims, weights + held, request.sweep_batches or [request.batch],
-                   request.sweep_contexts or [request.prompt], request.dtype, free, device, request.config)  # fmt: skip
+                   request.sweep_contexts or [request.prompt], request.dtype, free, device, name)  # fmt: skip
     return weights + held
+
+
+def checkpoint_config(weights_dir: Path) -> Any:
+    """A --weights checkpoint's config.json as its load reads it (the config class of its
+    model_type), or one line saying why it cannot be read."""
+    path = weights_dir / "config.json"
+    try:
+        fields = json.loads(path.read_text())
+    except OSError as error:
+        raise UserError(
+            f"--weights {weights_dir} holds no readable config.json ({error.strerror or error}); valid: a "
+            "save_pretrained checkpoint directory"
+        ) from None
+    except ValueError as error:  # JSONDecodeError, and UnicodeDecodeError for a binary file
+        raise UserError(f"--weights {path} is not a JSON config: {error}") from None
+    if not isinstance(fields, dict):
+        raise UserError(f"--weights {path} is not a Hugging Face config (a JSON object with model_type)")
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its warnings about the fields: the load prints none either
+    try:
+        return AutoConfig.from_pretrained(str(weights_dir), local_files_only=True)
+    except Exception as error:  # noqa: BLE001 - only the file's fields are at stake here
+        # transformers validates each field as it builds the config (a string or null
+        # max_position_embeddings, an unknown model_type): bad input, one line
+        raise UserError(
+            f"--weights {path} is not a config transformers accepts: {' '.join(str(error).split())}"
+        ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def _parameter_bytes(spec_model, hf_config, size: int, checkpoint: str | None) -> int:
+    """memory.parameter_bytes; for a checkpoint's config (not one rooflint checked field by field), a
+    model its fields cannot build (heads that do not divide its width) refused in one line."""
+    if checkpoint is None:
+        return memory.parameter_bytes(spec_model, hf_config, size)
+    try:
+        return memory.parameter_bytes(spec_model, hf_config, size)
+    except Exception as error:  # noqa: BLE001 - the config's fields, which the load would build from
+        raise UserError(f"--weights {checkpoint}: no {spec_model.name} model builds from it: "
+                        f"{' '.join(str(error).split())}") from None  # fmt: skip
 
 
 def check_positions(dims, request: ModelRequest, name: str) -> None:
