@@ -11,6 +11,11 @@ loaded, as a config given by name or path is judged before it is built. Each cas
   however few layers the copy keeps: neither the preflight nor the copy's sizing counted them.
 
 The user-visible behaviour is driven through the installed console script, as a user runs it.
+
+Last, a bench stopped between creating results.csv and writing its header (a Ctrl-C under load, as
+CI's test_reliability_cli6 met it) left an empty results.csv, which the next run moved over the last
+measured run's results.prev.csv: keep_previous now takes an empty file, or the start of the header,
+for no run's results.
 """
 
 from __future__ import annotations
@@ -223,3 +228,30 @@ def test_the_fp32_copy_is_sized_with_its_tables():
     without_tables = int((total + activations) / memory.HEADROOM) + 1
     assert fp32_layers(loaded, 1, 8, without_tables) == 0
     assert fp32_layers(loaded, 1, 8, int((total + activations + held + scratch) / memory.HEADROOM) + 1) == 2
+
+
+@pytest.mark.parametrize("stopped", ["", "family,variant,ki", "\n\n"])
+def test_a_results_csv_left_empty_by_a_run_stopped_at_its_start_never_replaces_the_last_results(tmp_path, stopped):
+    """A run stopped after creating results.csv and before its header was written (a Ctrl-C under
+    load) left it empty; the next run moved that over results.prev.csv and the last measured run's
+    rows were gone. An empty file, or one holding the start of the header, is no run's results."""
+    from rooflint.engine.bench import keep_previous
+
+    measured = "family,variant\nvector_add,eager\n"
+    (tmp_path / "results.prev.csv").write_text(measured)
+    (tmp_path / "results.csv").write_text(stopped)
+    keep_previous(tmp_path)
+    assert (tmp_path / "results.prev.csv").read_text() == measured
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_a_results_csv_with_rows_still_becomes_the_previous_results(tmp_path):
+    from rooflint.engine.bench import keep_previous
+    from rooflint.outputs.results import COLUMNS
+
+    last = ",".join(COLUMNS) + "\n" + ",".join(["x"] * len(COLUMNS)) + "\n"
+    (tmp_path / "results.prev.csv").write_text("older\n")
+    (tmp_path / "results.csv").write_text(last)
+    keep_previous(tmp_path)
+    assert (tmp_path / "results.prev.csv").read_text() == last
+    assert not (tmp_path / "results.csv").exists()

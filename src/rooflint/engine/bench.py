@@ -238,13 +238,15 @@ def keep_previous(out: Path) -> None:
 
 
 def _holds_no_rows(results_csv: Path) -> bool:
-    """Whether ``results_csv`` holds rooflint's header and no row, as a bench writes it at start."""
+    """Whether ``results_csv`` holds rooflint's header (or the start of it, or nothing) and no row, as
+    a bench writes it at start. A run stopped between creating the file and writing its header left
+    it empty, and the next run moved that over the last measured run's results.prev.csv."""
     try:
         with results_csv.open(errors="replace") as handle:
             lines = list(itertools.islice(filter(None, (line.strip() for line in handle)), 2))
     except OSError:
         return False
-    return lines == [",".join(COLUMNS)]
+    return not lines or (len(lines) == 1 and ",".join(COLUMNS).startswith(lines[0]))
 
 
 def write_plots(
