@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,19 +67,26 @@ def supported() -> str:
     return ", ".join([*ARCHITECTURES, "gpt2 (built-in presets only)"])
 
 
+def read_json_config(path: Path, source: str, unreadable: Callable[[str], str]) -> dict[str, Any]:
+    """The JSON object a config.json holds; one line where it cannot be read (``unreadable`` given
+    the OS's reason), is not JSON or is not an object (each naming ``source``)."""
+    try:
+        fields = json.loads(path.read_text())
+    except OSError as error:
+        raise UserError(unreadable(str(error.strerror or error))) from None
+    except ValueError as error:  # JSONDecodeError, and UnicodeDecodeError for a binary file
+        raise UserError(f"{source} is not a JSON config: {error}") from None
+    if not isinstance(fields, dict):
+        raise UserError(f"{source} is not a Hugging Face config (a JSON object with model_type)")
+    return fields
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """A Hugging Face config.json (or a directory holding one) as a dict; one line when unreadable."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        fields = json.loads(path.read_text())
-    except OSError as error:
-        raise UserError(f"cannot read the model config {path}: {error.strerror or error}") from None
-    except ValueError as error:  # JSONDecodeError, and UnicodeDecodeError for a binary file
-        raise UserError(f"{path} is not a JSON config: {error}") from None
-    if not isinstance(fields, dict):
-        raise UserError(f"{path} is not a Hugging Face config (a JSON object with model_type)")
+    fields = read_json_config(path, str(path), lambda why: f"cannot read the model config {path}: {why}")
     check_architecture(fields.get("model_type"), str(path))
     check_shape(fields, str(path))
     check_rope_type(fields, str(path))

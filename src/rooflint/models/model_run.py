@@ -10,7 +10,6 @@ gets a table (models/tables.py) and a roofline chart with one point per op (mode
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from rooflint.core.paths import output_dir, probe_output_dir
 from rooflint.core.specs import GpuSpec, check_gpu_flag, load_spec_file
 from rooflint.engine import environment
 from rooflint.engine.bench import keep_previous
-from rooflint.models import memory, peers, sweep
+from rooflint.models import architectures, memory, peers, sweep
 from rooflint.models.base import check_checkpoint, check_weights_flags, require_transformers
 from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
@@ -226,17 +225,14 @@ def checkpoint_config(weights_dir: Path) -> Any:
     """A --weights checkpoint's config.json as its load reads it (the config class of its
     model_type), or one line saying why it cannot be read."""
     path = weights_dir / "config.json"
-    try:
-        fields = json.loads(path.read_text())
-    except OSError as error:
-        raise UserError(
-            f"--weights {weights_dir} holds no readable config.json ({error.strerror or error}); valid: a "
-            "save_pretrained checkpoint directory"
-        ) from None
-    except ValueError as error:  # JSONDecodeError, and UnicodeDecodeError for a binary file
-        raise UserError(f"--weights {path} is not a JSON config: {error}") from None
-    if not isinstance(fields, dict):
-        raise UserError(f"--weights {path} is not a Hugging Face config (a JSON object with model_type)")
+    architectures.read_json_config(
+        path,
+        f"--weights {path}",
+        lambda why: (
+            f"--weights {weights_dir} holds no readable config.json ({why}); valid: a save_pretrained "
+            "checkpoint directory"
+        ),
+    )
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 
@@ -257,11 +253,11 @@ def checkpoint_config(weights_dir: Path) -> Any:
 def _parameter_bytes(spec_model, hf_config, size: int, checkpoint: str | None) -> int:
     """memory.parameter_bytes; for a checkpoint's config (not one rooflint checked field by field), a
     model its fields cannot build (heads that do not divide its width) refused in one line."""
-    if checkpoint is None:
-        return memory.parameter_bytes(spec_model, hf_config, size)
     try:
         return memory.parameter_bytes(spec_model, hf_config, size)
     except Exception as error:  # noqa: BLE001 - the config's fields, which the load would build from
+        if checkpoint is None:
+            raise
         raise UserError(f"--weights {checkpoint}: no {spec_model.name} model builds from it: "
                         f"{' '.join(str(error).split())}") from None  # fmt: skip
 
