@@ -266,6 +266,66 @@ def test_a_forced_kernel_is_its_own_split_or_refused_naming_the_other():
         skinny_pdl.forced(256, 8, True)
 
 
+@pytest.mark.parametrize(
+    "k,m,steps",
+    [(4096, 1, 16), (4096, 8, 16), (2048, 8, 16), (3072, 8, 16), (2304, 8, 16), (1024, 8, 0), (8192, 1, 0),
+     (4096, 9, 0), (2080, 8, 0), (6144, 1, 0)],
+)  # fmt: skip
+def test_the_shared_tile_takes_k_2048_to_4096_at_up_to_8_rows(k, m, steps):
+    """The held kernel's second tile in shared memory: 16 rows x K within 128 KB, one X tile, and 8-16
+    warps so a block has a thread for each of its 2 x 16 x 8 outputs."""
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    assert skinny_pdl.shared_steps(k, m) == steps
+    if steps:
+        warps = k // (16 * steps)
+        assert k == 16 * steps * warps and 8 <= warps <= skinny_pdl.MAX_WARPS and 16 * k * 2 <= 128 * 1024
+
+
+def test_the_shared_tile_is_taken_only_where_its_blocks_cover_most_sms():
+    """Llama-3.1-8B's o_proj (4096 rows: 128 paired blocks) and QKV (6144: 192) on 132 SMs take it;
+    Llama-3.2-1B's QKV (3072: 96) and o_proj (2048: 64) do not: they would stream from fewer SMs."""
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    cpu = torch.device("cpu")  # sm_count's stand-in: 132 SMs, an H100's or an H200's
+    assert skinny_pdl.shared_pays(4096, 1, 4096 // 32, cpu) and skinny_pdl.shared_pays(4096, 1, 6144 // 32, cpu)
+    assert not skinny_pdl.shared_pays(2048, 8, 3072 // 32, cpu) and not skinny_pdl.shared_pays(2048, 8, 64, cpu)
+    assert skinny_pdl.shared_pays(2048, 8, 119, cpu) and not skinny_pdl.shared_pays(2048, 8, 118, cpu)
+    assert not skinny_pdl.shared_pays(1024, 8, 4096, cpu)  # K below the tile's range
+
+
+def test_large_projections_pass_the_c_entry_the_shared_tile(monkeypatch):
+    """launch pairs two row blocks a block, qkv_rope too, and swiglu holds the up rows in shared memory,
+    each at the shared tile's steps, where the blocks cover the SMs; a forced kernel never takes it."""
+    import re
+
+    from rooflint.kernels.gelu_linear import skinny_pdl
+
+    calls = []
+
+    class Library:
+        def launch(self, function, *args):
+            calls.append(args)
+
+    monkeypatch.setattr(skinny_pdl.cuda_build, "load", lambda source: Library())
+    monkeypatch.setattr(skinny_pdl, "why_not_swiglu", lambda m, w: None)
+    monkeypatch.setattr(skinny_pdl, "why_not_rope", lambda m, w, width, d: None)
+    source = skinny_pdl.SKINNY_PDL_CU.read_text()
+    declared = re.search(r'extern "C" int rooflint_skinny_pdl\((.*?)\)\s*\{', source, re.S).group(1)
+    names = [part.split()[-1].lstrip("*") for part in declared.split(",")]
+    x, w = torch.zeros(1, 4096, dtype=torch.bfloat16), torch.zeros(4096, 4096, dtype=torch.bfloat16)
+    cos, sin = torch.zeros(8, 128, dtype=torch.bfloat16), torch.zeros(8, 128, dtype=torch.bfloat16)
+    out = torch.zeros(1, 4096, dtype=torch.bfloat16)
+    skinny_pdl.launch(x, w, None, False, None, out, None, None)
+    skinny_pdl.launch(x, w, None, False, None, out, None, None, streamed=False)
+    skinny_pdl.swiglu(x, w)
+    skinny_pdl.qkv_rope(x, w, None, cos, sin, 5, 1, 3072, 128)
+    linear, forced, swiglu, rope = (dict(zip(names, args)) for args in calls)
+    assert (linear["shared"], linear["steps"], forced["shared"], forced["steps"]) == (1, 16, 0, 16)
+    assert (swiglu["shared"], swiglu["steps"], swiglu["ffn"]) == (1, 16, 2048)
+    assert (rope["shared"], rope["steps"], rope["rope_width"]) == (1, 16, 3072)
+
+
 def test_every_entry_passes_the_c_entry_its_arguments_by_its_declared_names(monkeypatch):
     """launch, swiglu and qkv_rope all go through one call into rooflint_skinny_pdl: as many arguments
     as skinny_pdl.cu declares (the stream is the launcher's), each where its name says."""
@@ -294,7 +354,8 @@ def test_every_entry_passes_the_c_entry_its_arguments_by_its_declared_names(monk
     assert [len(args) for args in calls] == [len(names) - 1] * 3
     linear, swiglu, rope = (dict(zip(names, args)) for args in calls)
     assert (linear["n"], linear["gelu"], linear["pdl"], linear["streamed"], linear["ffn"]) == (96, 1, 1, 0, 0)
-    assert (linear["steps"], linear["rope_width"], linear["cos"]) == (16, 0, None)
+    assert (linear["steps"], linear["rope_width"], linear["cos"], linear["shared"]) == (16, 0, None, 0)
+    assert swiglu["shared"] == 0 and rope["shared"] == 0  # 3 and 6 row blocks: too few blocks for the tile
     assert (swiglu["n"], swiglu["ffn"], swiglu["steps"], swiglu["pdl"]) == (
         48,
         48,

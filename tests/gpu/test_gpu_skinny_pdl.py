@@ -24,23 +24,44 @@ def pdl_on(monkeypatch):
 
 def ran_cuda(monkeypatch, kernel: str = "plan") -> list:
     """Record the calls that reach the CUDA kernel, so a test knows it did not fall back to Triton;
-    ``kernel`` "held" or "streamed" forces that kernel ("plan": the one plan picks)."""
+    ``kernel`` "held" or "streamed" forces that kernel ("plan": the one plan picks; "shared": the held
+    kernel with its second tile in shared memory wherever that fits, however few its blocks)."""
     calls = []
     launch = skinny_pdl.launch
-    streamed = {"plan": None, "held": False, "streamed": True}[kernel]
+    streamed = {"plan": None, "held": False, "streamed": True, "shared": None}[kernel]
+    flags = take_shared(monkeypatch) if kernel == "shared" else None
 
     def spy(*args):
         calls.append(args[0].shape)
-        return launch(*args, streamed=streamed)
+        out = launch(*args, streamed=streamed)
+        assert flags is None or flags[-1], "the shared tile fits this call but was not taken"
+        return out
 
     monkeypatch.setattr(skinny_pdl, "launch", spy)
     return calls
+
+
+def take_shared(monkeypatch) -> list:
+    """Every held launch takes the shared tile where it fits (no fewest blocks); asserts each launch
+    that the tile fits did take it. Returns the launches' shared flags."""
+    monkeypatch.setattr(skinny_pdl, "SHARED_FILL", 0.0)
+    flags = []
+    call = skinny_pdl._call
+
+    def spy(x, w, *args, **kwargs):
+        flags.append(kwargs.get("shared", False))
+        return call(x, w, *args, **kwargs)
+
+    monkeypatch.setattr(skinny_pdl, "_call", spy)
+    return flags
 
 
 def takes(kernel: str, m: int, k: int) -> bool:
     """Whether the forced kernel splits this K at M rows (plan always takes these shapes)."""
     if kernel == "held":
         return skinny_pdl.steps_for(k, m) > 0
+    if kernel == "shared":
+        return skinny_pdl.shared_steps(k, m) > 0
     return kernel == "plan" or skinny_pdl.stream_steps(k, m) > 0
 
 
@@ -54,7 +75,9 @@ SHAPES = [(8, 768, 2304), (8, 768, 768), (8, 768, 3072), (8, 3072, 768), (8, 102
           (1, 768, 37), (5, 1280, 130), (12, 768, 200), (16, 1024, 64),
           (8, 8192, 2048), (16, 8192, 72), (1, 14336, 200), (3, 6144, 50), (12, 5120, 130), (5, 18944, 40),
           (8, 2048, 16384), (1, 2048, 5000), (16, 1024, 4104), (7, 3072, 2900)]  # fmt: skip
-KERNELS = ["plan", "held", "streamed"]
+# "shared" takes K = 2048-4096 at M <= 8 above: Llama-3.1-8B's K = 4096, odd row-block counts (a block's
+# second row block past N), N not a multiple of 16 and 8 or 16 steps a warp.
+KERNELS = ["plan", "held", "streamed", "shared"]
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -81,8 +104,9 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, kernel, monkeyp
 
 @pytest.mark.parametrize(
     "m,k,n",
-    [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70), (8, 8192, 96), (16, 6144, 96), (8, 1024, 4104)],
-)
+    [(8, 768, 2304), (8, 768, 3072), (16, 1024, 96), (4, 1280, 70), (8, 8192, 96), (16, 6144, 96), (8, 1024, 4104),
+     (1, 4096, 200), (8, 3072, 136)],
+)  # fmt: skip
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_folded_layer_norm_and_kv_append_match_float64(m, k, n, dtype, kernel, monkeypatch):
@@ -131,14 +155,19 @@ def test_shapes_it_cannot_split_run_the_triton_kernel(monkeypatch):
 # (m, k, ffn): Llama-3.2-1B's gate/up at B=8 and 1 (16 warps of 8 steps), K of 4 and 6 warps, ffn not a
 # multiple of 16, and two X tiles at M > 8 (4 steps).
 SWIGLU_SHAPES = [(8, 2048, 8192), (1, 2048, 8192), (5, 512, 1000), (8, 768, 40), (3, 1024, 4104), (12, 1024, 72),
-                 (16, 512, 136)]  # fmt: skip
+                 (16, 512, 136), (2, 2048, 1000)]  # fmt: skip
 
 
 @pytest.mark.parametrize("m,k,ffn", SWIGLU_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype):
+@pytest.mark.parametrize("shared", [False, True])
+def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype, shared, monkeypatch):
     """silu(gate) * up from the held kernel's two W tiles against float64, with and without bias and PDL;
-    gate and up rounded to the dtype first, as the unfused GEMM's output is."""
+    gate and up rounded to the dtype first, as the unfused GEMM's output is. ``shared``: the up rows
+    in shared memory wherever that fits."""
+    if shared and not skinny_pdl.shared_steps(k, m):
+        pytest.skip(f"the shared tile takes no K = {k} at M = {m}")
+    flags = take_shared(monkeypatch) if shared else []
     gen = torch.Generator(device="cuda").manual_seed(m * 31 + k + ffn)
     x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
     w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
@@ -150,6 +179,7 @@ def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype):
         want = F.silu(gate) * up
         err = (got.double() - want).abs().max().item()
         assert got.shape == (m, ffn) and err <= TOL[dtype] * (1 + want.abs().max().item()), (bias is not None, err)
+    assert flags == ([True] * 3 if shared else [])
 
 
 def test_swiglu_in_a_pdl_chain_reads_the_new_x_and_matches_the_unfused_projection():
@@ -205,9 +235,15 @@ ROPE_SHAPES = [(8, 1, 511, 32, 8, 64, 2048, False), (1, 1, 0, 32, 8, 64, 2048, F
 
 @pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, dtype):
+@pytest.mark.parametrize("shared", [False, True])
+def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, heads, kv_heads, d, k, bias, dtype,
+                                                            shared, monkeypatch):  # fmt: skip
     """The held kernel's RoPE epilogue against the float64 reference (the product rounded once, then
-    rotated), with and without the append and PDL; the cache gets exactly the rotated K and the V."""
+    rotated), with and without the append and PDL; the cache gets exactly the rotated K and the V.
+    ``shared``: every other row block in shared memory wherever that fits."""
+    if shared and not skinny_pdl.shared_steps(k, m):
+        pytest.skip(f"the shared tile takes no K = {k} at M = {m}")
+    flags = take_shared(monkeypatch) if shared else []
     gen = torch.Generator(device="cuda").manual_seed(m + start + d)
     n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
     x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
@@ -226,6 +262,7 @@ def test_qkv_rope_matches_float64_and_appends_the_rotated_k(m, tokens, start, he
         assert err <= TOL[dtype] * (1 + want.double().abs().max().item()), (appends, pdl, err)
         if appends:
             assert_appended(got, k_pool, v_pool, slots, heads, width, d)
+    assert flags == ([True] * 3 if shared else [])
 
 
 def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_rounding():

@@ -45,6 +45,9 @@ namespace {
 constexpr int kRows = 16;         // W rows per block: the MMA's M
 constexpr int kMaxWarps = 16;     // K / (16 * STEPS) warps per block, at most
 constexpr int kStreamWarps = 8;   // warps of a streaming block: two W buffers of 4 * STEPS registers
+// SHARED's tile of 16 rows x K in shared memory, at most: an SM's 228 KB less the reduction's 16 KB
+// and room for the next kernel's blocks under PDL (K <= 4096).
+constexpr long long kSharedTileBytes = 128 * 1024;
 
 template <typename T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                                               uint32_t b1);
@@ -253,56 +256,87 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
 // is summed in the same block. Both are rounded to T first, as the unfused GEMM's output is, then
 // rotated in fp32 with the position's cos and sin and rounded once, as models/ops/rope_append.py does;
 // the rotated K (and V) also go to the paged cache.
-template <typename T, int STEPS, int MT, int TILES, bool ROPE = false>
+//
+// SHARED (TILES = 2): the second tile is held in shared memory, copied there by cp.async before the
+// wait beside the first tile's register loads. A block then owns 256 KB of W at K = 4096 where
+// registers alone hold 128 KB, so a projection takes half the waves, and each block's exposed end
+// (X's round trip, the reduction, the epilogue, the next block's start) comes half as often. With
+// SwiGLU (ffn > 0) the second tile is the up rows, so K = 4096 keeps the SwiGLU epilogue; without,
+// it is the next row block (the block's outputs are then 32 rows, a thread each of the first 256).
+template <typename T, int STEPS, int MT, int TILES, bool ROPE = false, bool SHARED = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
-  constexpr int kChunks = STEPS / 2;  // 32-wide K chunks a warp holds
+  constexpr int kChunks = STEPS / 2;                // 32-wide K chunks a warp holds
+  constexpr int kHeld = SHARED ? TILES - 1 : TILES;  // tiles in registers
+  constexpr int kOutputs = kRows * 8 * MT;           // outputs of one tile
   __shared__ float partial[kMaxWarps][TILES][kRows][8 * MT];
   __shared__ float stats[kMaxWarps][8 * MT][2];
+  extern __shared__ uint4 held_w[];  // SHARED: [kChunks][2][threads], each thread's own 16-byte words
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int warps = blockDim.x / 32;
-  const long long row0 = static_cast<long long>(blockIdx.x) * kRows;
+  // SwiGLU: the tiles are one row block's gate and up rows; else with two tiles, two row blocks.
+  const bool swiglu = TILES == 2 && (!SHARED || p.ffn > 0);
+  const bool paired = TILES == 2 && !swiglu;
   const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 8 * t;
   const T* w = static_cast<const T*>(p.w);
   const T* x = static_cast<const T*>(p.x);
   const bool norm = p.c1 != nullptr;
+  // A tile's first W row and how much further its rows 8-15 start: 8, or with RoPE half a head.
+  auto rows_of = [&](int tile, long long& first, long long& half) {
+    const long long row0 = (paired ? 2LL * blockIdx.x + tile : static_cast<long long>(blockIdx.x)) * kRows;
+    first = row0, half = 8;
+    if constexpr (ROPE) {
+      if (row0 < p.rope_width) first = row0 / p.rope_dim * p.rope_dim + row0 % p.rope_dim / 2, half = p.rope_dim / 2;
+    }
+  };
 
   if (p.pdl) launch_dependents();
-  // W: rows row0 + g and row0 + g + 8 (and the same up rows, ffn further), this thread's 8 elements
-  // of each 32-wide chunk.
-  uint4 w_lo[TILES][kChunks], w_hi[TILES][kChunks];
-  // The block's first W row and how much further its tile rows 8-15 start: 8, or with RoPE half a head.
-  long long first = row0, half = 8;
-  if constexpr (ROPE) {
-    if (row0 < p.rope_width) first = row0 / p.rope_dim * p.rope_dim + row0 % p.rope_dim / 2, half = p.rope_dim / 2;
-  }
-  const bool lo_ok = first + g < p.n, hi_ok = first + g + half < p.n;
+  // W: tile rows g and g + 8, this thread's 8 elements of each 32-wide chunk.
+  uint4 w_lo[kHeld][kChunks], w_hi[kHeld][kChunks];
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
-    const T* rows = w + tile * p.ffn * p.k;
+    long long first, half;
+    rows_of(tile, first, half);
+    const T* rows = w + (swiglu ? tile * p.ffn * p.k : 0);
+    const bool lo_ok = first + g < p.n, hi_ok = first + g + half < p.n;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const long long col = k0 + 32 * c;
-      w_lo[tile][c] =
-          lo_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (first + g) * p.k + col)) : make_uint4(0, 0, 0, 0);
-      w_hi[tile][c] =
-          hi_ok ? __ldg(reinterpret_cast<const uint4*>(rows + (first + g + half) * p.k + col)) : make_uint4(0, 0, 0, 0);
+      const T* lo = rows + (first + g) * p.k + k0 + 32 * c;
+      const T* hi = rows + (first + g + half) * p.k + k0 + 32 * c;
+      if (SHARED && tile == TILES - 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&held_w[(2 * c) * blockDim.x + threadIdx.x])), lo,
+                   lo_ok);
+        cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&held_w[(2 * c + 1) * blockDim.x + threadIdx.x])),
+                   hi, hi_ok);
+#else
+        held_w[(2 * c) * blockDim.x + threadIdx.x] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(lo)) : uint4{};
+        held_w[(2 * c + 1) * blockDim.x + threadIdx.x] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(hi)) : uint4{};
+#endif
+      } else if (tile < kHeld) {
+        w_lo[tile][c] = lo_ok ? __ldg(reinterpret_cast<const uint4*>(lo)) : make_uint4(0, 0, 0, 0);
+        w_hi[tile][c] = hi_ok ? __ldg(reinterpret_cast<const uint4*>(hi)) : make_uint4(0, 0, 0, 0);
+      }
     }
   }
+  if constexpr (SHARED) cp_async_commit();
   // The epilogue's constant operands, one output (W row n, X row m) per thread of the first
-  // 16 * 8 * MT, also before the wait.
-  const int out_n = threadIdx.x / (8 * MT), out_m = threadIdx.x % (8 * MT);
+  // 16 * 8 * MT (two tiles' worth where paired), also before the wait.
+  const int out_tile = paired ? threadIdx.x / kOutputs : 0;
+  const int out_n = (paired ? threadIdx.x % kOutputs : threadIdx.x) / (8 * MT), out_m = threadIdx.x % (8 * MT);
+  long long first, half;
+  rows_of(out_tile, first, half);
   const long long n = first + (out_n < 8 ? out_n : half + out_n - 8);
   const bool rotates = ROPE && n < p.rope_width;
   float pair_bias = 0.0f, cos_n = 0.0f, sin_n = 0.0f;  // RoPE: the partner's bias, this output's angle
-  const bool writes = threadIdx.x < kRows * 8 * MT && n < p.n && out_m < p.m;
+  const bool writes = threadIdx.x < kOutputs * (paired ? 2 : 1) && n < p.n && out_m < p.m;
   float bias[TILES] = {}, c1 = 0.0f, c2 = 0.0f;
   long long dst = -1;
   bool to_v = false;
   if (writes) {
 #pragma unroll
     for (int tile = 0; tile < TILES; ++tile) {
-      if (p.bias != nullptr) bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
+      if (p.bias != nullptr && (tile == 0 || swiglu)) bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
     }
     if (norm) c1 = p.c1[n], c2 = p.c2[n];
     if (rotates) {
@@ -336,6 +370,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       xv[mt][c] = ok ? *reinterpret_cast<const uint4*>(x + row * p.x_row + k0 + 32 * c) : make_uint4(0, 0, 0, 0);
     }
   }
+  // Each thread reads back only the words it copied itself, so its own wait suffices (no barrier).
+  if constexpr (SHARED) cp_async_wait<0>();
   float acc[TILES][MT][4] = {};
   float s1[MT] = {}, s2[MT] = {};
 #pragma unroll
@@ -352,13 +388,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
           s2[mt] += lo * lo + hi * hi;
           b[i] = pack<T>(lo, hi);
         }
+        xv[mt][c] = make_uint4(b[0], b[1], b[2], b[3]);  // as the shared tile's MMAs take it too
       }
 #pragma unroll
-      for (int tile = 0; tile < TILES; ++tile) {
+      for (int tile = 0; tile < kHeld; ++tile) {
         const uint32_t a0[4] = {w_lo[tile][c].x, w_hi[tile][c].x, w_lo[tile][c].y, w_hi[tile][c].y};
         const uint32_t a1[4] = {w_lo[tile][c].z, w_hi[tile][c].z, w_lo[tile][c].w, w_hi[tile][c].w};
         mma16816<T>(acc[tile][mt], a0, b[0], b[1]);
         mma16816<T>(acc[tile][mt], a1, b[2], b[3]);
+      }
+    }
+  }
+  if constexpr (SHARED) {  // after the register tiles' MMAs, so their registers are free for these words
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const uint4 lo = held_w[(2 * c) * blockDim.x + threadIdx.x], hi = held_w[(2 * c + 1) * blockDim.x + threadIdx.x];
+        const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
+        const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
+        mma16816<T>(acc[TILES - 1][mt], a0, xv[mt][c].x, xv[mt][c].y);
+        mma16816<T>(acc[TILES - 1][mt], a1, xv[mt][c].z, xv[mt][c].w);
       }
     }
   }
@@ -388,25 +438,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
     zs[tile] = 0.0f;
-    for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
+    if (tile == out_tile || swiglu) {
+      for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
+    }
   }
-  float z = zs[0];
-  if constexpr (TILES == 2) {
-    const float gate = to_float(from_float<T>(zs[0] + bias[0])), up = to_float(from_float<T>(zs[1] + bias[1]));
+  float z = zs[paired ? out_tile : 0];
+  if (swiglu) {
+    const float gate = to_float(from_float<T>(zs[0] + bias[0])), up = to_float(from_float<T>(zs[TILES - 1] + bias[TILES - 1]));
     z = gate / (1.0f + __expf(-gate)) * up;
   }
-  if (TILES == 1 && norm) {
+  if (!swiglu && norm) {
     float sum = 0.0f, squares = 0.0f;
     for (int i = 0; i < warps; ++i) sum += stats[i][out_m][0], squares += stats[i][out_m][1];
     const float mean = sum / static_cast<float>(p.k);
     const float rstd = 1.0f / sqrtf(fmaxf(squares / static_cast<float>(p.k) - mean * mean, 0.0f) + p.eps);
     z = rstd * (z - mean * c1) + c2;
   }
-  if constexpr (TILES == 1) z += bias[0];
+  if (!swiglu) z += bias[0];
   if constexpr (ROPE) {
     if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
       float other = pair_bias;
-      for (int i = 0; i < warps; ++i) other += partial[i][0][out_n ^ 8][out_m];
+      for (int i = 0; i < warps; ++i) other += partial[i][out_tile][out_n ^ 8][out_m];
       const float mine = to_float(from_float<T>(z)), partner = to_float(from_float<T>(other));
       z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
     }
@@ -497,8 +549,23 @@ int sm_count() {
 }
 
 template <typename Kernel>
-cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream) {
-  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream);
+cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int warps, cudaStream_t stream,
+                          size_t shared_bytes = 0) {
+  return launch_with_pdl(kernel, p, blocks, warps, p.pdl != 0, stream, shared_bytes);
+}
+
+// The held kernel with its second tile in shared memory (SHARED): a SwiGLU block's up rows, or else
+// the next row block; M <= 8, 8 or 16 steps. Each thread's 16-byte words of the tile: 16 rows x K.
+template <typename T, int STEPS>
+cudaError_t launch_shared(const Params& p, int warps, cudaStream_t stream) {
+  const long long row_blocks = (p.n + kRows - 1) / kRows;
+  const size_t bytes = static_cast<size_t>(STEPS / 2) * 2 * warps * 32 * sizeof(uint4);
+  if (p.m > 8) return cudaErrorInvalidValue;
+  if (p.rope_width > 0) {
+    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, true, true>, p, (row_blocks + 1) / 2, warps, stream, bytes);
+  }
+  const long long blocks = p.ffn > 0 ? row_blocks : (row_blocks + 1) / 2;
+  return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, false, true>, p, blocks, warps, stream, bytes);
 }
 
 template <typename T, int STEPS, bool STREAM>
@@ -533,7 +600,13 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
 }
 
 template <typename T>
-cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t stream) {
+cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared, cudaStream_t stream) {
+  if (shared) {
+    const int warps = static_cast<int>(p.k / (16 * steps));
+    if (steps == 16) return launch_shared<T, 16>(p, warps, stream);
+    if (steps == 8) return launch_shared<T, 8>(p, warps, stream);
+    return cudaErrorInvalidValue;
+  }
   if (streamed) {
     switch (steps) {
       case 4: return launch_steps<T, 4, true>(p, kStreamWarps, stream);
@@ -566,7 +639,9 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, cudaStream_t
 // then up rows), n = ffn outputs, steps at most 8 (4 for M > 8), bias [2 ffn] or null, no residual,
 // GELU, layer norm or K/V append. rope_width > 0: RoPE of outputs [0, rope_width) (q and K heads of
 // rope_dim, a multiple of 16), held only at 16 or 8 steps (8 for M > 8), cos and sin [positions,
-// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm.
+// rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm. shared = 1: the held
+// kernel with a second tile of 16 W rows in shared memory (SwiGLU's up rows, else the next row block),
+// M <= 8, 8 or 16 steps, 8-16 warps, K <= 4096.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
@@ -574,11 +649,11 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
                                    long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, long long ffn, const void* cos,
                                    const void* sin, long long rope_width, long long rope_dim, long long rope_start,
-                                   long long rope_tokens, cudaStream_t stream) {
+                                   long long rope_tokens, long long shared, cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
-    ok = ok && !streamed && n == ffn && steps <= (m <= 8 ? 8 : 4) && residual == nullptr && c1 == nullptr &&
+    ok = ok && !streamed && n == ffn && (shared || steps <= (m <= 8 ? 8 : 4)) && residual == nullptr && c1 == nullptr &&
          slots == nullptr && gelu == 0;
   }
   if (rope_width > 0) {
@@ -586,7 +661,11 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
          rope_width % rope_dim == 0 && rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr &&
          sin != nullptr && residual == nullptr && c1 == nullptr && gelu == 0;
   }
-  if (streamed) {
+  if (shared) {  // the held kernel, M <= 8, 8 or 16 steps, the second tile within an SM's shared memory
+    const long long warps = k / (16 * steps);
+    ok = ok && !streamed && m <= 8 && (steps == 16 || steps == 8) && k == 16 * steps * warps && warps >= 8 &&
+         warps <= kMaxWarps && k * kRows * 2 <= kSharedTileBytes;
+  } else if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
     const long long warps = k / (16 * steps);
@@ -601,8 +680,8 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
   cudaError_t status;
   switch (dtype) {
-    case kFloat16: status = launch<__half>(p, steps, streamed != 0, stream); break;
-    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, streamed != 0, stream); break;
+    case kFloat16: status = launch<__half>(p, steps, streamed != 0, shared != 0, stream); break;
+    case kBFloat16: status = launch<__nv_bfloat16>(p, steps, streamed != 0, shared != 0, stream); break;
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(status != cudaSuccess ? status : cudaGetLastError());

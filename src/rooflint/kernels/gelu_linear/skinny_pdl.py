@@ -19,6 +19,12 @@ Two kernels, and ``plan`` picks one:
   down projection, K = 8192 or 14336). Where both take K, the held kernel was faster on an H200 at
   every decode projection of GPT-2, Llama-3.2-1B and Llama-3.1-8B, by 1-12%, several waves of blocks
   included (docs/perf-notes/models.md), so plan takes it.
+
+At K = 2048-4096 and M <= 8 the held kernel may hold a second tile of 16 W rows in shared memory,
+copied by cp.async before the PDL wait (``shared_pays``): a plain projection's block then owns two row
+blocks, SwiGLU's its up rows. A block holds 256 KB of W before the wait at K = 4096 instead of 128,
+so half as many blocks end exposed, and where the kernel before it leaves SMs free (the decode
+attention) twice the weights stream ahead of the wait.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import NamedTuple
 import torch
 
 from rooflint.engine import cuda_build
-from rooflint.kernels import cuda_dtype
+from rooflint.kernels import cuda_dtype, sm_count
 from rooflint.kernels.common.rope_pairs import why_not_pairs
 
 SKINNY_PDL_CU = cuda_build.family_source(__file__, "skinny_pdl")
@@ -48,6 +54,35 @@ STREAM_WARPS = 8
 class Plan(NamedTuple):
     steps: int  # k16 steps a warp holds
     streamed: bool
+    shared: bool = False  # held, with a second tile of 16 W rows in shared memory
+
+
+# The shared tile, 16 rows x K of 16-bit W, within 128 KB of an SM's shared memory; from K = 2048 up,
+# the projections it was measured to pay at (Llama-3.1-8B's K = 4096; a shorter K's blocks end sooner
+# and leave less of their end exposed).
+SHARED_K = (2048, 4096)
+# The fewest blocks a held grid with the shared tile keeps, as a share of the SMs: the tile halves a
+# plain projection's blocks, and fewer blocks than SMs stream from fewer SMs (Llama-3.2-1B's QKV, 96
+# blocks on 132 SMs, 0.044 -> 0.068 ms); 128 of 132 (Llama-3.1-8B's o_proj) paid.
+SHARED_FILL = 0.9
+
+
+def shared_steps(k: int, m: int) -> int:
+    """The held kernel's k16 steps a warp with a second tile in shared memory (16 or 8, 8-16 warps, M <= 8,
+    K within SHARED_K); 0 where none fits."""
+    if m > 8 or not SHARED_K[0] <= k <= SHARED_K[1]:
+        return 0
+    for steps in (16, 8):
+        warps, rest = divmod(k, 16 * steps)
+        if rest == 0 and 8 <= warps <= MAX_WARPS:
+            return steps
+    return 0
+
+
+def shared_pays(k: int, m: int, blocks: int, device) -> bool:
+    """Whether the held kernel takes its second tile in shared memory: the tile fits at K and M, and a
+    grid of ``blocks`` such blocks still covers SHARED_FILL of the SMs."""
+    return shared_steps(k, m) > 0 and blocks >= SHARED_FILL * sm_count(device, on_cpu=132)
 
 
 def steps_for(k: int, m: int, swiglu: bool = False) -> int:
@@ -147,7 +182,13 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     if why:
         raise ValueError(why)
     out = torch.empty((m, ffn), dtype=x.dtype, device=x.device) if out is None else out
-    return _call(x, w, b, out, ffn, steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn)
+    # Where two register tiles hold K (why_not_swiglu), the up rows may go to shared memory instead, at
+    # twice the steps a warp. Not further: at Llama-3.1-8B's K = 4096 the fused epilogue puts the streamed
+    # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
+    # removal gained (docs/perf-notes/models.md, Tried and lost).
+    shared = shared_pays(k, m, ffn // 16, x.device)
+    steps = shared_steps(k, m) if shared else steps_for(k, m, swiglu=True)
+    return _call(x, w, b, out, ffn, steps, pdl=pdl, ffn=ffn, shared=shared)
 
 
 def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
@@ -156,8 +197,11 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
-    return _call(x, w, b, out, w.shape[0], chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
-                 gelu=gelu)  # fmt: skip
+    n = w.shape[0]
+    if streamed is None and not chosen.streamed and shared_pays(k, m, (n + 31) // 32, x.device):
+        chosen = Plan(shared_steps(k, m), False, True)
+    return _call(x, w, b, out, n, chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
+                 gelu=gelu, shared=chosen.shared)  # fmt: skip
 
 
 def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
@@ -171,7 +215,7 @@ def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
 
 
 def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=None, norm=None, append=None,
-          gelu: bool = False, pdl: bool = True, ffn: int = 0, rope=None) -> torch.Tensor:  # fmt: skip
+          gelu=False, pdl=True, ffn=0, rope=None, shared=False) -> torch.Tensor:  # fmt: skip
     """rooflint_skinny_pdl on x [M, K] and w, into out [M, n] (its arguments: skinny_pdl.cu's entry).
     ``norm`` (c1, c2, eps): a folded layer norm; ``append``: a skinny.KVAppend; ``ffn``: SwiGLU's up-row
     offset; ``rope``: (cos, sin, width, head_dim, start, tokens)."""
@@ -185,7 +229,7 @@ def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
         steps, int(streamed), int(gelu), int(pdl), float(eps), cuda_dtype(x.dtype), ffn,
-        cos, sin, width, head_dim, start, tokens,
+        cos, sin, width, head_dim, start, tokens, int(shared),
     )  # fmt: skip
     return out
 
@@ -226,7 +270,9 @@ def qkv_rope(
         raise ValueError(why)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     rope = (cos, sin, rope_width, head_dim, start, tokens)
-    return _call(x, w, b, out, n, rope_steps(k, m), append=append, pdl=pdl, rope=rope)
+    shared = shared_pays(k, m, (n + 31) // 32, x.device)
+    steps = shared_steps(k, m) if shared else rope_steps(k, m)
+    return _call(x, w, b, out, n, steps, append=append, pdl=pdl, rope=rope, shared=shared)
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,
