@@ -65,10 +65,6 @@ SHARED_K = (2048, 4096)
 # plain projection's blocks, and fewer blocks than SMs stream from fewer SMs (Llama-3.2-1B's QKV, 96
 # blocks on 132 SMs, 0.044 -> 0.068 ms); 128 of 132 (Llama-3.1-8B's o_proj) paid.
 SHARED_FILL = 0.9
-# The most blocks, in waves of one block an SM: the tile pays by the weights it streams ahead of the
-# wait, a large share of a grid of a few waves and a small one of Llama-3.1-8B's gate/up (896 paired
-# blocks, 6.8 waves: its step's norm before it took 0.118 -> 0.212 ms and gate/up 1.854 -> 1.926).
-SHARED_WAVES = 4
 
 
 def shared_steps(k: int, m: int) -> int:
@@ -85,9 +81,8 @@ def shared_steps(k: int, m: int) -> int:
 
 def shared_pays(k: int, m: int, blocks: int, device) -> bool:
     """Whether the held kernel takes its second tile in shared memory: the tile fits at K and M, and a
-    grid of ``blocks`` such blocks covers SHARED_FILL of the SMs in at most SHARED_WAVES waves."""
-    sms = sm_count(device, on_cpu=132)
-    return shared_steps(k, m) > 0 and SHARED_FILL * sms <= blocks <= SHARED_WAVES * sms
+    grid of ``blocks`` such blocks still covers SHARED_FILL of the SMs."""
+    return shared_steps(k, m) > 0 and blocks >= SHARED_FILL * sm_count(device, on_cpu=132)
 
 
 def steps_for(k: int, m: int, swiglu: bool = False) -> int:
@@ -191,7 +186,7 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     # twice the steps a warp. Not further: at Llama-3.1-8B's K = 4096 the fused epilogue puts the streamed
     # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
     # removal gained (docs/perf-notes/models.md, Tried and lost).
-    shared = shared_pays(k, m, (ffn + 15) // 16, x.device)
+    shared = shared_pays(k, m, ffn // 16, x.device)
     steps = shared_steps(k, m) if shared else steps_for(k, m, swiglu=True)
     return _call(x, w, b, out, ffn, steps, pdl=pdl, ffn=ffn, shared=shared)
 
