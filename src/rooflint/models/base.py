@@ -131,6 +131,14 @@ class ModelSpec(ABC):
         them: its positions are parameters, counted with the weights."""
         return 0, 0
 
+    def position_parameter_bytes(self, hf_config: Any, size: int) -> int:
+        """The bytes of a learned position table among the parameters ([positions, hidden], GPT-2's
+        wpe), in a ``size``-byte dtype; 0 where positions are rotary (no parameters)."""
+        return 0
+
+    # The config field that sets the positions, as messages name it.
+    positions_field = "max_position_embeddings"
+
     def config_name_of(self, hf_config: Any) -> str:
         """The preset a loaded checkpoint matches, or "custom"."""
         return "custom"

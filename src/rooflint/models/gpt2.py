@@ -65,6 +65,7 @@ class GPT2(ModelSpec):
     name = "gpt2"
     vocab = VOCAB
     max_positions = MAX_POSITIONS
+    positions_field = "n_positions"
     configs = {
         "gpt2": {"n_layer": 12, "n_embd": 768, "n_head": 12},
         "gpt2-medium": {"n_layer": 24, "n_embd": 1024, "n_head": 16},
@@ -121,6 +122,9 @@ class GPT2(ModelSpec):
             vocab=hf_config.vocab_size,
             max_positions=hf_config.n_positions,
         )
+
+    def position_parameter_bytes(self, hf_config, size: int) -> int:
+        return hf_config.n_positions * hf_config.n_embd * size  # wpe: a learned row per position
 
     def norm_eps(self, hf_config) -> float:
         return hf_config.layer_norm_epsilon

@@ -101,6 +101,24 @@ def check_rope_tables(
     )
 
 
+def check_position_table(
+    name: str, field: str, positions: int, table: int, others: int, free: int, device: torch.device
+) -> None:
+    """``field`` (the config's positions) refused in one line where its learned position table
+    (``table`` bytes over ``positions`` rows, among the weights) cannot fit beside the ``others``
+    bytes of weights. Refused by check_fits, its "lower --batch or --seq" would name no remedy;
+    where the other weights alone do not fit either, check_fits says so."""
+    budget = int(HEADROOM * free) - others
+    if table <= budget or budget <= 0:
+        return
+    most = budget * positions // table  # the table grows linearly with the positions
+    raise UserError(
+        f"{name}: {field}={positions} needs {table / GB:.3g} GB of learned position embeddings (one row per "
+        f"position, among the weights) but the {device.type} has {free / GB:.3g} GB free beside {others / GB:.3g} GB "
+        f"of other weights; valid: {field} of at most {most} here"
+    )
+
+
 def check_fits(what: str, need: MemoryNeed, free: int, device: torch.device, lower: str) -> None:
     why = refusal(what, need, free, device, lower)
     if why:

@@ -196,6 +196,11 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     held, scratch = spec_model.rope_table_bytes(hf_config, size, fp32_cache="flashinfer" in (request.kernels or ()))
     tables = copies * held + scratch  # each copy keeps its own; one builds at a time
     free = memory.free_bytes(device)
+    # A learned position table is among the weights: a config of 10**12 positions was refused by
+    # check_fits below, whose "lower --batch or --seq" named no remedy.
+    learned = copies * spec_model.position_parameter_bytes(hf_config, size)
+    memory.check_position_table(name, spec_model.positions_field, dims.max_positions, learned,
+                                copies * weights - learned, free, device)  # fmt: skip
     memory.check_rope_tables(name, dims.max_positions, tables, copies * weights, free, device)
     # a reduced-precision run's reference logits are held in fp32 (the fp32 model copy itself is
     # sized to what is free when it is built: kernel_set_run.fp32_reference)
