@@ -20,7 +20,6 @@ for no run's results.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -28,39 +27,24 @@ from pathlib import Path
 
 import pytest
 from console_script import assert_refused, needs_console_script, run_in
-from tiny_llama import TINY_LLAMA
+from tiny_llama import TINY_GPT2, TINY_LLAMA, checkpoint_root, edited, with_config
 
 from rooflint.core.errors import UserError
 
 HUGE = 10**12
 
 
-def _with_config(root: Path, source: str, name: str, text: str) -> None:
-    """A copy of the checkpoint ``source`` whose config.json is ``text``."""
-    shutil.copytree(root / source, root / name)
-    (root / name / "config.json").write_text(text)
-
-
-def _edited(root: Path, source: str, name: str, **fields) -> None:
-    config = json.loads((root / source / "config.json").read_text())
-    _with_config(root, source, name, json.dumps({**config, **fields}))
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> Path:
     """A tiny Llama and a tiny GPT-2 saved with save_pretrained, and copies with another config.json."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers", reason="the model runs need transformers")
-    root = tmp_path_factory.mktemp("checkpoints")
-    torch.manual_seed(0)
+    root, transformers = checkpoint_root(tmp_path_factory, "checkpoints")
     transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA)).save_pretrained(root / "llama")
-    gpt2 = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=256, n_positions=64, bos_token_id=255,
-                                   eos_token_id=255)  # fmt: skip
+    gpt2 = transformers.GPT2Config(**TINY_GPT2)
     transformers.GPT2LMHeadModel(gpt2).save_pretrained(root / "gpt2")
-    _edited(root, "llama", "huge", max_position_embeddings=HUGE)
-    _edited(root, "llama", "string_positions", max_position_embeddings="many")
-    _with_config(root, "gpt2", "gpt2_not_json", "{not json")
-    _with_config(root, "gpt2", "gpt2_a_list", "[1, 2]")
+    edited(root, "llama", "huge", max_position_embeddings=HUGE)
+    edited(root, "llama", "string_positions", max_position_embeddings="many")
+    with_config(root, "gpt2", "gpt2_not_json", "{not json")
+    with_config(root, "gpt2", "gpt2_a_list", "[1, 2]")
     shutil.copytree(root / "gpt2", root / "gpt2_no_config")
     (root / "gpt2_no_config" / "config.json").unlink()
     return root

@@ -8,14 +8,13 @@ The user-visible behaviour is driven through the installed console script, as a 
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from console_script import assert_refused, needs_console_script, run_in
+from tiny_llama import TINY_GPT2, checkpoint_root, edited
 
 from rooflint.core.errors import UserError
 
@@ -25,16 +24,9 @@ HUGE = 10**12
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> Path:
     """A tiny GPT-2 saved with save_pretrained, and a copy whose config.json has 10**12 positions."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers", reason="the model runs need transformers")
-    root = tmp_path_factory.mktemp("gpt2_checkpoints")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=256, n_positions=64,
-                                     bos_token_id=255, eos_token_id=255)  # fmt: skip
-    transformers.GPT2LMHeadModel(config).save_pretrained(root / "gpt2")
-    shutil.copytree(root / "gpt2", root / "huge")
-    fields = json.loads((root / "gpt2" / "config.json").read_text())
-    (root / "huge" / "config.json").write_text(json.dumps({**fields, "n_positions": HUGE}))
+    root, transformers = checkpoint_root(tmp_path_factory, "gpt2_checkpoints")
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY_GPT2)).save_pretrained(root / "gpt2")
+    edited(root, "gpt2", "huge", n_positions=HUGE)
     return root
 
 
