@@ -86,19 +86,10 @@ def check_rope_tables(
     name: str, positions: int, tables: int, weights: int, free: int, device: torch.device, including: str = ""
 ) -> None:
     """max_position_embeddings refused in one line where the RoPE tables (``tables`` bytes over
-    ``positions`` rows; ``including`` says whose besides the model's) cannot fit beside ``weights``.
-    They grow with the config's positions, not with any flag: refused by check_fits, its "lower
-    --batch or --seq" would name no remedy. Where the weights alone do not fit either, check_fits says so."""
-    budget = int(HEADROOM * free) - weights
-    if tables <= budget or budget <= 0:
-        return
-    most = budget * positions // tables  # the tables grow linearly with the positions
+    ``positions`` rows; ``including`` says whose besides the model's) cannot fit beside ``weights``."""
     whose = f", {including}" if including else ""
-    raise UserError(
-        f"{name}: max_position_embeddings={positions} needs {tables / GB:.3g} GB of RoPE cos/sin tables (one row per "
-        f"position{whose}) but the {device.type} has {free / GB:.3g} GB free beside {weights / GB:.3g} GB of weights; "
-        f"valid: max_position_embeddings of at most {most} here"
-    )
+    what = f"RoPE cos/sin tables (one row per position{whose})"
+    _check_position_rows(name, "max_position_embeddings", positions, tables, what, weights, "weights", free, device)
 
 
 def check_position_table(
@@ -106,16 +97,24 @@ def check_position_table(
 ) -> None:
     """``field`` (the config's positions) refused in one line where its learned position table
     (``table`` bytes over ``positions`` rows, among the weights) cannot fit beside the ``others``
-    bytes of weights. Refused by check_fits, its "lower --batch or --seq" would name no remedy;
-    where the other weights alone do not fit either, check_fits says so."""
-    budget = int(HEADROOM * free) - others
+    bytes of weights."""
+    what = "learned position embeddings (one row per position, among the weights)"
+    _check_position_rows(name, field, positions, table, what, others, "other weights", free, device)
+
+
+def _check_position_rows(name: str, field: str, positions: int, table: int, what: str, beside: int, beside_what: str,
+                         free: int, device: torch.device) -> None:  # fmt: skip
+    """``field`` refused in one line, naming the most positions that fit, where ``table`` (``what``: bytes
+    that grow by a row a position, ``positions`` rows) cannot fit beside ``beside`` bytes. They grow
+    with the config's positions, not with any flag: refused by check_fits, its "lower --batch or
+    --seq" would name no remedy. Where ``beside`` alone does not fit either, check_fits says so."""
+    budget = int(HEADROOM * free) - beside
     if table <= budget or budget <= 0:
         return
     most = budget * positions // table  # the table grows linearly with the positions
     raise UserError(
-        f"{name}: {field}={positions} needs {table / GB:.3g} GB of learned position embeddings (one row per "
-        f"position, among the weights) but the {device.type} has {free / GB:.3g} GB free beside {others / GB:.3g} GB "
-        f"of other weights; valid: {field} of at most {most} here"
+        f"{name}: {field}={positions} needs {table / GB:.3g} GB of {what} but the {device.type} has {free / GB:.3g} GB "
+        f"free beside {beside / GB:.3g} GB of {beside_what}; valid: {field} of at most {most} here"
     )
 
 
