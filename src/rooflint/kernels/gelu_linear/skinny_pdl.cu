@@ -336,7 +336,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   if (writes) {
 #pragma unroll
     for (int tile = 0; tile < TILES; ++tile) {
-      if (p.bias != nullptr && (tile == 0 || swiglu)) bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
+      if (p.bias != nullptr && (tile == 0 || swiglu)) {
+        bias[tile] = to_float(static_cast<const T*>(p.bias)[n + tile * p.ffn]);
+      }
     }
     if (norm) c1 = p.c1[n], c2 = p.c2[n];
     if (rotates) {
@@ -404,7 +406,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        const uint4 lo = held_w[(2 * c) * blockDim.x + threadIdx.x], hi = held_w[(2 * c + 1) * blockDim.x + threadIdx.x];
+        const uint4 lo = held_w[(2 * c) * blockDim.x + threadIdx.x];
+        const uint4 hi = held_w[(2 * c + 1) * blockDim.x + threadIdx.x];
         const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
         const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
         mma16816<T>(acc[TILES - 1][mt], a0, xv[mt][c].x, xv[mt][c].y);
@@ -444,7 +447,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   }
   float z = zs[paired ? out_tile : 0];
   if (swiglu) {
-    const float gate = to_float(from_float<T>(zs[0] + bias[0])), up = to_float(from_float<T>(zs[TILES - 1] + bias[TILES - 1]));
+    const float gate = to_float(from_float<T>(zs[0] + bias[0]));
+    const float up = to_float(from_float<T>(zs[TILES - 1] + bias[TILES - 1]));
     z = gate / (1.0f + __expf(-gate)) * up;
   }
   if (!swiglu && norm) {
@@ -555,16 +559,16 @@ cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int 
 }
 
 // The held kernel with its second tile in shared memory (SHARED): a SwiGLU block's up rows, or else
-// the next row block; M <= 8, 8 or 16 steps. Each thread's 16-byte words of the tile: 16 rows x K.
+// the next row block; M <= 8 (the entry checks it), 8 or 16 steps. Each thread's 16-byte words of the
+// tile: 16 rows x K.
 template <typename T, int STEPS>
 cudaError_t launch_shared(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
+  const long long blocks = p.ffn > 0 ? row_blocks : (row_blocks + 1) / 2;  // RoPE has no ffn: paired
   const size_t bytes = static_cast<size_t>(STEPS / 2) * 2 * warps * 32 * sizeof(uint4);
-  if (p.m > 8) return cudaErrorInvalidValue;
   if (p.rope_width > 0) {
-    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, true, true>, p, (row_blocks + 1) / 2, warps, stream, bytes);
+    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, true, true>, p, blocks, warps, stream, bytes);
   }
-  const long long blocks = p.ffn > 0 ? row_blocks : (row_blocks + 1) / 2;
   return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, false, true>, p, blocks, warps, stream, bytes);
 }
 

@@ -79,10 +79,11 @@ def shared_steps(k: int, m: int) -> int:
     return 0
 
 
-def shared_pays(k: int, m: int, blocks: int, device) -> bool:
-    """Whether the held kernel takes its second tile in shared memory: the tile fits at K and M, and a
-    grid of ``blocks`` such blocks still covers SHARED_FILL of the SMs."""
-    return shared_steps(k, m) > 0 and blocks >= SHARED_FILL * sm_count(device, on_cpu=132)
+def shared_pays(k: int, m: int, blocks: int, device) -> int:
+    """The k16 steps a warp where the held kernel takes its second tile in shared memory: the tile fits
+    at K and M, and a grid of ``blocks`` such blocks still covers SHARED_FILL of the SMs; else 0."""
+    steps = shared_steps(k, m)
+    return steps if steps and blocks >= SHARED_FILL * sm_count(device, on_cpu=132) else 0
 
 
 def steps_for(k: int, m: int, swiglu: bool = False) -> int:
@@ -187,8 +188,7 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
     # removal gained (docs/perf-notes/models.md, Tried and lost).
     shared = shared_pays(k, m, ffn // 16, x.device)
-    steps = shared_steps(k, m) if shared else steps_for(k, m, swiglu=True)
-    return _call(x, w, b, out, ffn, steps, pdl=pdl, ffn=ffn, shared=shared)
+    return _call(x, w, b, out, ffn, shared or steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, shared=bool(shared))
 
 
 def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
@@ -198,8 +198,9 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
     n = w.shape[0]
-    if streamed is None and not chosen.streamed and shared_pays(k, m, (n + 31) // 32, x.device):
-        chosen = Plan(shared_steps(k, m), False, True)
+    shared = 0 if streamed is not None or chosen.streamed else shared_pays(k, m, (n + 31) // 32, x.device)
+    if shared:
+        chosen = Plan(shared, False, True)
     return _call(x, w, b, out, n, chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
                  gelu=gelu, shared=chosen.shared)  # fmt: skip
 
@@ -271,8 +272,7 @@ def qkv_rope(
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     rope = (cos, sin, rope_width, head_dim, start, tokens)
     shared = shared_pays(k, m, (n + 31) // 32, x.device)
-    steps = shared_steps(k, m) if shared else rope_steps(k, m)
-    return _call(x, w, b, out, n, steps, append=append, pdl=pdl, rope=rope, shared=shared)
+    return _call(x, w, b, out, n, shared or rope_steps(k, m), append=append, pdl=pdl, rope=rope, shared=bool(shared))
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,
