@@ -23,9 +23,7 @@ families=("$@")
 [ ${#families[@]} -eq 0 ] && families=(all)
 # The checkout's sources, as an editable install would: no install step to wait for.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-# "-dirty" where the tree differs from HEAD: a lent machine's copy can carry a stale .git.
-export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
-  git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo -dirty)}
+. scripts/device/git_commit.sh
 # Every cache a bench reads, in one place this script can empty.
 export ROOFLINT_CACHE=$CACHES/rooflint TRITON_CACHE_DIR=$CACHES/triton TORCHINDUCTOR_CACHE_DIR=$CACHES/inductor
 rooflint() { python3 -m rooflint "$@"; }

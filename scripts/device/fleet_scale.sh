@@ -41,9 +41,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 # The checkout's sources, as an editable install would: no install step to wait for.
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-# "-dirty" where the tree differs from HEAD: a lent machine's copy can carry a stale .git.
-export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
-  git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo -dirty)}
+. scripts/device/git_commit.sh
 start=$SECONDS
 left() { echo $((${BUDGET_S:-520} - (SECONDS - start))); } # seconds left of this device call
 rooflint() { python3 -m rooflint "$@"; }

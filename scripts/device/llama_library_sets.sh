@@ -9,9 +9,7 @@ set -u
 OUT=${OUT:?set OUT to the output directory}
 mkdir -p "$OUT"
 # The installed package has no .git beside it: every row's git_commit column comes from here.
-# "-dirty" where the tree differs from HEAD: a lent machine's copy can carry a stale .git.
-export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
-  git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo -dirty)}
+. scripts/device/git_commit.sh
 . scripts/device/peers.sh >"$OUT/peers.log" 2>&1
 python3 -m pip install -q --no-deps --no-build-isolation . >"$OUT/install.log" 2>&1 || echo "install failed (see install.log)"
 python3 - <<'PY' | tee "$OUT/versions.txt"

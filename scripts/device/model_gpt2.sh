@@ -12,9 +12,7 @@ began=$SECONDS
 budget=${BUDGET_S:-590}  # 9 min 50 s for everything: each set now starts its own process (~10 s more a set)
 mkdir -p "$OUT"
 # The installed package has no .git beside it: every row's git_commit column comes from here.
-# "-dirty" where the tree differs from HEAD: a lent machine's copy can carry a stale .git.
-export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
-  git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo -dirty)}
+. scripts/device/git_commit.sh
 
 # The README install, offline: the image holds torch, triton, transformers and the other dependencies.
 python3 -m pip install -q --no-deps --no-build-isolation . >"$OUT/install.log" 2>&1 || echo "install failed (see install.log)"

@@ -19,9 +19,7 @@ began=$SECONDS
 budget=${BUDGET_S:-470}  # per model: 7 min 50 s, so install, doctor and the nvcc build fit one 10-minute call
 mkdir -p "$OUT"
 # The installed package has no .git beside it: every row's git_commit column comes from here.
-# "-dirty" where the tree differs from HEAD: a lent machine's copy can carry a stale .git.
-export ROOFLINT_GIT_COMMIT=${ROOFLINT_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
-  git rev-parse -q HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD 2>/dev/null && echo -dirty)}
+. scripts/device/git_commit.sh
 models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(llama-3.2-1b llama-3.1-8b gpt2-medium)
 for name in "${models[@]}"; do
