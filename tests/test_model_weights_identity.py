@@ -19,7 +19,8 @@ from console_script import needs_console_script, run_in
 from tiny_llama import TINY_LLAMA
 
 pytest.importorskip("transformers", reason="the model tests need transformers")
-pytestmark = needs_console_script
+# One worker runs the module: its two `rooflint model` runs are made once, not on each.
+pytestmark = [needs_console_script, pytest.mark.xdist_group("model_weights_identity")]
 
 RUN = ("--device", "cpu", "--batch", "2", "--seq", "16", "--prompt", "8", "--new-tokens", "4", "--no-plots")
 

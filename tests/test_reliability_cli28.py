@@ -28,6 +28,8 @@ from rooflint.core.errors import UserError
 
 MODEL = ["--device", "cpu", "--batch", "1", "--seq", "8", "--prompt", "4", "--new-tokens", "2", "--no-plots"]
 HUGE = 10**12
+# One worker runs the module: its `rooflint model` run and the readers' runs are made once, not on each.
+pytestmark = pytest.mark.xdist_group("cli28_runs")
 
 
 # ---------------------------------------------------------------- RoPE tables in the memory check

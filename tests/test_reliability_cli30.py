@@ -32,6 +32,8 @@ from tiny_llama import TINY_GPT2, TINY_LLAMA, checkpoint_root, edited, with_conf
 from rooflint.core.errors import UserError
 
 HUGE = 10**12
+# One worker runs the module: its checkpoints and the eight `rooflint model` runs are built once, not on each.
+pytestmark = pytest.mark.xdist_group("cli30_checkpoints")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from tiny_llama import TINY_GPT2, checkpoint_root, edited
 from rooflint.core.errors import UserError
 
 HUGE = 10**12
+# One worker runs the module: its checkpoint and the two `rooflint model` runs are made once, not on each.
+pytestmark = pytest.mark.xdist_group("cli31_checkpoints")
 
 
 @pytest.fixture(scope="module")
