@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rooflint.core.errors import UserError
-from rooflint.models.base import ModelSpec
+
+if TYPE_CHECKING:  # base imports torch: a name refused here is refused before torch loads
+    from rooflint.models.base import ModelSpec
 
 # name -> (module defining SPEC, its preset)
 BUILTINS = {

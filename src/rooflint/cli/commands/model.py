@@ -106,15 +106,8 @@ def model_command(
       rooflint model llama-3.2-1b --batch 1,8,32,128 --context 512,4096,32768 --hf-baseline
       rooflint model gpt2 --batch 1 --seq 32 --prompt 16 --new-tokens 4 --dtype fp32 --layers 2 --device cpu
     """
-    from rich.table import Table
-
     from rooflint.core.errors import UserError
-    from rooflint.models.catalog import resolve
-    from rooflint.models.model_run import run_model
-    from rooflint.models.outcome import ModelRequest
-    from rooflint.models.quantized_weights import resolve as resolve_weights_dtype
-    from rooflint.models.sweep import parse_sizes
-    from rooflint.models.tables import all_tables
+    from rooflint.models import architectures, catalog
 
     if weights is not None and config is not None:
         # A preset is a config to build random weights from; a checkpoint loads with its own. The
@@ -123,7 +116,23 @@ def model_command(
             f"--config {config} picks a preset to build with random weights; a --weights checkpoint keeps its own "
             "config: give one of them"
         )
-    spec, config = resolve(model, config)
+    if model not in catalog.BUILTINS and model not in catalog.MODELS:
+        # An unknown name, or a config.json that cannot be read or sized, is refused with resolve's own
+        # line before torch and transformers load (seconds): resolve reads the file first the same way.
+        if model.strip() and catalog._is_path(model):
+            architectures.read_config_file(Path(model))
+        else:
+            catalog.get_model(model)
+
+    from rich.table import Table
+
+    from rooflint.models.model_run import run_model
+    from rooflint.models.outcome import ModelRequest
+    from rooflint.models.quantized_weights import resolve as resolve_weights_dtype
+    from rooflint.models.sweep import parse_sizes
+    from rooflint.models.tables import all_tables
+
+    spec, config = catalog.resolve(model, config)
     quantized = resolve_weights_dtype(weights_dtype, dtype, spec.name)  # refused before anything is built
     known = spec.configs  # an unknown --config is refused before anything is built
     if weights is None and config not in known:
