@@ -1,3 +1,3 @@
-from rooflint.cli import main
+from rooflint.cli import script
 
-main()
+script()
