@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, needs_console_script
 
@@ -54,6 +55,7 @@ def start_held(tmp_path, hold: str) -> subprocess.Popen:
         ROOFLINT_TEST_HOLD=hold,
         PYTHONPATH=FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env.pop("ROOFLINT_DEBUG", None)
     argv = [ROOFLINT, "bench", "fragile", "--scheduler", "local", "--device", "cpu", "--dtype", "fp32"]
     argv += ["--out", "out", "--no-plots"]

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script
 
@@ -155,6 +156,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_points_measured(tmp_path):
     (config / "config.json").write_text(json.dumps(TINY))
     out = tmp_path / "out"
     env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"))
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env.pop("ROOFLINT_DEBUG", None)
     # RUN's --batch 1 replaced: an option given twice is refused
     run = [arg if previous != "--batch" else "1,2" for previous, arg in zip([None, *RUN], RUN)]

@@ -15,6 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 from result_factory import read_csv, row, write
@@ -26,6 +27,7 @@ QUICK = ("--device", "cpu", "--dtype", "fp32", "--size", "small")
 def plugin_env(tmp_path: Path, module: str, **extra: str) -> dict[str, str]:
     """The console script's environment with ``module`` (in tmp_path or tests/fixtures) as a plugin."""
     env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200", ROOFLINT_FAMILY_MODULES=module)
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), str(FIXTURES), os.environ.get("PYTHONPATH")]))
     env.pop("ROOFLINT_DEBUG", None)
     env.update(extra)
@@ -53,7 +55,7 @@ def test_an_empty_out_or_junit_is_refused_not_read_as_the_current_folder(tmp_pat
     done = run_in(tmp_path, "bench", "vector_add", "-V", "eager", *QUICK, "--no-plots", option, value)
     assert_refused(done, f"{option} is empty", "leave it out" if option == "--junit" else "rooflint-out")
     assert "JUnit report ." not in done.stderr
-    assert sorted(path.name for path in tmp_path.iterdir()) == []
+    assert cpu_ceilings.written_besides_the_seed(tmp_path) == []
 
 
 @needs_console_script

@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 
@@ -93,6 +94,7 @@ def slow(case):
 def family_env(folder: Path) -> dict[str, str]:
     """run_in's environment with the brackets family importable and named in ROOFLINT_FAMILY_MODULES."""
     (folder / "brackets_family.py").write_text(FAMILY_MODULE)
+    cpu_ceilings.seed(folder / "cache")
     return dict(
         os.environ,
         ROOFLINT_CACHE=str(folder / "cache"),

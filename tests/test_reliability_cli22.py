@@ -21,6 +21,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 from tiny_llama import TINY_LLAMA
@@ -35,6 +36,7 @@ QUICK_MODEL = ("--batch", "1", "--seq", "8", "--prompt", "4", "--new-tokens", "2
 def with_plugin(tmp_path: Path, module: str, *argv) -> subprocess.CompletedProcess:
     """The console script with ``module`` (a file in tmp_path) named in ROOFLINT_FAMILY_MODULES."""
     env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="250", ROOFLINT_FAMILY_MODULES=module)
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env.pop("ROOFLINT_DEBUG", None)
     return subprocess.run(

@@ -20,6 +20,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 from result_factory import read_csv, run, write
@@ -46,6 +47,7 @@ def burst(rows):
 def rooflint_with(folder: Path, env: dict[str, str], *argv) -> subprocess.CompletedProcess:
     """run_in with ``env`` added to the caller's environment."""
     full = dict(os.environ, ROOFLINT_CACHE=str(folder / "cache"), COLUMNS="200")
+    cpu_ceilings.seed(full["ROOFLINT_CACHE"])
     for name in ("ROOFLINT_DEBUG", "ROOFLINT_FAMILY_MODULES", "ROOFLINT_HOST"):
         full.pop(name, None)
     full.update(env)

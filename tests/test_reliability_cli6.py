@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import cpu_ceilings
 from console_script import ROOFLINT, assert_refused, needs_console_script
 from result_factory import read_csv, row, write
 
@@ -22,6 +23,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def _env(tmp_path: Path, family_modules: str | None = None, path: Path | None = None) -> dict[str, str]:
     env = dict(os.environ, ROOFLINT_CACHE=str(tmp_path / "cache"), COLUMNS="200")
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env.pop("ROOFLINT_DEBUG", None)
     env.pop("ROOFLINT_FAMILY_MODULES", None)
     if family_modules:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import cpu_ceilings
 import pytest
 from cli_in_process import rooflint_in_process
 from console_script import ROOFLINT, needs_console_script
@@ -41,6 +42,7 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = FIXTURES + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("ROOFLINT_DEBUG", None)
     env.update(extra)
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     return env
 
 

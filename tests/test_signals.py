@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, needs_console_script
 
@@ -43,6 +44,7 @@ def start(tmp_path: Path, ignore_sigint: bool = False) -> subprocess.Popen:
         ROOFLINT_TEST_HOLD=str(tmp_path / "go"),
         PYTHONPATH=FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])
     env.pop("ROOFLINT_DEBUG", None)
     argv = [ROOFLINT, "bench", "fragile", "--device", "cpu", "--dtype", "fp32", "--out", "out", "--no-plots"]
     # As a shell starts a background job without job control: SIGINT ignored, inherited by children.
