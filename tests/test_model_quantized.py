@@ -323,7 +323,8 @@ def test_the_bf16_triton_step_fuses_swiglu_into_gate_up_where_the_held_kernel_ta
 
     calls = []
 
-    def swiglu_on_cpu(x, w, b=None, pdl=False):
+    def swiglu_on_cpu(x, w, b=None, pdl=False, rms=None):
+        assert rms is None  # no norm folded unless ROOFLINT_NORM_IN_GEMM asks
         calls.append(x.shape)
         both = torch.nn.functional.linear(x, w, b).float()  # rounded to bf16 first, as the kernel's gate and up
         ffn = both.shape[1] // 2

@@ -93,7 +93,9 @@ def test_the_triton_step_fuses_rope_into_qkv_where_the_held_kernel_takes_it(load
 
     calls = []
 
-    def rope_on_cpu(x, w, b, cos, sin, start, tokens, rope_width, head_dim, append=None, out=None, pdl=False):
+    def rope_on_cpu(x, w, b, cos, sin, start, tokens, rope_width, head_dim, append=None, out=None, pdl=False,
+                    rms=None):  # fmt: skip
+        assert rms is None  # no norm folded unless ROOFLINT_NORM_IN_GEMM asks
         calls.append((x.shape[0], start, tokens, rope_width, head_dim, append is not None))
         return skinny_pdl.qkv_rope_reference(x, w, b, cos, sin, start, tokens, rope_width, head_dim, append,
                                              compute=torch.float32)  # fmt: skip

@@ -282,3 +282,117 @@ def test_qkv_rope_is_the_unfused_projection_then_the_rope_kernel_within_one_roun
     rope_append(unfused, cos, sin, 1, start, heads, kv_heads, d, None)
     ulp = 2.0**-7 * unfused.double().abs()
     assert ((got.double() - unfused.double()).abs() <= ulp + 1e-6).all()
+
+
+def rms_normalized(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) per row in float64: what the held kernel's ``rms`` scales a folded weight's product by."""
+    x = x.double()
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+def no_shared(monkeypatch) -> None:
+    """The held kernel without its shared tile, however many its blocks."""
+    monkeypatch.setattr(skinny_pdl, "SHARED_FILL", float("inf"))
+
+
+# (m, k, n): Llama-3.1-8B's QKV and o/gate-up widths at B=1 (K = 4096), Llama-3.2-1B's at B=8 (K = 2048),
+# N not a multiple of 16 with an odd row-block count, M of 5 and 16 (two X tiles).
+RMS_SHAPES = [(1, 4096, 6144), (8, 2048, 3072), (5, 4096, 200), (3, 2048, 1000), (16, 1024, 96), (12, 768, 130)]
+
+
+@pytest.mark.parametrize("m,k,n", RMS_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shared", [False, True])
+def test_folded_rms_norm_matches_float64(m, k, n, dtype, shared, monkeypatch):
+    """The held kernel's ``rms`` (RMSNorm folded into W) against float64: the folded weight's product of
+    x / rms(x), and within a rounding of each folded weight the unfused RMSNorm(x) * gamma then the
+    projection; with and without bias. ``shared``: the second tile wherever it fits."""
+    if shared and not skinny_pdl.shared_steps(k, m):
+        pytest.skip(f"the shared tile takes no K = {k} at M = {m}")
+    flags = take_shared(monkeypatch) if shared else None
+    if not shared:
+        no_shared(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(m * 13 + k + n)
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 3).to(dtype)  # rms far from 1
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    gamma = (torch.rand(k, device="cuda", generator=gen) + 0.5).to(dtype)
+    eps = 1e-5
+    folded = skinny_pdl.fold_rms_norm(gamma, w)
+    for bias in (None, b):
+        out = torch.empty((m, n), dtype=dtype, device="cuda")
+        got = skinny_pdl.launch(x, folded, bias, False, None, out, None, None, rms=eps)
+        exact = F.linear(rms_normalized(x, eps), folded.double(), None if bias is None else bias.double())
+        err = (got.double() - exact).abs().max().item()
+        assert err <= TOL[dtype] * (1 + exact.abs().max().item()), (bias is not None, err)
+        unfused = F.linear(rms_normalized(x, eps) * gamma.double(), w.double(), None if bias is None else bias.double())
+        err = (got.double() - unfused).abs().max().item()
+        assert err <= 2 * TOL[dtype] * (1 + unfused.abs().max().item()), (bias is not None, err)
+    assert flags is None or flags == [True, True], flags
+
+
+@pytest.mark.parametrize("m,k,ffn", [(8, 2048, 8192), (1, 2048, 1000), (5, 512, 1000), (12, 1024, 72)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_folded_rms_norm_with_swiglu_matches_float64(m, k, ffn, dtype):
+    """SwiGLU's epilogue with the RMSNorm folded into both tiles: gate and up scaled by the row's 1 / rms
+    before their bias, rounded, then silu(gate) * up."""
+    gen = torch.Generator(device="cuda").manual_seed(m + k + ffn)
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 3).to(dtype)
+    w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(2 * ffn, device="cuda", generator=gen).to(dtype)
+    gamma = (torch.rand(k, device="cuda", generator=gen) + 0.5).to(dtype)
+    folded = skinny_pdl.fold_rms_norm(gamma, w)
+    got = skinny_pdl.swiglu(x, folded, b, pdl=True, rms=1e-6)
+    y = F.linear(rms_normalized(x, 1e-6), folded.double(), b.double())
+    want = F.silu(y[:, :ffn].to(dtype).double()) * y[:, ffn:].to(dtype).double()
+    err = (got.double() - want).abs().max().item()
+    assert err <= TOL[dtype] * (1 + want.abs().max().item()), err
+
+
+@pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
+def test_folded_rms_norm_with_rope_scales_both_partners(m, tokens, start, heads, kv_heads, d, k, bias):
+    """The RoPE epilogue with the RMSNorm folded in: each output and its rotate-half partner (summed in
+    the same block) both scaled by the row's 1 / rms before the rotation."""
+    dtype = torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(m * 3 + start + d)
+    n, width = (heads + 2 * kv_heads) * d, (heads + kv_heads) * d
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 3).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype) if bias else None
+    gamma = (torch.rand(k, device="cuda", generator=gen) + 0.5).to(dtype)
+    cos, sin = rope_tables(start + tokens + 8, d, dtype)
+    folded = skinny_pdl.fold_rms_norm(gamma, w)
+    got = skinny_pdl.qkv_rope(x, folded, b, cos, sin, start, tokens, width, d, pdl=True, rms=1e-5)
+    # the reference rounds the product to its input's dtype: float64 here, one rounding finer than the kernel
+    want = skinny_pdl.qkv_rope_reference(rms_normalized(x, 1e-5), folded, b, cos, sin, start, tokens, width, d)
+    err = (got.double() - want).abs().max().item()
+    assert err <= TOL[dtype] * (1 + want.abs().max().item()), err
+
+
+@pytest.mark.parametrize("k", [2048, 4096])
+@pytest.mark.parametrize("m", [1, 8])
+@pytest.mark.parametrize("extra", [0, 1, -1])
+def test_shared_tile_with_single_row_blocks_after_the_pairs_matches_float64(k, m, extra, monkeypatch):
+    """Row blocks past whole waves of paired blocks, at most one an SM (shared_pairs): the blocks after the
+    pairs own one row block each; every output written once and right, N not a multiple of 16, plain,
+    with a residual and with the RMSNorm folded in."""
+    from rooflint.kernels import sm_count
+
+    sms = sm_count(torch.device("cuda"), on_cpu=132)
+    n = 16 * (2 * sms + sms // 2) + 16 * extra + 5  # after one paired wave, about half an SM's worth
+    row_blocks = (n + 15) // 16
+    pairs = skinny_pdl.shared_pairs(row_blocks, sms)
+    assert 0 < row_blocks - 2 * pairs <= sms  # single row blocks follow the pairs
+    flags = take_shared(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(k + m + extra)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
+    r = torch.randn(m, n, device="cuda", generator=gen).to(torch.bfloat16)
+    for residual, rms in ((None, None), (r, None), (None, 1e-5)):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        got = skinny_pdl.launch(x, w, None, False, residual, out, None, None, rms=rms)
+        xs = rms_normalized(x, rms) if rms else x.double()
+        want = F.linear(xs, w.double()) + (residual.double() if residual is not None else 0)
+        err = (got.double() - want).abs().max().item()
+        assert err <= TOL[torch.bfloat16] * (1 + want.abs().max().item()), (residual is not None, rms, err)
+    assert flags == [True] * 3

@@ -104,3 +104,19 @@ def test_sweep_skips_the_point_that_cannot_fit(tmp_path):
     by_point = {(p.batch, p.context): p for p in outcome.sweep}
     assert by_point[(1, 512)].status == OK and by_point[(1, 512)].bound == "memory"
     assert by_point[(128, huge)].status == SKIPPED and "needs" in by_point[(128, huge)].message
+
+
+@pytest.mark.parametrize("name,batch", [("llama-3.2-1b", 4), ("llama-3.1-8b", 1), ("qwen2.5-0.5b", 2)])
+def test_norms_folded_into_the_decode_gemms_pass_the_checks(tmp_path, name, batch, monkeypatch):
+    """ROOFLINT_NORM_IN_GEMM=both: the decode step folds both norms of each layer into the QKV and
+    gate/up GEMMs (the plan names both fusions; no add_rms_norm op is left in decode), and the set still
+    passes the logits check against Hugging Face with its greedy tokens reported."""
+    monkeypatch.setenv("ROOFLINT_NORM_IN_GEMM", "both")
+    outcome = run_model(request(tmp_path, model=name, config=name, batch=batch, kernels=["triton"]))
+    (result,) = outcome.sets
+    assert result.status == OK, result.message
+    assert result.check.logits_ok
+    assert "attn_norm_in_qkv" in result.plan and "mlp_norm_in_gate_up" in result.plan, result.plan
+    decode = result.phases["decode"]
+    assert "add_rms_norm" not in decode.costs and "add_rms_norm" not in decode.attribution.ops
+    assert "add_rms_norm" in result.phases["prefill"].costs  # a prefill keeps its norm kernels

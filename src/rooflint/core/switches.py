@@ -1,4 +1,5 @@
-"""The on/off switches rooflint reads from the environment: each "0" or "1", or unset for its default.
+"""The on/off switches rooflint reads from the environment: each "0" or "1", or unset for its default;
+and the few settings that take one of several words (CHOICES).
 
 Read in one place so that a value that is neither ("yes", "false", "on") is refused in one line when a
 command starts, instead of quietly meaning the default deep inside a kernel's launch, where the run
@@ -21,6 +22,13 @@ SWITCHES = {
 }
 
 
+# name -> (the valid values, what they do)
+CHOICES = {
+    "ROOFLINT_NORM_IN_GEMM": (("0", "attn", "mlp", "both"), "the RMSNorms a Llama decode step folds into the GEMMs "
+                              "after them: attn, mlp or both; 0 or unset: none"),
+}  # fmt: skip
+
+
 def switch(name: str) -> bool | None:
     """True for "1", False for "0", None where unset or empty; anything else is refused."""
     value = os.environ.get(name, "").strip()
@@ -31,7 +39,20 @@ def switch(name: str) -> bool | None:
     raise UserError(f"{name}={value!r} is not a switch; valid: 0 or 1, or unset ({SWITCHES.get(name, '')})")
 
 
+def choice(name: str) -> str | None:
+    """One of CHOICES[name]'s values (lower case), None where unset or empty; anything else is refused."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    valid, what = CHOICES[name]
+    if value not in valid:
+        raise UserError(f"{name}={value!r} is not valid; valid: {', '.join(valid)}, or unset ({what})")
+    return value
+
+
 def check_switches() -> None:
-    """Refuse a malformed switch before a command does anything."""
+    """Refuse a malformed switch or choice before a command does anything."""
     for name in SWITCHES:
         switch(name)
+    for name in CHOICES:
+        choice(name)

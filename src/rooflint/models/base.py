@@ -136,6 +136,11 @@ class ModelSpec(ABC):
         wpe), in a ``size``-byte dtype; 0 where positions are rotary (no parameters)."""
         return 0
 
+    def folded_weight_bytes(self, hf_config: Any, size: int) -> int:
+        """The bytes of the weight copies a kernel set folds a norm into beside the weights (the Llama
+        triton set's ROOFLINT_NORM_IN_GEMM); 0 where none is asked for."""
+        return 0
+
     # The config field that sets the positions, as messages name it.
     positions_field = "max_position_embeddings"
 

@@ -205,6 +205,15 @@ class Llama(ModelSpec):
         pairs = 2 if _long_after(hf_config) else 1
         return pairs * elements * (2 * size + (4 if fp32_cache else 0)), TABLE_SCRATCH * elements
 
+    def folded_weight_bytes(self, hf_config: Any, size: int) -> int:
+        """ROOFLINT_NORM_IN_GEMM's folded copies, one per layer: the QKV weight (attn), the gate/up (mlp)."""
+        from rooflint.models.llama_kernels import norm_folds
+
+        dims, folds = self.dims(hf_config), norm_folds()
+        rows = (dims.heads + 2 * dims.kv_heads) * dims.head_dim if "attn" in folds else 0
+        rows += 2 * dims.ffn if "mlp" in folds else 0
+        return dims.layers * rows * dims.hidden * size
+
     def kernel_set(self, name: str, dtype, device, head_dim: int, eps: float):
         from rooflint.models import library_sets, llama_kernels
 
@@ -248,21 +257,33 @@ class Llama(ModelSpec):
         decoding = tokens == 1 and cache is not None
         fused = kernels.fusions(batch * tokens, decoding)
         swiglu_in_gemm, rope_in_gemm = "gate_up_swiglu" in fused, "qkv_rope" in fused
+        # attn_norm_in_qkv / mlp_norm_in_gate_up: the QKV (gate/up) GEMM reads the residual stream and
+        # normalizes it itself (gamma = the RMSNorm weight it folds into its own), and the GEMM before it
+        # in the stream (down / o) adds its output to the stream in its epilogue: no norm kernel there.
+        fold_attn, fold_mlp = "attn_norm_in_qkv" in fused, "mlp_norm_in_gate_up" in fused
         with rec("embedding"):
             x = kernels.token_embedding(ids, weights.embed)  # [B*T, d]
-        with rec("rms_norm"):
-            h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
+        if fold_attn:
+            h = residual = x
+        else:
+            with rec("rms_norm"):
+                h, residual = kernels.rms_norm(x, weights.layers[0].attn_norm, None)
         for index, layer in enumerate(weights.layers):
-            if index:
+            if index and not fold_attn:
                 with rec("add_rms_norm"):
                     h, residual = kernels.rms_norm(x, layer.attn_norm, residual)
+            # Sets that fold no norm (the library sets among them) are called as before, without gamma.
+            norm = {"gamma": layer.attn_norm} if fold_attn else {}
             if rope_in_gemm:  # q and K rotated and K and V appended in the QKV GEMM's epilogue: no rope kernel
                 with rec("qkv_proj"):
                     q, k, v = kernels.qkv_rope(h, layer.qkv_w, layer.qkv_b, batch, tokens, weights, start, cache,
-                                               index)  # fmt: skip
+                                               index, **norm)  # fmt: skip
             else:
                 with rec("qkv_proj"):
-                    qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
+                    if fold_attn:
+                        qkv = kernels.rms_linear(h, layer.attn_norm, layer.qkv_w, layer.qkv_b)
+                    else:
+                        qkv = kernels.linear(h, layer.qkv_w, layer.qkv_b)
                 with rec("rope"):
                     # q, k rotated, and with a cache the new K and V written to it: [B, T, heads, D] each
                     q, k, v = kernels.rope_append(qkv, batch, tokens, weights, start, cache, index)
@@ -273,26 +294,38 @@ class Llama(ModelSpec):
                     a = kernels.attend_prefill_gqa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
                 a = a.transpose(1, 2).reshape(batch * tokens, q_width)
             with rec("o_proj"):
-                x = kernels.linear(a, layer.o_w, layer.o_b)
-            with rec("add_rms_norm"):
-                h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
+                if fold_mlp:  # the residual add in the GEMM's epilogue: r += o
+                    h = residual = kernels.linear(a, layer.o_w, layer.o_b, residual=residual)
+                else:
+                    x = kernels.linear(a, layer.o_w, layer.o_b)
+            if not fold_mlp:
+                with rec("add_rms_norm"):
+                    h, residual = kernels.rms_norm(x, layer.mlp_norm, residual)
+            norm = {"gamma": layer.mlp_norm} if fold_mlp else {}
             if swiglu_in_gemm:  # silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel
                 with rec("gate_up_proj"):
-                    h = kernels.gate_up_swiglu(h, layer.gate_up_w, layer.gate_up_b)
+                    h = kernels.gate_up_swiglu(h, layer.gate_up_w, layer.gate_up_b, **norm)
             else:
                 with rec("gate_up_proj"):
-                    gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn)
+                    gate, up = kernels.gate_up(h, layer.gate_up_w, layer.gate_up_b, weights.ffn, **norm)
                 with rec("swiglu"):
                     h = kernels.silu_mul(gate, up)
             with rec("down_proj"):
-                x = kernels.linear(h, layer.down_w, layer.down_b)
-        with rec("add_rms_norm"):
-            # The last position's rows only: the norm and the head run on B rows. Taken inside the
-            # norm's range, as they are its inputs.
-            if last_only:
-                x = x.view(batch, tokens, -1)[:, -1].contiguous()
-                residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
-            h, _ = kernels.rms_norm(x, weights.norm, residual)
+                if fold_attn:  # the next QKV GEMM (or the final norm) reads the stream: r += down
+                    h = residual = kernels.linear(h, layer.down_w, layer.down_b, residual=residual)
+                else:
+                    x = kernels.linear(h, layer.down_w, layer.down_b)
+        if fold_attn:
+            with rec("rms_norm"):  # the final norm alone: the last down GEMM added to the stream
+                h, _ = kernels.rms_norm(residual, weights.norm, None)
+        else:
+            with rec("add_rms_norm"):
+                # The last position's rows only: the norm and the head run on B rows. Taken inside the
+                # norm's range, as they are its inputs.
+                if last_only:
+                    x = x.view(batch, tokens, -1)[:, -1].contiguous()
+                    residual = residual.view(batch, tokens, -1)[:, -1].contiguous()
+                h, _ = kernels.rms_norm(x, weights.norm, residual)
         with rec("lm_head"):
             logits = kernels.lm_head(h, weights.head)
             return logits if last_only else logits.view(batch, tokens, -1)
@@ -304,7 +337,8 @@ class Llama(ModelSpec):
         the rotated K) and reads the cache. With the gate_up_swiglu fusion the gate/up GEMM writes
         silu(gate) * up, [rows, ffn], and no swiglu op reads or writes anything. With the qkv_rope fusion
         the QKV GEMM does the rope op's work: q and K are rotated before they are written, so the rope
-        op's read and write of them and its read of V (for the append) are gone."""
+        op's read and write of them and its read of V (for the append) are gone. With attn_norm_in_qkv or
+        mlp_norm_in_gate_up those norms are gone (_folded_norm_costs)."""
         costs = llama_costs(dims, phase, dtype)
         if "qkv_rope" in fusions:
             rope, qkv = costs.pop("rope"), costs["qkv_proj"]
@@ -313,6 +347,9 @@ class Llama(ModelSpec):
             v_read = dims.layers * phase.rows * dims.kv_heads * dims.head_dim * size if phase.name == "decode" else 0
             costs["qkv_proj"] = Cost(qkv.tensor_flops, qkv.cuda_flops + rope.cuda_flops,
                                      qkv.bytes + rope.bytes - 2 * rotated - v_read)  # fmt: skip
+        attn, mlp = "attn_norm_in_qkv" in fusions, "mlp_norm_in_gate_up" in fusions
+        if attn or mlp:
+            costs = _folded_norm_costs(costs, dims, phase, dtype, attn, mlp)
         if "gate_up_swiglu" in fusions:
             unfused = costs.pop("swiglu")
             write = dims.layers * phase.rows * dims.ffn * element_size(dtype)  # [rows, 2 ffn] -> [rows, ffn]
@@ -320,6 +357,38 @@ class Llama(ModelSpec):
             costs["gate_up_proj"] = Cost(gate_up.tensor_flops, gate_up.cuda_flops + unfused.cuda_flops,
                                          gate_up.bytes - write)  # fmt: skip
         return costs
+
+
+def _folded_norm_costs(costs: dict[str, Cost], dims: Dims, phase: Phase, dtype: str, attn: bool,
+                       mlp: bool) -> dict[str, Cost]:  # fmt: skip
+    """The norms folded into the GEMMs after them: each layer's attention norm into its QKV GEMM
+    (``attn``; the final norm then adds nothing, the last down GEMM having added to the stream) and each
+    MLP norm into its gate/up GEMM (``mlp``). A folded norm's reads and writes of the stream and of the
+    normalized rows are gone; the GEMM after it reads the stream where it read the normalized rows and
+    squares, sums and scales each element; the GEMM before it reads the stream to add to it."""
+    rows, d, n, size = phase.rows, dims.hidden, dims.layers, element_size(dtype)
+    head_rows = phase.batch if phase.name == "decode" else rows
+    costs = dict(costs)
+    fused_norm = rmsnorm.cost({"rows": rows, "hidden": d, "residual": True}, dtype)
+    in_layers = (0 if attn else n - 1) + (0 if mlp else n)  # the add_rms_norms left between the GEMMs
+    if attn:
+        costs["rms_norm"] = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": False}, dtype)
+        left = _scale(fused_norm, in_layers) if in_layers else None
+    else:
+        final = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": True}, dtype)
+        left = _add(_scale(fused_norm, in_layers), final) if in_layers else final
+    if left is None:
+        costs.pop("add_rms_norm", None)
+    else:
+        costs["add_rms_norm"] = left
+    folds = (("qkv_proj", "down_proj"),) if attn else ()
+    folds += (("gate_up_proj", "o_proj"),) if mlp else ()
+    for normalizes, adds in folds:
+        cost = costs[normalizes]  # square, sum and scale each element of the stream's rows
+        costs[normalizes] = Cost(cost.tensor_flops, cost.cuda_flops + 3 * rows * d * n, cost.bytes)
+        cost = costs[adds]  # read the stream's rows to add to them
+        costs[adds] = Cost(cost.tensor_flops, cost.cuda_flops + rows * d * n, cost.bytes + n * rows * d * size)
+    return {name: costs[name] for name in OPS if name in costs}
 
 
 def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) -> dict[str, Cost]:

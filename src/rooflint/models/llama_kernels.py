@@ -14,12 +14,23 @@ import torch.nn.functional as F
 
 from rooflint.core.errors import UserError, VariantSkipped
 from rooflint.core.family import dtype_name
+from rooflint.core.switches import choice
 from rooflint.models import quantized_weights
 from rooflint.models.cache import KVCache
 from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, TritonKernels, dtype_gap
 
+# ROOFLINT_NORM_IN_GEMM=attn, mlp or both folds those RMSNorms into the decode GEMMs after them in the
+# triton set's decode steps (attn_norm_in_qkv, mlp_norm_in_gate_up). Off by default: on H200s it took
+# Llama-3.2-1B's step (B=8) 2.6% faster and Llama-3.1-8B's (B=1) 1% slower (docs/perf-notes/models.md).
+NORM_IN_GEMM = "ROOFLINT_NORM_IN_GEMM"
+NORM_FOLDS = {None: (), "0": (), "attn": ("attn",), "mlp": ("mlp",), "both": ("attn", "mlp")}
 PLAN_SLOTS = ("rms_norm", "rope", "prefill_attention", "kv_append", "decode_attention", "swiglu", "linear", "lm_head",
               "sample")  # fmt: skip
+
+
+def norm_folds() -> tuple[str, ...]:
+    """The norms ROOFLINT_NORM_IN_GEMM asks to fold: "attn", "mlp" (core/switches.py refuses other values)."""
+    return NORM_FOLDS[choice(NORM_IN_GEMM)]
 
 
 class LlamaSlots:
@@ -63,7 +74,9 @@ class LlamaSlots:
         gate_up_swiglu where the set's prefill GEMM has the same epilogue."""
         if not decoding:
             return frozenset({"gate_up_swiglu"}) if self._swiglu_in_prefill_gemm(rows) else frozenset()
-        fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm}
+        fused = {"gate_up_swiglu": self._swiglu_in_gemm, "qkv_rope": self._rope_in_gemm,
+                 "attn_norm_in_qkv": self._attn_norm_in_gemm,
+                 "mlp_norm_in_gate_up": self._mlp_norm_in_gemm}  # fmt: skip
         return frozenset(name for name, fuses in fused.items() if fuses(rows))
 
     def _swiglu_in_prefill_gemm(self, rows) -> bool:
@@ -71,7 +84,11 @@ class LlamaSlots:
         return False
 
     FUSED = {"qkv_rope": "RoPE and the K/V append in the QKV GEMM's epilogue: no rope kernel",
-             "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel"}  # fmt: skip
+             "gate_up_swiglu": "silu(gate) * up in the gate/up GEMM's epilogue: no swiglu kernel",
+             "attn_norm_in_qkv": "the attention's RMSNorm folded into the QKV GEMM, the residual add in the down "
+                                 "GEMM's epilogue: no norm kernel before QKV",
+             "mlp_norm_in_gate_up": "the MLP's RMSNorm folded into the gate/up GEMM, the residual add in the o "
+                                    "GEMM's epilogue: no norm kernel before gate/up"}  # fmt: skip
 
     def describe(self) -> str:
         lines = []
@@ -89,17 +106,35 @@ class LlamaSlots:
         """Whether the set's QKV GEMM rotates q and K itself at ``rows``: only the triton set's can."""
         return False
 
-    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
+    def _attn_norm_in_gemm(self, rows) -> bool:
+        """Whether the set's QKV GEMM normalizes the residual stream itself at ``rows`` (the
+        attn_norm_in_qkv fusion): only the triton set's can."""
+        return False
+
+    def _mlp_norm_in_gemm(self, rows) -> bool:
+        """Whether the set's gate/up GEMM normalizes the residual stream itself at ``rows`` (the
+        mlp_norm_in_gate_up fusion): only the triton set's can."""
+        return False
+
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer, gamma=None):
         """rope_append's q, k and v of the QKV projection of h (the qkv_rope fusion's slot): the
-        projection, then rope_append, where the set fuses nothing."""
-        return self.rope_append(self.linear(h, w, b), batch, tokens, weights, start, cache, layer)
+        projection, then rope_append, where the set fuses nothing. ``gamma``: h is the residual stream,
+        normalized first with this RMSNorm weight (attn_norm_in_qkv)."""
+        qkv = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
+        return self.rope_append(qkv, batch, tokens, weights, start, cache, layer)
+
+    def rms_linear(self, x, gamma, w, b):
+        """The projection of RMSNorm(x) * gamma (a folded norm's slot): here the norm, then the GEMM."""
+        return self.linear(self.rms_norm(x, gamma)[0], w, b)
 
     def _swiglu_in_gemm(self, rows) -> bool:
         """The quantized decode step of the triton set, where the CUDA weight-only kernel takes the shape."""
         return bool(self.quantized) and quantized_weights.swiglu_in_gemm(self.name, rows, self.gate_up_quantized)
 
-    def gate_up_swiglu(self, h, w, b):
-        """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion)."""
+    def gate_up_swiglu(self, h, w, b, gamma=None):
+        """silu(gate) * up [rows, ffn] in the gate/up projection's kernel (the gate_up_swiglu fusion); a
+        quantized weight's, which folds no norm (``gamma`` normalizes h first)."""
+        h = h if gamma is None else self.rms_norm(h, gamma)[0]
         return quantized_weights.quantized_swiglu(h, self._quantized(h.shape[0], w), b)
 
     def token_embedding(self, ids, table):
@@ -128,9 +163,10 @@ class LlamaSlots:
             self.kv_append(cache, layer, k.reshape(-1, d), v.reshape(-1, d), cache.slots(start, tokens))
         return q, k, v
 
-    def gate_up(self, h, w, b, ffn):
-        """(gate, up), each [rows, ffn], from one GEMM over the concatenated weight (views of its output)."""
-        y = self.linear(h, w, b)
+    def gate_up(self, h, w, b, ffn, gamma=None):
+        """(gate, up), each [rows, ffn], from one GEMM over the concatenated weight (views of its output).
+        ``gamma``: h is the residual stream, normalized first with this RMSNorm weight (mlp_norm_in_gate_up)."""
+        y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
         return y[:, :ffn], y[:, ffn:]
 
     def silu_mul(self, gate, up):
@@ -193,6 +229,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
     def __init__(self, dtype, device, head_dim, eps) -> None:
         super().__init__(dtype, device, head_dim, eps)  # raises VariantSkipped without Triton or a GPU
+        self._rms_folds: dict = {}  # (weight, gamma) -> W diag(gamma): _rms_folded
         linear = self.plan["linear"]
         self._llama_plan()
         from rooflint.kernels import attention, decode_attention, rmsnorm, swiglu
@@ -250,7 +287,51 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         heads, kv_heads, d = self.rope_dims
         return skinny_pdl.why_not_rope(rows, self.qkv_w, (heads + kv_heads) * d, d) is None
 
-    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer):
+    def _folds_norm(self, rows) -> bool:
+        """What both norm folds need: the set's norm its own, 16-bit weights, and the decode GEMMs on
+        skinny_pdl.cu's held kernel under PDL (the only kernel that scales by 1 / rms)."""
+        if self.quantized or self.qkv_w is None or not self._streams(rows) or self.plan["rms_norm"] != "triton":
+            return False
+        from rooflint.kernels.common.pdl import pdl_enabled
+
+        return pdl_enabled(self.qkv_w.device)
+
+    def _attn_norm_in_gemm(self, rows) -> bool:
+        """The attention's RMSNorm folded into the QKV GEMM (its RoPE epilogue on the held kernel, M <= 8)."""
+        return "attn" in norm_folds() and self._folds_norm(rows) and rows <= 8 and self._rope_in_gemm(rows)
+
+    def _mlp_norm_in_gemm(self, rows) -> bool:
+        """The MLP's RMSNorm folded into the gate/up GEMM (its SwiGLU epilogue, or the plain held kernel)."""
+        if "mlp" not in norm_folds() or not self._folds_norm(rows):
+            return False
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        n, k = self.gate_up_w.shape
+        swiglu = self._swiglu_in_gemm(rows)
+        return skinny_pdl.takes_rms(rows, k, n // 2 if swiglu else n, self.gate_up_w.device, swiglu=swiglu)
+
+    def _rms_folded(self, w, gamma):
+        """(W diag(gamma), the held kernel's ``rms`` eps) where the norm is fused (gamma given), else (w,
+        None); each folded weight made once, on the first (uncaptured) step."""
+        if gamma is None:
+            return w, None
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        key = (w.data_ptr(), gamma.data_ptr())
+        if key not in self._rms_folds:
+            self._rms_folds[key] = skinny_pdl.fold_rms_norm(gamma, w)
+        return self._rms_folds[key], self.eps
+
+    def rms_linear(self, x, gamma, w, b):
+        if not self._folds_norm(x.shape[0]):
+            return super().rms_linear(x, gamma, w, b)
+        from rooflint.kernels.gelu_linear import skinny_pdl
+
+        folded, eps = self._rms_folded(w, gamma)
+        out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
+        return skinny_pdl.launch(x, folded, b, False, None, out, None, None, rms=eps)
+
+    def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer, gamma=None):
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny, skinny_pdl
 
@@ -262,11 +343,13 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             append = skinny.KVAppend(k_rows, v_rows, cache.slots(start, tokens), q_width, kv_heads, d)
         cos, sin = weights.rope_tables_for(start, tokens)
         q = self._quantized(h.shape[0], w)
-        if q is not None:
+        if q is not None:  # folds no norm (_folds_norm): gamma normalizes h first
+            h = h if gamma is None else self.rms_norm(h, gamma)[0]
             qkv = quantized_weights.quantized_qkv_rope(h, q, b, cos, sin, start, tokens, q_width + kv_width, d, append)
         else:
+            w, rms = self._rms_folded(w, gamma)
             qkv = skinny_pdl.qkv_rope(h, w, b, cos, sin, start, tokens, q_width + kv_width, d, append,
-                                      pdl=pdl_enabled(h.device))  # fmt: skip
+                                      pdl=pdl_enabled(h.device), rms=rms)  # fmt: skip
         return split_heads(qkv, batch, tokens, weights)
 
     def _swiglu_in_gemm(self, rows) -> bool:
@@ -290,9 +373,9 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
         return triton_gemm.why_not_weight(self.gate_up_w) is None
 
-    def gate_up_swiglu(self, h, w, b):
+    def gate_up_swiglu(self, h, w, b, gamma=None):
         if self._quantized(h.shape[0], w) is not None:
-            return super().gate_up_swiglu(h, w, b)
+            return super().gate_up_swiglu(h, w, b, gamma)
         if not self._streams(h.shape[0]):  # a prefill's rows: the TMA GEMM (_swiglu_in_prefill_gemm)
             from rooflint.kernels.swiglu.triton_gemm import gemm_swiglu
 
@@ -300,14 +383,15 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny_pdl
 
-        return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device))
+        w, rms = self._rms_folded(w, gamma)
+        return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device), rms=rms)
 
-    def gate_up(self, h, w, b, ffn):
+    def gate_up(self, h, w, b, ffn, gamma=None):
         """A decode step's gate/up projection on the weight-streaming GEMM (with PDL on sm_90),
         like the other projections; cuBLAS above its rows."""
         if not self._streams(h.shape[0]):
-            return super().gate_up(h, w, b, ffn)
-        y = self.linear(h, w, b)
+            return super().gate_up(h, w, b, ffn, gamma)
+        y = self.linear(h, w, b) if gamma is None else self.rms_linear(h, gamma, w, b)
         return y[:, :ffn], y[:, ffn:]
 
     def rms_norm(self, x, w, residual=None):

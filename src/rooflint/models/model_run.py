@@ -191,6 +191,9 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     check_positions(dims, request, name)
     size = DTYPES[request.dtype].itemsize
     weights = _parameter_bytes(spec_model, hf_config, size, name if request.weights is not None else None)
+    # the triton set's folded weight copies (ROOFLINT_NORM_IN_GEMM), held in its run beside one model
+    triton = request.kernels is None or "triton" in request.kernels
+    folded = spec_model.folded_weight_bytes(hf_config, size) if triton else 0
     # The RoPE tables are sized by max_position_embeddings, not by the run: uncounted, a config of
     # 10**12 positions passed this check and failed allocating terabytes after "building".
     held, scratch = spec_model.rope_table_bytes(hf_config, size, fp32_cache="flashinfer" in (request.kernels or ()))
@@ -206,7 +209,7 @@ def preflight(request: ModelRequest, spec_model, device: torch.device, copies: i
     # sized to what is free when it is built: kernel_set_run.fp32_reference)
     fp32_reference_extra = request.batch * request.seq * dims.vocab * max(0, 4 - size)
     need = memory.MemoryNeed(
-        copies * weights,
+        copies * weights + folded,
         memory.kv_cache_bytes(dims, request.batch, request.prompt + request.new_tokens, size),
         memory.prefill_activation_bytes(dims, request.batch, max(request.seq, request.prompt + request.new_tokens),
                                         size) + fp32_reference_extra,

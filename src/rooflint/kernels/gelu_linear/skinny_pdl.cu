@@ -102,6 +102,8 @@ struct Params {
   const void* cos;
   const void* sin;
   long long rope_width, rope_dim, rope_start, rope_tokens;
+  int rms;  // an RMSNorm folded into W (gamma in W's columns): each X row's 1 / rms scales its outputs (RMS)
+  long long pairs;  // SHARED without SwiGLU: blocks [0, pairs) own two row blocks each, the blocks after one
 };
 
 // W rows row0 + g and row0 + g + 8: this thread's 8 elements of each 32-wide chunk from column k0.
@@ -263,7 +265,7 @@ __device__ __forceinline__ void store(const Output& o, const float (*partial)[kR
 // (X's round trip, the reduction, the epilogue, the next block's start) comes half as often. With
 // SwiGLU (ffn > 0) the second tile is the up rows, so K = 4096 keeps the SwiGLU epilogue; without,
 // it is the next row block (the block's outputs are then 32 rows, a thread each of the first 256).
-template <typename T, int STEPS, int MT, int TILES, bool ROPE = false, bool SHARED = false>
+template <typename T, int STEPS, int MT, int TILES, bool ROPE = false, bool SHARED = false, bool RMS = false>
 __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params p) {
   constexpr int kChunks = STEPS / 2;                // 32-wide K chunks a warp holds
   constexpr int kHeld = SHARED ? TILES - 1 : TILES;  // tiles in registers
@@ -276,14 +278,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   const int warps = blockDim.x / 32;
   // SwiGLU: the tiles are one row block's gate and up rows; else with two tiles, two row blocks.
   const bool swiglu = TILES == 2 && (!SHARED || p.ffn > 0);
-  const bool paired = TILES == 2 && !swiglu;
+  const bool paired = TILES == 2 && !swiglu && blockIdx.x < p.pairs;
   const long long k0 = static_cast<long long>(warp) * 16 * STEPS + 8 * t;
   const T* w = static_cast<const T*>(p.w);
   const T* x = static_cast<const T*>(p.x);
   const bool norm = p.c1 != nullptr;
+  constexpr bool rms = RMS;  // a template flag: the squares cost the other kernels a register
   // A tile's first W row and how much further its rows 8-15 start: 8, or with RoPE half a head.
   auto rows_of = [&](int tile, long long& first, long long& half) {
-    const long long row0 = (paired ? 2LL * blockIdx.x + tile : static_cast<long long>(blockIdx.x)) * kRows;
+    const long long block = blockIdx.x;
+    const long long single = TILES == 2 && !swiglu ? p.pairs + block : block;  // after the pairs' row blocks
+    const long long row0 = (paired ? 2 * block + tile : single) * kRows;
     first = row0, half = 8;
     if constexpr (ROPE) {
       if (row0 < p.rope_width) first = row0 / p.rope_dim * p.rope_dim + row0 % p.rope_dim / 2, half = p.rope_dim / 2;
@@ -304,6 +309,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       const T* lo = rows + (first + g) * p.k + k0 + 32 * c;
       const T* hi = rows + (first + g + half) * p.k + k0 + 32 * c;
       if (SHARED && tile == TILES - 1) {
+        if (!paired && !swiglu) continue;  // a block of one row block holds no second tile
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(&held_w[(2 * c) * blockDim.x + threadIdx.x])), lo,
                    lo_ok);
@@ -381,6 +387,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       uint32_t b[4] = {xv[mt][c].x, xv[mt][c].y, xv[mt][c].z, xv[mt][c].w};
+      if constexpr (RMS) {  // the row's squares from the elements the MMA takes
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 v = unpack<T>(b[i]);
+          s2[mt] += v.x * v.x + v.y * v.y;
+        }
+      }
       if (norm) {  // the MMA takes x - shift, rounded once as an unfused layer norm's input is
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -401,7 +414,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       }
     }
   }
-  if constexpr (SHARED) {  // after the register tiles' MMAs, so their registers are free for these words
+  if (SHARED && (paired || swiglu)) {  // after the register tiles' MMAs, so their registers are free for these words
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -426,7 +439,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
       partial[warp][tile][g + 8][8 * mt + 2 * t] = acc[tile][mt][2];
       partial[warp][tile][g + 8][8 * mt + 2 * t + 1] = acc[tile][mt][3];
     }
-    if (norm) {
+    if (norm || rms) {
       float a = s1[mt], b2 = s2[mt];
       a += __shfl_xor_sync(0xffffffffu, a, 1);
       a += __shfl_xor_sync(0xffffffffu, a, 2);
@@ -437,6 +450,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   }
   __syncthreads();
   if (!writes) return;
+  float scale = 1.0f;  // rms: the X row's 1 / rms, for every output of the row before its bias
+  if (rms) {
+    float squares = 0.0f;
+    for (int i = 0; i < warps; ++i) squares += stats[i][out_m][1];
+    scale = 1.0f / sqrtf(squares / static_cast<float>(p.k) + p.eps);
+  }
   float zs[TILES];
 #pragma unroll
   for (int tile = 0; tile < TILES; ++tile) {
@@ -444,6 +463,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
     if (tile == out_tile || swiglu) {
       for (int i = 0; i < warps; ++i) zs[tile] += partial[i][tile][out_n][out_m];
     }
+    if (rms) zs[tile] *= scale;
   }
   float z = zs[paired ? out_tile : 0];
   if (swiglu) {
@@ -461,8 +481,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) skinny_pdl_kernel(const Params
   if (!swiglu) z += bias[0];
   if constexpr (ROPE) {
     if (rotates) {  // x1 cos - x2 sin for the first half's x1, x2 cos + x1 sin for the second half's x2
-      float other = pair_bias;
+      float other = 0.0f;
       for (int i = 0; i < warps; ++i) other += partial[i][out_tile][out_n ^ 8][out_m];
+      other = (rms ? other * scale : other) + pair_bias;
       const float mine = to_float(from_float<T>(z)), partner = to_float(from_float<T>(other));
       z = out_n < 8 ? mine * cos_n - partner * sin_n : mine * cos_n + partner * sin_n;
     }
@@ -560,16 +581,36 @@ cudaError_t launch_kernel(Kernel kernel, const Params& p, long long blocks, int 
 
 // The held kernel with its second tile in shared memory (SHARED): a SwiGLU block's up rows, or else
 // the next row block; M <= 8 (the entry checks it), 8 or 16 steps. Each thread's 16-byte words of the
-// tile: 16 rows x K.
-template <typename T, int STEPS>
+// tile: 16 rows x K. A plain projection's first p.pairs blocks own two row blocks each, the rest one
+// (the host's choice: skinny_pdl.py's shared_pairs).
+template <typename T, int STEPS, bool RMS>
 cudaError_t launch_shared(const Params& p, int warps, cudaStream_t stream) {
   const long long row_blocks = (p.n + kRows - 1) / kRows;
-  const long long blocks = p.ffn > 0 ? row_blocks : (row_blocks + 1) / 2;  // RoPE has no ffn: paired
+  const long long singles = row_blocks > 2 * p.pairs ? row_blocks - 2 * p.pairs : 0;
+  const long long blocks = p.ffn > 0 ? row_blocks : p.pairs + singles;  // RoPE has no ffn: paired
   const size_t bytes = static_cast<size_t>(STEPS / 2) * 2 * warps * 32 * sizeof(uint4);
   if (p.rope_width > 0) {
-    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, true, true>, p, blocks, warps, stream, bytes);
+    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, true, true, RMS>, p, blocks, warps, stream, bytes);
   }
-  return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, false, true>, p, blocks, warps, stream, bytes);
+  return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 2, false, true, RMS>, p, blocks, warps, stream, bytes);
+}
+
+// The held kernel with a folded RMSNorm (RMS): M <= 8, 16 or 8 steps, the shares of the K = 2048 and
+// 4096 projections the fold is built for; plain, RoPE or (8 steps) SwiGLU.
+template <typename T, int STEPS>
+cudaError_t launch_rms(const Params& p, int warps, cudaStream_t stream) {
+  const long long blocks = (p.n + kRows - 1) / kRows;
+  if (p.m > 8) return cudaErrorInvalidValue;
+  if (p.rope_width > 0) {
+    return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, true, false, true>, p, blocks, warps, stream);
+  }
+  if (p.ffn > 0) {
+    if constexpr (STEPS == 8) {
+      return launch_kernel(skinny_pdl_kernel<T, 8, 1, 2, false, false, true>, p, blocks, warps, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
+  return launch_kernel(skinny_pdl_kernel<T, STEPS, 1, 1, false, false, true>, p, blocks, warps, stream);
 }
 
 template <typename T, int STEPS, bool STREAM>
@@ -607,8 +648,19 @@ template <typename T>
 cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared, cudaStream_t stream) {
   if (shared) {
     const int warps = static_cast<int>(p.k / (16 * steps));
-    if (steps == 16) return launch_shared<T, 16>(p, warps, stream);
-    if (steps == 8) return launch_shared<T, 8>(p, warps, stream);
+    if (steps == 16) {
+      return p.rms ? launch_shared<T, 16, true>(p, warps, stream) : launch_shared<T, 16, false>(p, warps, stream);
+    }
+    if (steps == 8) {
+      return p.rms ? launch_shared<T, 8, true>(p, warps, stream) : launch_shared<T, 8, false>(p, warps, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
+  if (p.rms) {
+    const int warps = static_cast<int>(p.k / (16 * steps));
+    if (streamed) return cudaErrorInvalidValue;
+    if (steps == 16) return launch_rms<T, 16>(p, warps, stream);
+    if (steps == 8) return launch_rms<T, 8>(p, warps, stream);
     return cudaErrorInvalidValue;
   }
   if (streamed) {
@@ -645,7 +697,10 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared,
 // rope_dim, a multiple of 16), held only at 16 or 8 steps (8 for M > 8), cos and sin [positions,
 // rope_dim] of T, bias and K/V append allowed, no residual, GELU or layer norm. shared = 1: the held
 // kernel with a second tile of 16 W rows in shared memory (SwiGLU's up rows, else the next row block),
-// M <= 8, 8 or 16 steps, 8-16 warps, K <= 4096.
+// M <= 8, 8 or 16 steps, 8-16 warps, K <= 4096; without SwiGLU its first ``pairs`` blocks own two row
+// blocks each and the blocks after them one (pairs = ceil(N / 32): every block two). rms = 1: an RMSNorm
+// folded into W (W diag(gamma)): the held kernel scales each X row's outputs by 1 / sqrt(mean(x^2) +
+// eps) before bias, RoPE or SwiGLU: held, M <= 8, 16 or 8 steps (SwiGLU 8, or 16 with shared), no c1.
 extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bias, const void* residual, void* y,
                                    const void* c1, const void* c2, const void* slots, void* k_rows, void* v_rows,
                                    long long m, long long n, long long k, long long x_row, long long r_row,
@@ -653,7 +708,8 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
                                    long long head_dim, long long steps, long long streamed, long long gelu,
                                    long long pdl, float eps, long long dtype, long long ffn, const void* cos,
                                    const void* sin, long long rope_width, long long rope_dim, long long rope_start,
-                                   long long rope_tokens, long long shared, cudaStream_t stream) {
+                                   long long rope_tokens, long long shared, long long pairs, long long rms,
+                                   cudaStream_t stream) {
   bool ok = m >= 1 && m <= 16 && n >= 1 && steps > 0 && (m <= 8 || steps <= 8) && x_row % 8 == 0 && aligned16(x) &&
             aligned16(w);
   if (ffn > 0) {
@@ -665,10 +721,12 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
          rope_width % rope_dim == 0 && rope_width <= n && rope_start >= 0 && rope_tokens >= 1 && cos != nullptr &&
          sin != nullptr && residual == nullptr && c1 == nullptr && gelu == 0;
   }
+  if (rms) ok = ok && !streamed && c1 == nullptr && m <= 8 && (steps == 16 || steps == 8);  // launch_rms
   if (shared) {  // the held kernel, M <= 8, 8 or 16 steps, the second tile within an SM's shared memory
     const long long warps = k / (16 * steps);
     ok = ok && !streamed && m <= 8 && (steps == 16 || steps == 8) && k == 16 * steps * warps && warps >= 8 &&
-         warps <= kMaxWarps && k * kRows * 2 <= kSharedTileBytes;
+         warps <= kMaxWarps && k * kRows * 2 <= kSharedTileBytes && pairs >= 0 &&
+         2 * pairs <= (n + kRows - 1) / kRows + 1;
   } else if (streamed) {
     ok = ok && k % (16 * steps * kStreamWarps) == 0 && k > 0;
   } else {
@@ -681,7 +739,7 @@ extern "C" int rooflint_skinny_pdl(const void* x, const void* w, const void* bia
            static_cast<const long long*>(slots), k_rows, v_rows, m, n, k, x_row, r_row, y_row, kv_start, kv_width,
            kv_heads > 0 ? kv_heads : 1, head_dim > 0 ? head_dim : 1, eps, static_cast<int>(gelu),
            static_cast<int>(pdl), ffn > 0 ? ffn : 0, cos, sin, rope_width > 0 ? rope_width : 0,
-           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1};
+           rope_width > 0 ? rope_dim : 1, rope_start, rope_tokens > 0 ? rope_tokens : 1, rms != 0, pairs};
   cudaError_t status;
   switch (dtype) {
     case kFloat16: status = launch<__half>(p, steps, streamed != 0, shared != 0, stream); break;

@@ -79,6 +79,43 @@ def shared_steps(k: int, m: int) -> int:
     return 0
 
 
+def shared_pairs(row_blocks: int, sms: int) -> int:
+    """How many of a plain projection's blocks with the shared tile own two row blocks (the blocks after
+    them own one): all of them, except where the row blocks left after one or more whole waves of paired
+    blocks are at most one an SM. Those go one a block, so the SM that streams the most streams one row
+    block more than the average, not two: Llama-3.1-8B's QKV, 384 row blocks on 132 SMs, is 132 paired
+    blocks and 120 single ones, at most 3 row blocks an SM instead of 4."""
+    rest = row_blocks % (2 * sms)
+    if 0 < rest <= sms and row_blocks > rest:
+        return (row_blocks - rest) // 2
+    return (row_blocks + 1) // 2
+
+
+# The held kernel's builds with a folded RMSNorm (skinny_pdl.cu's RMS): M <= 8 at these k16 steps a warp,
+# the shares of the K = 2048 and 4096 projections it folds into (SwiGLU without the shared tile: 8).
+RMS_STEPS = (16, 8)
+
+
+def takes_rms(m: int, k: int, n: int, device, swiglu: bool = False) -> bool:
+    """Whether the held kernel that ``launch`` (or ``swiglu``, n = ffn) picks for M rows of K -> N has a
+    folded-RMSNorm build; qkv_rope's RoPE steps are 16 or 8, so it takes one wherever M <= 8."""
+    if m > 8:
+        return False
+    if swiglu:
+        shared = shared_pays(k, m, n // 16, device)
+        return bool(shared) or steps_for(k, m, swiglu=True) == 8
+    chosen = plan(k, m)
+    if chosen is None or chosen.streamed:
+        return False
+    return (shared_pays(k, m, (n + 31) // 32, device) or chosen.steps) in RMS_STEPS
+
+
+def fold_rms_norm(gamma: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """W diag(gamma) in W's dtype, once per weight: the held kernel's ``rms`` then needs only each X row's
+    1 / rms, from the same elements it multiplies (RMSNorm(x) W^T = (x W'^T) / rms(x))."""
+    return (w.float() * gamma.float()[None, :]).to(w.dtype).contiguous()
+
+
 def shared_pays(k: int, m: int, blocks: int, device) -> int:
     """The k16 steps a warp where the held kernel takes its second tile in shared memory: the tile fits
     at K and M, and a grid of ``blocks`` such blocks still covers SHARED_FILL of the SMs; else 0."""
@@ -173,7 +210,7 @@ def why_not_swiglu(m: int, w: torch.Tensor) -> str | None:
     return _why_not_held("SwiGLU kernel", m, w, steps, "two W tiles: 16 x <= 8 steps x 4-16 warps")
 
 
-def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False):
+def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=None, pdl: bool = False, rms=None):
     """silu(g) * u for [g | u] = x @ w^T + b: a Llama MLP's gate/up projection, w = [gate rows; up rows]
     [2 ffn, K], x [M <= 16, K], out [M, ffn]. g and u are rounded to x's dtype before the product, as
     the unfused GEMM's output is; ``pdl`` launches it with programmatic dependent launch."""
@@ -188,11 +225,13 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
     # removal gained (docs/perf-notes/models.md, Tried and lost).
     shared = shared_pays(k, m, ffn // 16, x.device)
-    return _call(x, w, b, out, ffn, shared or steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, shared=bool(shared))
+    return _call(x, w, b, out, ffn, shared or steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, shared=bool(shared),
+                 rms=rms)  # fmt: skip
 
 
-def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None) -> torch.Tensor:
-    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks."""
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None, rms=None) -> torch.Tensor:
+    """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks. ``rms``:
+    the eps of an RMSNorm folded into w (the held kernel only)."""
     m, k = x.shape
     chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
@@ -201,8 +240,10 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     shared = 0 if streamed is not None or chosen.streamed else shared_pays(k, m, (n + 31) // 32, x.device)
     if shared:
         chosen = Plan(shared, False, True)
+    if rms is not None and chosen.streamed:
+        raise ValueError(f"skinny_pdl.cu's held kernel takes no K = {k} at M = {m}: a folded RMSNorm needs it")
     return _call(x, w, b, out, n, chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
-                 gelu=gelu, shared=chosen.shared)  # fmt: skip
+                 gelu=gelu, shared=chosen.shared, rms=rms)  # fmt: skip
 
 
 def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
@@ -216,12 +257,17 @@ def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
 
 
 def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=None, norm=None, append=None,
-          gelu=False, pdl=True, ffn=0, rope=None, shared=False) -> torch.Tensor:  # fmt: skip
+          gelu=False, pdl=True, ffn=0, rope=None, shared=False, rms=None) -> torch.Tensor:  # fmt: skip
     """rooflint_skinny_pdl on x [M, K] and w, into out [M, n] (its arguments: skinny_pdl.cu's entry).
     ``norm`` (c1, c2, eps): a folded layer norm; ``append``: a skinny.KVAppend; ``ffn``: SwiGLU's up-row
-    offset; ``rope``: (cos, sin, width, head_dim, start, tokens)."""
+    offset; ``rope``: (cos, sin, width, head_dim, start, tokens); ``rms``: the eps of an RMSNorm folded
+    into w (fold_rms_norm)."""
     m, k = x.shape
-    c1, c2, eps = norm if norm is not None else (None, None, 0.0)
+    if rms is not None and (m > 8 or steps not in RMS_STEPS or (ffn and not shared and steps != 8)):
+        raise ValueError(f"skinny_pdl.cu folds an RMSNorm at M <= 8 and {RMS_STEPS} steps, not M = {m} at {steps}")
+    row_blocks = (n + 15) // 16
+    pairs = shared_pairs(row_blocks, sm_count(x.device, on_cpu=132)) if shared and not ffn else (row_blocks + 1) // 2
+    c1, c2, eps = norm if norm is not None else (None, None, 0.0 if rms is None else rms)
     kv = append
     cos, sin, width, head_dim, start, tokens = rope if rope is not None else (None, None, 0, 0, 0, 0)
     cuda_build.load(SKINNY_PDL_CU).launch(
@@ -230,7 +276,7 @@ def _call(x, w, b, out, n: int, steps: int, streamed: bool = False, *, residual=
         m, n, k, x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
         kv.start if kv else 0, kv.heads * kv.head_dim if kv else 0, kv.heads if kv else 0, kv.head_dim if kv else 0,
         steps, int(streamed), int(gelu), int(pdl), float(eps), cuda_dtype(x.dtype), ffn,
-        cos, sin, width, head_dim, start, tokens, int(shared),
+        cos, sin, width, head_dim, start, tokens, int(shared), pairs, int(rms is not None),
     )  # fmt: skip
     return out
 
@@ -253,9 +299,8 @@ def why_not_rope(m: int, w: torch.Tensor, rope_width: int, head_dim: int) -> str
     return why or _why_not_held("RoPE epilogue", m, w, rope_steps(w.shape[1], m), "16 or 8 steps x 4-16 warps")
 
 
-def qkv_rope(
-    x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None, out=None, pdl: bool = False
-) -> torch.Tensor:
+def qkv_rope(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None, out=None,
+             pdl: bool = False, rms=None) -> torch.Tensor:  # fmt: skip
     """x @ w^T + b [M, N] with outputs [0, rope_width) (the q and K heads of ``head_dim``) rotated by
     RoPE (rotate-half; row m is position start + m % tokens of cos, sin [positions, head_dim]), and with
     ``append`` (skinny.KVAppend) the rotated K and the V columns written to the paged cache. The GEMM's
@@ -272,7 +317,8 @@ def qkv_rope(
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     rope = (cos, sin, rope_width, head_dim, start, tokens)
     shared = shared_pays(k, m, (n + 31) // 32, x.device)
-    return _call(x, w, b, out, n, shared or rope_steps(k, m), append=append, pdl=pdl, rope=rope, shared=bool(shared))
+    return _call(x, w, b, out, n, shared or rope_steps(k, m), append=append, pdl=pdl, rope=rope, shared=bool(shared),
+                 rms=rms)  # fmt: skip
 
 
 def qkv_rope_reference(x, w, b, cos, sin, start: int, tokens: int, rope_width: int, head_dim: int, append=None,
