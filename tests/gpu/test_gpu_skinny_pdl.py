@@ -296,8 +296,9 @@ def no_shared(monkeypatch) -> None:
 
 
 # (m, k, n): Llama-3.1-8B's QKV and o/gate-up widths at B=1 (K = 4096), Llama-3.2-1B's at B=8 (K = 2048),
-# N not a multiple of 16 with an odd row-block count, M of 5 and 16 (two X tiles).
-RMS_SHAPES = [(1, 4096, 6144), (8, 2048, 3072), (5, 4096, 200), (3, 2048, 1000), (16, 1024, 96), (12, 768, 130)]
+# N not a multiple of 16 with an odd row-block count, odd M, 4 warps (K = 1024). The RMS builds stop at
+# M = 8 and 16 or 8 steps (the CPU tests check the refusal beyond).
+RMS_SHAPES = [(1, 4096, 6144), (8, 2048, 3072), (5, 4096, 200), (3, 2048, 1000), (8, 1024, 96), (7, 1024, 130)]
 
 
 @pytest.mark.parametrize("m,k,n", RMS_SHAPES)
@@ -331,7 +332,7 @@ def test_folded_rms_norm_matches_float64(m, k, n, dtype, shared, monkeypatch):
     assert flags is None or flags == [True, True], flags
 
 
-@pytest.mark.parametrize("m,k,ffn", [(8, 2048, 8192), (1, 2048, 1000), (5, 512, 1000), (12, 1024, 72)])
+@pytest.mark.parametrize("m,k,ffn", [(8, 2048, 8192), (1, 2048, 1000), (5, 512, 1000), (6, 1024, 72)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_folded_rms_norm_with_swiglu_matches_float64(m, k, ffn, dtype):
     """SwiGLU's epilogue with the RMSNorm folded into both tiles: gate and up scaled by the row's 1 / rms
@@ -349,7 +350,7 @@ def test_folded_rms_norm_with_swiglu_matches_float64(m, k, ffn, dtype):
     assert err <= TOL[dtype] * (1 + want.abs().max().item()), err
 
 
-@pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", ROPE_SHAPES)
+@pytest.mark.parametrize("m,tokens,start,heads,kv_heads,d,k,bias", [shape for shape in ROPE_SHAPES if shape[0] <= 8])
 def test_folded_rms_norm_with_rope_scales_both_partners(m, tokens, start, heads, kv_heads, d, k, bias):
     """The RoPE epilogue with the RMSNorm folded in: each output and its rotate-half partner (summed in
     the same block) both scaled by the row's 1 / rms before the rotation."""

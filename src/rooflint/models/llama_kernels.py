@@ -288,17 +288,17 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         return skinny_pdl.why_not_rope(rows, self.qkv_w, (heads + kv_heads) * d, d) is None
 
     def _folds_norm(self, rows) -> bool:
-        """What both norm folds need: the set's norm its own, 16-bit weights, and the decode GEMMs on
-        skinny_pdl.cu's held kernel under PDL (the only kernel that scales by 1 / rms)."""
+        """What both norm folds need: the set's norm its own, 16-bit weights, at most 8 rows, and
+        skinny_pdl.cu's held kernel (the only kernel that scales by 1 / rms), which the QKV GEMM's RoPE
+        epilogue runs on where it can run at all (sm_80, nvcc). Whether PDL is on does not matter: the
+        plan line is written outside the decode step, where it is off."""
         if self.quantized or self.qkv_w is None or not self._streams(rows) or self.plan["rms_norm"] != "triton":
             return False
-        from rooflint.kernels.common.pdl import pdl_enabled
-
-        return pdl_enabled(self.qkv_w.device)
+        return rows <= 8 and self._rope_in_gemm(rows)
 
     def _attn_norm_in_gemm(self, rows) -> bool:
-        """The attention's RMSNorm folded into the QKV GEMM (its RoPE epilogue on the held kernel, M <= 8)."""
-        return "attn" in norm_folds() and self._folds_norm(rows) and rows <= 8 and self._rope_in_gemm(rows)
+        """The attention's RMSNorm folded into the QKV GEMM (its RoPE epilogue on the held kernel)."""
+        return "attn" in norm_folds() and self._folds_norm(rows)
 
     def _mlp_norm_in_gemm(self, rows) -> bool:
         """The MLP's RMSNorm folded into the gate/up GEMM (its SwiGLU epilogue, or the plain held kernel)."""
@@ -325,11 +325,12 @@ class LlamaTriton(LlamaSlots, TritonKernels):
     def rms_linear(self, x, gamma, w, b):
         if not self._folds_norm(x.shape[0]):
             return super().rms_linear(x, gamma, w, b)
+        from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny_pdl
 
         folded, eps = self._rms_folded(w, gamma)
         out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
-        return skinny_pdl.launch(x, folded, b, False, None, out, None, None, rms=eps)
+        return skinny_pdl.launch(x, folded, b, False, None, out, None, None, rms=eps, pdl=pdl_enabled(x.device))
 
     def qkv_rope(self, h, w, b, batch, tokens, weights, start, cache, layer, gamma=None):
         from rooflint.kernels.common.pdl import pdl_enabled

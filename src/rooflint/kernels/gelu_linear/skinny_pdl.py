@@ -229,9 +229,10 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
                  rms=rms)  # fmt: skip
 
 
-def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None, rms=None) -> torch.Tensor:
+def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None, rms=None,
+           pdl: bool = True) -> torch.Tensor:  # fmt: skip
     """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks. ``rms``:
-    the eps of an RMSNorm folded into w (the held kernel only)."""
+    the eps of an RMSNorm folded into w (the held kernel only); ``pdl`` False launches it plainly."""
     m, k = x.shape
     chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
     if chosen is None:
@@ -243,7 +244,7 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     if rms is not None and chosen.streamed:
         raise ValueError(f"skinny_pdl.cu's held kernel takes no K = {k} at M = {m}: a folded RMSNorm needs it")
     return _call(x, w, b, out, n, chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
-                 gelu=gelu, shared=chosen.shared, rms=rms)  # fmt: skip
+                 gelu=gelu, pdl=pdl, shared=chosen.shared, rms=rms)  # fmt: skip
 
 
 def _why_not_x(what: str, x: torch.Tensor, w: torch.Tensor) -> str | None:
