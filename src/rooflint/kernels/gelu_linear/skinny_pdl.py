@@ -102,7 +102,7 @@ def takes_rms(m: int, k: int, n: int, device, swiglu: bool = False) -> bool:
     if m > 8:
         return False
     if swiglu:
-        shared = shared_pays(k, m, n // 16, device)
+        shared = shared_pays(k, m, (n + 15) // 16, device)
         return bool(shared) or steps_for(k, m, swiglu=True) == 8
     chosen = plan(k, m)
     if chosen is None or chosen.streamed:
@@ -224,7 +224,7 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     # twice the steps a warp. Not further: at Llama-3.1-8B's K = 4096 the fused epilogue puts the streamed
     # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
     # removal gained (docs/perf-notes/models.md, Tried and lost).
-    shared = shared_pays(k, m, ffn // 16, x.device)
+    shared = shared_pays(k, m, (ffn + 15) // 16, x.device)  # the blocks launch_shared launches
     return _call(x, w, b, out, ffn, shared or steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, shared=bool(shared),
                  rms=rms)  # fmt: skip
 
