@@ -15,6 +15,7 @@ from rooflint.core.paths import probe_output_dir, same_file, writable_file
 from rooflint.core.registry import resolve_families
 from rooflint.core.roofs import ROOF_CHOICES
 from rooflint.core.specs import check_gpu_flag, load_spec_file
+from rooflint.engine.fleet.request import check_scheduler_named
 from rooflint.engine.request import BenchRequest
 from rooflint.outputs.folder_lock import refuse_if_busy
 from rooflint.outputs.run_files import (
@@ -43,6 +44,8 @@ def check_flags(request: BenchRequest) -> None:
     check_gpu_flag(request.gpu, request.spec_file, on_cpu=request.device == "cpu")
     # "all" with other names still checks each of them: `bench all nosuch` names nosuch.
     resolve_families([name for name in request.families if name != "all"])
+    # settle() refuses it too, but only after prepare has imported torch (seconds for one line).
+    check_scheduler_named(request.scheduler)
 
 
 def _refuse_folders_over_run_files(request: BenchRequest) -> None:

@@ -29,14 +29,19 @@ def remote_device(request: BenchRequest) -> str | None:
     return device
 
 
+def check_scheduler_named(scheduler: str | None) -> None:
+    """An empty --scheduler (an unset variable) is refused, not read as "no fleet"."""
+    if scheduler is not None and not scheduler.strip():
+        raise UserError("--scheduler '' names no scheduler; valid: local, or an address such as tcp://head:8786")
+
+
 def settle(request: BenchRequest) -> None:
     """Fill and check a request's fleet fields in place, before anything runs.
 
     Several ``--devices`` without ``--scheduler`` run on a local Dask cluster when Dask is
     installed; without it they keep the thread pool of one worker process per GPU.
     """
-    if request.scheduler is not None and not request.scheduler.strip():  # an empty variable: not "no fleet"
-        raise UserError("--scheduler '' names no scheduler; valid: local, or an address such as tcp://head:8786")
+    check_scheduler_named(request.scheduler)
     if not request.scheduler and len(request.devices) > 1 and dask_installed():
         request.scheduler = LOCAL
     if request.gpu_types and not request.scheduler:
