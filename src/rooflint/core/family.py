@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
+from rooflint.core.dtype_names import FLOAT_DTYPES as FLOAT_DTYPES  # named here too
 from rooflint.core.errors import UserError
 from rooflint.core.gpu_spec import tensor_precision_of
 
@@ -25,7 +26,6 @@ from rooflint.core.gpu_spec import tensor_precision_of
 VARIANT_KINDS = ("eager", "eager_unfused", "compile", "triton", "cuda", "library")
 LIBRARY_KIND = "library"
 
-FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 # What bench runs of a family when no --dtype is given: bf16, the precision LLM kernels run in.
 # A family without bf16 (a quantized one) runs its own ``default_dtypes`` instead.
 DEFAULT_DTYPE = "bf16"

@@ -22,6 +22,7 @@ import torch
 
 from rooflint.core.errors import UserError
 from rooflint.core.family import Cost
+from rooflint.models.flag_checks import check_weights_flags
 
 # The bracket is escaped for rich, which prints every user error and would read [models] as a style.
 INSTALL_HINT = 'whole models need Hugging Face transformers: pip install "rooflint[models]"'
@@ -214,14 +215,6 @@ def build(
         config_name = config if layers is None else f"{config}-L{layers}"
     hf = _cast_parameters(hf, device, dtype).eval()
     return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
-
-
-def check_weights_flags(weights_dir: Path, layers: int | None) -> None:
-    """--weights names a checkpoint folder, and a loaded checkpoint keeps its own depth."""
-    if not Path(weights_dir).is_dir():
-        raise UserError(f"--weights {weights_dir} is not a directory holding a saved checkpoint")
-    if layers is not None:
-        raise UserError("--layers overrides a preset's depth; it cannot shorten a loaded checkpoint (--weights)")
 
 
 # safetensors dtypes a checkpoint's tensors may hold: any float is cast to the run's --dtype; an

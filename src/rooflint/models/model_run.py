@@ -17,51 +17,24 @@ from typing import Any
 import torch
 
 from rooflint.core.errors import UserError
-from rooflint.core.family import DTYPES, FLOAT_DTYPES
-from rooflint.core.paths import output_dir, probe_output_dir
-from rooflint.core.specs import GpuSpec, check_gpu_flag, load_spec_file
+from rooflint.core.family import DTYPES
+from rooflint.core.paths import output_dir
+from rooflint.core.specs import GpuSpec
 from rooflint.engine import environment
 from rooflint.engine.bench import keep_previous
 from rooflint.models import architectures, memory, peers, sweep
-from rooflint.models.base import check_checkpoint, check_weights_flags, require_transformers
+from rooflint.models.base import check_checkpoint, require_transformers
 from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
+from rooflint.models.flag_checks import validate
 from rooflint.models.isolation import run_set_isolated
 from rooflint.models.kernel_set_run import inputs, load, references, resolve_device, run_set
 from rooflint.models.kernel_sets import ALL_SETS, KERNEL_SETS
 from rooflint.models.outcome import ModelOutcome, ModelRequest
 from rooflint.models.rows import baseline_rows, set_rows
 from rooflint.models.tables import write_tables
-from rooflint.outputs.folder_lock import FolderLock, refuse_if_busy
+from rooflint.outputs.folder_lock import FolderLock
 from rooflint.outputs.results import OK, ResultRow, ResultWriter
-
-
-def validate(request: ModelRequest) -> list[str]:
-    if request.dtype not in FLOAT_DTYPES:  # a whole model runs in a float dtype; quantized ones are GEMM cases
-        raise UserError(f"unknown dtype {request.dtype!r} for a model; valid: {', '.join(FLOAT_DTYPES)}")
-    for name in ("batch", "seq", "prompt", "new_tokens"):
-        if getattr(request, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
-    if request.layers is not None and request.layers < 1:
-        raise UserError("--layers must be at least 1")
-    sets = request.kernels
-    unknown = [k for k in sets or [] if k not in ALL_SETS]
-    if unknown:
-        raise UserError(f"unknown kernel set {', '.join(map(repr, unknown))}; valid: {', '.join(ALL_SETS)}")
-    check_flags(request)
-    return sets or []
-
-
-def check_flags(request: ModelRequest) -> None:
-    """The flags that are files, folders or names, judged before anything is built: each was once
-    refused (or silently ignored) only after the model was built and HF's reference computed."""
-    if request.weights is not None:
-        check_weights_flags(request.weights, request.layers)
-    if request.spec_file:
-        load_spec_file(request.spec_file)  # missing, binary or not TOML: refused, not ignored on a CPU
-    check_gpu_flag(request.gpu, request.spec_file, on_cpu=resolve_device(request.device).type == "cpu")
-    probe_output_dir(request.out)  # created by the run itself, once every flag has passed
-    refuse_if_busy(request.out)  # a bench or model run writing there: refused before the model is built
 
 
 def run_model(request: ModelRequest, log: Callable[[str], None] = lambda text: None) -> ModelOutcome:

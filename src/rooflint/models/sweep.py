@@ -25,6 +25,7 @@ from rooflint.core.family import element_size
 from rooflint.models import measure, memory
 from rooflint.models import rows as R
 from rooflint.models.base import Dims, Phase
+from rooflint.models.flag_checks import parse_sizes as parse_sizes  # named here too
 from rooflint.models.runner import Runner
 from rooflint.outputs.results import ERROR, OK, SKIPPED, ResultRow
 
@@ -43,24 +44,6 @@ class SweepPoint:
     floor_ms: float = float("nan")
     pct_of_floor: float = float("nan")
     bound: str = ""
-
-
-def parse_sizes(text: str | None, option: str) -> list[int] | None:
-    """``"1,8,32"`` -> [1, 8, 32]; one line naming the option when an entry is not a positive integer."""
-    if text is None:
-        return None
-    values = []
-    for item in str(text).split(","):
-        try:
-            value = int(item.strip())
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise UserError(f"{option} takes positive integers separated by commas, like 1,8,32; got {text!r}")
-        if value in values:  # the same point twice: two rows of one shape, the second a wasted measurement
-            raise UserError(f"{option} {text!r} names {value} twice; give each value once")
-        values.append(value)
-    return values
 
 
 def point_need(dims: Dims, weights_bytes: int, batch: int, context: int, dtype: str) -> memory.MemoryNeed:

@@ -123,13 +123,29 @@ def model_command(
             architectures.read_config_file(Path(model))
         else:
             catalog.get_model(model)
+    if model in catalog.BUILTINS and config is None and weights_dtype is None:
+        _check_before_imports(
+            batch,
+            context,
+            kernels,
+            dtype=dtype,
+            seq=seq,
+            prompt=prompt,
+            new_tokens=new_tokens,
+            weights=weights,
+            layers=layers,
+            out=out,
+            device=device,
+            gpu=gpu,
+            spec_file=spec_file,
+        )
 
     from rich.table import Table
 
+    from rooflint.models.flag_checks import parse_sizes
     from rooflint.models.model_run import run_model
     from rooflint.models.outcome import ModelRequest
     from rooflint.models.quantized_weights import resolve as resolve_weights_dtype
-    from rooflint.models.sweep import parse_sizes
     from rooflint.models.tables import all_tables
 
     spec, config = catalog.resolve(model, config)
@@ -164,3 +180,18 @@ def model_command(
     print_written(outcome.files)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
+
+
+def _check_before_imports(batch: str, context: str | None, kernels: list[str] | None, **fields) -> None:
+    """The checks below, in their order, made before torch and transformers load (seconds) where
+    nothing they need is in the model's module: a built-in name without --config or --weights-dtype
+    (its preset is its own, and no weight format is judged against the spec). Each refusal is the
+    same line run_model's validate would give once the heavy imports had been made."""
+    from types import SimpleNamespace
+
+    from rooflint.models.flag_checks import parse_sizes, validate
+
+    batches = parse_sizes(batch, "--batch")
+    parse_sizes(context, "--context")
+    sets = split_named(kernels, "--kernels", "kernel set: eager, compile, triton, cuda")
+    validate(SimpleNamespace(batch=batches[0], kernels=sets or None, **fields))  # the fields ModelRequest reads

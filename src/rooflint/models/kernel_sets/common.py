@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from rooflint.core.triton_compat import interpreting
 from rooflint.models.cache import KVCache
 
-KERNEL_SETS = ("eager", "triton", "cuda", "compile")  # run order: compile last, it compiles for minutes
-# The library sets (models/library_sets.py: Liger-Kernel, FlashInfer, FlashAttention-4), Llama family
-# only, run when asked for; ALL_SETS is every name --kernels takes, in run order.
-LIBRARY_SETS = ("liger", "flashinfer", "fa4")
-ALL_SETS = ("eager", "triton", "cuda", *LIBRARY_SETS, "compile")
+# The set names, defined where `rooflint model` judges --kernels before torch loads.
+from rooflint.models.flag_checks import ALL_SETS as ALL_SETS
+from rooflint.models.flag_checks import KERNEL_SETS as KERNEL_SETS
+from rooflint.models.flag_checks import LIBRARY_SETS as LIBRARY_SETS
+
 SLOTS = (
     "layer_norm", "prefill_attention", "kv_append", "decode_attention", "linear_gelu", "linear", "lm_head", "sample",
 )  # fmt: skip
