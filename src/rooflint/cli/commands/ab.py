@@ -81,6 +81,7 @@ def ab_command(
       rooflint ab softmax -V triton --config BLOCK_R=1,2,4 --config num_warps=4,8 --csv ab.csv
       rooflint ab softmax -V eager,eager_unfused --size small --rounds 3 --regime burst
     """
+    regimes = tuple(split_named(regime, "--regime", "of burst, sustained"))  # refused before torch's import
     from rooflint.engine.ab import AbSettings, run_ab
 
     settings = AbSettings(
@@ -93,7 +94,7 @@ def ab_command(
         dtype=dtype,
         device=device,
         rounds=rounds,
-        regimes=tuple(split_named(regime, "--regime", "of burst, sustained")) or AbSettings.regimes,
+        regimes=regimes or AbSettings.regimes,
     )
     if csv is not None:
         _check_writable(csv, source or [])

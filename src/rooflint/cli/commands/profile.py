@@ -64,11 +64,12 @@ def profile_command(
       rooflint profile softmax -V eager_unfused -V triton --size large --ncu --out reports/ncu
       rooflint profile attention -V cuda_hopper,flash_attn_4 --size B=4,H=32,N=4096,D=128,causal=0 --ncu --sass
     """
+    names = split_named(variants, "--variants")  # a `-V ,` is refused before torch's import (seconds)
     from rooflint.engine.profile import run_profile
 
     outcome = run_profile(
         family,
-        variants=split_named(variants, "--variants"),
+        variants=names,
         dtype=dtype,
         size=size,
         device=device,
