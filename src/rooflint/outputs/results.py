@@ -14,12 +14,13 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from rooflint.core.errors import UserError
 from rooflint.core.paths import replacing, why_not
+
+if TYPE_CHECKING:  # imported where a file is read: a bench's measuring process writes rows and reads none
+    import pandas as pd
 
 SCHEMA_VERSION = 2
 
@@ -293,6 +294,8 @@ def from_record(cls: type, record: dict[str, Any]) -> Any:
 
 def read_typed_csv(path: Path | str, cls: type, what: str) -> list[Any]:
     """Every row of a CSV written from dataclass ``cls``, or one clear error naming ``what`` it should be."""
+    import pandas as pd
+
     from rooflint.core.paths import existing_file
 
     path = existing_file(path, what)
