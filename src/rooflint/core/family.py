@@ -19,6 +19,7 @@ import torch
 from rooflint.core.dtype_names import FLOAT_DTYPES as FLOAT_DTYPES  # named here too
 from rooflint.core.errors import UserError
 from rooflint.core.gpu_spec import tensor_precision_of
+from rooflint.core.shapes import shape_label as shape_label  # named here too
 
 # The implementation kinds, in the order bench runs them (after the family's baseline, which
 # always runs first so every later row can carry its speedup when it is written). ``library`` is a
@@ -159,10 +160,6 @@ class Variant:
     # @FAMILY.variant(..., sources=...): bench builds them ahead (engine/build_ahead). Empty: none
     # declared, and any library the variant loads builds on its first call.
     sources: tuple[Path, ...] = ()
-
-
-def shape_label(params: Mapping[str, Any]) -> str:
-    return ",".join(f"{key}={int(value) if isinstance(value, bool) else value}" for key, value in params.items())
 
 
 class Family:

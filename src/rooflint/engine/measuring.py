@@ -27,7 +27,7 @@ from rooflint.engine.host import host_name
 from rooflint.engine.parent_watch import PARENT_PID_VARIABLE
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import RunTally
-from rooflint.engine.worker import Task, base_row
+from rooflint.engine.tasks import Task, base_row
 from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
 
 # The measuring process, started so that Ctrl-C ends it the way the default action of SIGINT does:

@@ -17,7 +17,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,36 +35,13 @@ from rooflint.engine.parent_watch import end_with_parent, watched_parent
 from rooflint.engine.reference_cache import ReferenceCache, reference_key
 from rooflint.engine.run_clock import PhaseClock
 from rooflint.engine.settings import MeasureSettings
+from rooflint.engine.tasks import Task, base_row
 from rooflint.engine.timer import measure
 from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
 
 # Variant kinds (core/family.VARIANT_KINDS) that compile and build nothing: their first calls read
 # none of the compile caches (nvcc's, Triton's, Inductor's).
 EAGER_KINDS = ("eager", "eager_unfused")
-
-
-@dataclass(frozen=True)
-class Task:
-    family: str
-    variant: str
-    dtype: str
-    size: str
-    params: dict[str, Any]
-
-    @property
-    def key(self) -> str:
-        from rooflint.core.family import shape_label
-
-        return f"{self.family}/{self.variant}/{self.dtype}/{shape_label(self.params)}"
-
-    @property
-    def kind(self) -> str:
-        """Its variant's kind, for a row written without running it (a crash, a lost worker)."""
-        return get_family(self.family).variants[self.variant].kind
-
-    @property
-    def nvtx_name(self) -> str:
-        return f"{self.family}/{self.variant}/{self.dtype}/{self.size}"
 
 
 def missing_requirement(variant: Variant, device: str) -> str | None:
@@ -82,25 +58,6 @@ def missing_requirement(variant: Variant, device: str) -> str | None:
         if need == NEEDS_NVCC and nvcc_path() is None:
             return "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
     return None
-
-
-def base_row(task: Task, kind: str, status: str, message: str = "") -> ResultRow:
-    from rooflint.core.family import shape_label
-
-    variant = get_family(task.family).variants.get(task.variant)
-    library = variant.library if variant is not None else None
-    return ResultRow(
-        library=library.name if library is not None else "",
-        library_version=library.version() if library is not None else "",
-        family=task.family,
-        variant=task.variant,
-        kind=kind,
-        dtype=task.dtype,
-        size=task.size,
-        shape=shape_label(task.params),
-        status=status,
-        message=message,
-    )
 
 
 class Worker:

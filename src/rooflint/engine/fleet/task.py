@@ -17,7 +17,7 @@ from rooflint.engine import compile_caches
 from rooflint.engine.host import HOST_VARIABLE, host_name
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import HeldReports
-from rooflint.engine.worker import Task
+from rooflint.engine.tasks import Task
 from rooflint.outputs.results import ResultRow, json_safe
 
 if TYPE_CHECKING:
