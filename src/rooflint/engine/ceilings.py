@@ -33,7 +33,6 @@ import torch
 from rooflint.core.paths import cache_dir
 from rooflint.core.specs import GpuSpec, measured_spec, spec_from_dict, spec_to_dict
 from rooflint.core.switches import switch
-from rooflint.engine.device import resolve_device
 
 _CPU_SPEC: GpuSpec | None = None
 # A CPU measurement is reused by the runs of the next ten minutes on the same host, CPU, thread count
@@ -351,26 +350,14 @@ def measure_and_store(
 ) -> StoredCeilings:
     """`rooflint ceilings`: measure this machine's ceilings and store them as <key>.toml in ``out``
     (default: the user cache, see rooflint.core.roofs), where --roof measured finds them."""
-    from rooflint.core.errors import UserError
-    from rooflint.core.paths import probe_output_dir
-    from rooflint.core.roofs import cache_dir, save_ceilings
-    from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
+    from rooflint.core.roofs import save_ceilings
+    from rooflint.core.specs import current_gpu_spec
+    from rooflint.engine.ceiling_flags import CPU_KEY, check_flags, refuse_folder_over
 
-    on_cpu = resolve_device(device) == "cpu"
-    # Every flag before a minute of measuring: a missing or malformed spec file (which a CPU run
-    # never reads) refused, not ignored, and an --out that cannot be written refused, not found after.
-    if spec_file:
-        load_spec_file(spec_file)
-    check_gpu_flag(gpu or None, spec_file, on_cpu)
-    directory = Path(out) if out else cache_dir()
-    probe_output_dir(directory)
+    on_cpu, directory = check_flags(device, out, spec_file, gpu)
     datasheet = None if on_cpu else current_gpu_spec(spec_file, gpu)
-    key = "cpu" if datasheet is None else datasheet.key
-    # A folder where <key>.toml goes cannot be replaced: refused now, not after the measuring.
-    if (directory / f"{key}.toml").is_dir():
-        raise UserError(
-            f"cannot write ceilings {directory / f'{key}.toml'}: it is a directory; move it away or give another --out"
-        )
+    key = CPU_KEY if datasheet is None else datasheet.key
+    refuse_folder_over(directory, key)
     if on_cpu:
         spec = measure_cpu_ceilings()
         values = {name: item.value for name, item in spec.values.items()}

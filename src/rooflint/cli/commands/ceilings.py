@@ -40,6 +40,12 @@ def ceilings_command(
     """
     from rich.table import Table
 
+    from rooflint.engine.ceiling_flags import CPU_KEY, check_flags, refuse_folder_over
+
+    # measure_and_store makes these checks first, in this order; here they come before torch's import.
+    on_cpu, directory = check_flags(device, out, spec_file, gpu)
+    if on_cpu:  # a GPU's file is named after the GPU, which only torch can tell
+        refuse_folder_over(directory, CPU_KEY)
     from rooflint.engine.ceilings import measure_and_store
 
     # The device's name and the --out path are printed escaped: rich reads "[/x]" in a folder's name as
