@@ -108,6 +108,9 @@ class ModelSpec(ABC):
     name: str  # the CLI name: rooflint model <name>
     configs: dict[str, dict[str, int]]  # preset -> the HF config fields that differ between presets
     ops: tuple[str, ...]  # every op name its forward records, in forward order
+    # The model_type a --weights checkpoint must hold, that of hf_class()'s config_class; None: read
+    # from hf_class(), or (a loader picking the class from the config) checked by the loader itself.
+    checkpoint_model_type: str | None = None
 
     # ---- building -----------------------------------------------------------------------
     @abstractmethod
@@ -268,6 +271,9 @@ def check_checkpoint(spec: ModelSpec, weights_dir: Path) -> None:
             f"({', '.join(WEIGHT_FILES)})"
         )
     _check_checkpoint_dtypes(weights_dir)
+    if spec.checkpoint_model_type is not None:  # named by the spec: its class (seconds of imports) is not needed
+        _check_model_type(weights_dir, spec.checkpoint_model_type)
+        return
     loader = spec.hf_class()
     if hasattr(loader, "check_config"):  # a loader that picks the class from the config checks it itself
         loader.check_config(weights_dir)

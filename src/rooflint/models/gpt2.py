@@ -63,6 +63,7 @@ def elementwise_cost(elements: int, reads: int, dtype: str, flops_per_element: i
 
 class GPT2(ModelSpec):
     name = "gpt2"
+    checkpoint_model_type = "gpt2"  # GPT2LMHeadModel's config's, named here: importing it takes seconds
     vocab = VOCAB
     max_positions = MAX_POSITIONS
     positions_field = "n_positions"
