@@ -42,6 +42,7 @@ def start(tmp_path: Path, ignore_sigint: bool = False) -> subprocess.Popen:
         COLUMNS="200",
         ROOFLINT_FAMILY_MODULES="fragile_family",
         ROOFLINT_TEST_HOLD=str(tmp_path / "go"),
+        ROOFLINT_TEST_HELD=str(tmp_path / "held"),
         PYTHONPATH=FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
     cpu_ceilings.seed(env["ROOFLINT_CACHE"])
@@ -66,7 +67,12 @@ def start(tmp_path: Path, ignore_sigint: bool = False) -> subprocess.Popen:
             out, err = running.communicate()
             raise AssertionError(f"the bench ended (exit {running.returncode}) before the signal: {out}{err}")
         time.sleep(0.2)
-    time.sleep(1.0)  # the worker is now holding inside `slow`
+    while not (tmp_path / "held").exists():  # the worker is now holding inside `slow`
+        if running.poll() is not None or time.monotonic() > deadline:
+            running.kill()
+            out, err = running.communicate()
+            raise AssertionError(f"the bench ended (exit {running.returncode}) before `slow`: {out}{err}")
+        time.sleep(0.05)
     return running
 
 
