@@ -246,6 +246,21 @@ def test_bench_with_max_noise_takes_fewer_samples(tmp_path):
     assert MeasureSettings.from_dict(measured["early"]) == MeasureSettings(max_noise=0.9)
 
 
+NOTE_ARGV = ["bench", "vector_add", "--device", "cpu", "--size", "small", "-V", "eager", "--no-plots"]
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory):
+    """The bench with --max-noise alone, which says nothing: the same run for both cases below."""
+    from typer.testing import CliRunner
+
+    from rooflint.cli.app import app
+
+    out = tmp_path_factory.mktemp("max_noise") / "quiet"
+    return CliRunner().invoke(app, [*NOTE_ARGV, "--max-noise", "0.5", "--out", str(out)])
+
+
+@pytest.mark.xdist_group("max_noise_notes")  # both cases on one worker: the quiet run is made once
 @pytest.mark.parametrize(
     "extra, says",
     [
@@ -253,14 +268,12 @@ def test_bench_with_max_noise_takes_fewer_samples(tmp_path):
         (["--cuda-graphs"], "CUDA-graph replays take their full budget"),
     ],
 )
-def test_bench_says_where_max_noise_does_nothing(tmp_path, extra, says):
+def test_bench_says_where_max_noise_does_nothing(tmp_path, quiet, extra, says):
     from typer.testing import CliRunner
 
     from rooflint.cli.app import app
 
-    argv = ["bench", "vector_add", "--device", "cpu", "--size", "small", "-V", "eager", "--no-plots"]
-    result = CliRunner().invoke(app, [*argv, "--max-noise", "0.5", *extra, "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, [*NOTE_ARGV, "--max-noise", "0.5", *extra, "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "note: --max-noise stops only burst rows timed by events; " + says in result.stderr
-    quiet = CliRunner().invoke(app, [*argv, "--max-noise", "0.5", "--out", str(tmp_path / "quiet")])
     assert quiet.exit_code == 0 and "--max-noise" not in quiet.stderr
