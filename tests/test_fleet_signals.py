@@ -46,13 +46,17 @@ def measuring_processes(hold: str) -> list:
 
 
 def start_held(tmp_path, hold: str) -> subprocess.Popen:
-    """The fleet bench of `fragile`, once its measuring process is held inside `slow`."""
+    """The fleet bench of `fragile`, once its measuring process is held inside `slow` (the fixture
+    creates the HELD file as its wait begins: a fixed sleep once sent the signal before `slow` was
+    reached, while eager and killed were still measured)."""
+    held = Path(hold + ".held")
     env = dict(
         os.environ,
         ROOFLINT_CACHE=str(tmp_path / "cache"),
         COLUMNS="200",
         ROOFLINT_FAMILY_MODULES="fragile_family",
         ROOFLINT_TEST_HOLD=hold,
+        ROOFLINT_TEST_HELD=str(held),
         PYTHONPATH=FIXTURES + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
     cpu_ceilings.seed(env["ROOFLINT_CACHE"])
@@ -63,12 +67,12 @@ def start_held(tmp_path, hold: str) -> subprocess.Popen:
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     deadline = time.monotonic() + 120
-    while not measuring_processes(hold):
+    while not held.exists():
         if running.poll() is not None or time.monotonic() > deadline:
             running.kill()
-            raise AssertionError("no measuring process started: " + "".join(running.communicate()))
-        time.sleep(0.2)
-    time.sleep(3.0)  # eager and killed measured; the task is held inside `slow`
+            raise AssertionError("the task never reached `slow`: " + "".join(running.communicate()))
+        time.sleep(0.1)
+    assert measuring_processes(hold), "held inside `slow`, but no measuring process of this test is seen"
     return running
 
 
