@@ -367,20 +367,8 @@ def _folded_norm_costs(costs: dict[str, Cost], dims: Dims, phase: Phase, dtype: 
     normalized rows are gone; the GEMM after it reads the stream where it read the normalized rows and
     squares, sums and scales each element; the GEMM before it reads the stream to add to it."""
     rows, d, n, size = phase.rows, dims.hidden, dims.layers, element_size(dtype)
-    head_rows = phase.batch if phase.name == "decode" else rows
-    costs = dict(costs)
-    fused_norm = rmsnorm.cost({"rows": rows, "hidden": d, "residual": True}, dtype)
-    in_layers = (0 if attn else n - 1) + (0 if mlp else n)  # the add_rms_norms left between the GEMMs
-    if attn:
-        costs["rms_norm"] = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": False}, dtype)
-        left = _scale(fused_norm, in_layers) if in_layers else None
-    else:
-        final = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": True}, dtype)
-        left = _add(_scale(fused_norm, in_layers), final) if in_layers else final
-    if left is None:
-        costs.pop("add_rms_norm", None)
-    else:
-        costs["add_rms_norm"] = left
+    costs = {name: cost for name, cost in costs.items() if name not in ("rms_norm", "add_rms_norm")}
+    costs.update(_norm_costs(dims, phase, dtype, attn, mlp))
     folds = (("qkv_proj", "down_proj"),) if attn else ()
     folds += (("gate_up_proj", "o_proj"),) if mlp else ()
     for normalizes, adds in folds:
@@ -389,6 +377,23 @@ def _folded_norm_costs(costs: dict[str, Cost], dims: Dims, phase: Phase, dtype: 
         cost = costs[adds]  # read the stream's rows to add to them
         costs[adds] = Cost(cost.tensor_flops, cost.cuda_flops + rows * d * n, cost.bytes + n * rows * d * size)
     return {name: costs[name] for name in OPS if name in costs}
+
+
+def _norm_costs(dims: Dims, phase: Phase, dtype: str, attn: bool = False, mlp: bool = False) -> dict[str, Cost]:
+    """The step's RMSNorms, "rms_norm" and "add_rms_norm": the first layer's attention norm alone, the
+    2L - 1 norms inside the layers adding the residual first, and the final one on the head's rows. With
+    ``attn`` (``mlp``) each layer's attention (MLP) norm is folded into the GEMM after it: the first norm
+    goes, and the final norm only normalizes (the last down GEMM added to the stream)."""
+    rows, d, n = phase.rows, dims.hidden, dims.layers
+    head_rows = phase.batch if phase.name == "decode" else rows
+    fused_norm = rmsnorm.cost({"rows": rows, "hidden": d, "residual": True}, dtype)
+    in_layers = (0 if attn else n - 1) + (0 if mlp else n)  # the add_rms_norms left between the GEMMs
+    if attn:  # the final norm is the only plain one
+        costs = {"rms_norm": rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": False}, dtype)}
+        return costs | ({"add_rms_norm": _scale(fused_norm, in_layers)} if in_layers else {})
+    final_norm = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": True}, dtype)
+    return {"rms_norm": rmsnorm.cost({"rows": rows, "hidden": d, "residual": False}, dtype),
+            "add_rms_norm": _add(_scale(fused_norm, in_layers), final_norm)}  # fmt: skip
 
 
 def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) -> dict[str, Cost]:
@@ -426,16 +431,10 @@ def llama_costs(dims: Dims, phase: Phase, dtype: str, qkv_bias: bool = False) ->
         "swiglu": swiglu.cost({"rows": rows, "inter": ffn, "hidden": 0}, dtype),  # the elementwise form
         "down_proj": linear_cost(rows, ffn, d, dtype, bias=False),
     }
-    costs = {
-        # read B*T rows of the table and the ids, write the rows
-        "embedding": Cost(bytes=2 * rows * d * size + rows * INDEX_BYTES),
-        "rms_norm": rmsnorm.cost({"rows": rows, "hidden": d, "residual": False}, dtype),
-    }
+    # read B*T rows of the table and the ids, write the rows
+    costs = {"embedding": Cost(bytes=2 * rows * d * size + rows * INDEX_BYTES)}
     costs.update({name: _scale(cost, n) for name, cost in per_layer.items()})
-    # 2L - 1 norms inside the layers add the residual first; the final one runs on the head's rows
-    fused_norm = rmsnorm.cost({"rows": rows, "hidden": d, "residual": True}, dtype)
-    final_norm = rmsnorm.cost({"rows": head_rows, "hidden": d, "residual": True}, dtype)
-    costs["add_rms_norm"] = _add(_scale(fused_norm, 2 * n - 1), final_norm)
+    costs.update(_norm_costs(dims, phase, dtype))
     costs["lm_head"] = linear_cost(head_rows, d, dims.vocab, dtype, bias=False)
     if phase.name == "decode":
         # greedy argmax: read the logits, write one id per sequence
