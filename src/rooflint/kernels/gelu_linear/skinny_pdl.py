@@ -102,12 +102,27 @@ def takes_rms(m: int, k: int, n: int, device, swiglu: bool = False) -> bool:
     if m > 8:
         return False
     if swiglu:
-        shared = shared_pays(k, m, (n + 15) // 16, device)
-        return bool(shared) or steps_for(k, m, swiglu=True) == 8
-    chosen = plan(k, m)
-    if chosen is None or chosen.streamed:
-        return False
-    return (shared_pays(k, m, (n + 31) // 32, device) or chosen.steps) in RMS_STEPS
+        chosen = swiglu_plan(k, m, n, device)
+        return chosen.shared or chosen.steps == 8
+    chosen = launch_plan(k, m, n, device)
+    return chosen is not None and not chosen.streamed and chosen.steps in RMS_STEPS
+
+
+def launch_plan(k: int, m: int, n: int, device, streamed: bool | None = None) -> Plan | None:
+    """The kernel ``launch`` runs for M rows of K -> N: ``plan``'s (or the ``streamed`` one forced), the
+    held kernel taking its shared tile where ``shared_pays``; None where neither kernel takes K."""
+    chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
+    if chosen is None or streamed is not None or chosen.streamed:
+        return chosen
+    shared = shared_pays(k, m, (n + 31) // 32, device)
+    return Plan(shared, False, True) if shared else chosen
+
+
+def swiglu_plan(k: int, m: int, ffn: int, device) -> Plan:
+    """The held kernel ``swiglu`` runs for M rows of K -> ffn: the up rows in shared memory where that
+    pays (``shared_pays`` over the ceil(ffn / 16) blocks it launches), else two register tiles."""
+    shared = shared_pays(k, m, (ffn + 15) // 16, device)
+    return Plan(shared, False, True) if shared else Plan(steps_for(k, m, swiglu=True), False)
 
 
 def fold_rms_norm(gamma: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -224,9 +239,8 @@ def swiglu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, out=
     # twice the steps a warp. Not further: at Llama-3.1-8B's K = 4096 the fused epilogue puts the streamed
     # down projection straight behind a GEMM under PDL, and the step lost what the SwiGLU kernel's
     # removal gained (docs/perf-notes/models.md, Tried and lost).
-    shared = shared_pays(k, m, (ffn + 15) // 16, x.device)  # the blocks launch_shared launches
-    return _call(x, w, b, out, ffn, shared or steps_for(k, m, swiglu=True), pdl=pdl, ffn=ffn, shared=bool(shared),
-                 rms=rms)  # fmt: skip
+    chosen = swiglu_plan(k, m, ffn, x.device)
+    return _call(x, w, b, out, ffn, chosen.steps, pdl=pdl, ffn=ffn, shared=chosen.shared, rms=rms)
 
 
 def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = None, rms=None,
@@ -234,13 +248,10 @@ def launch(x, w, b, gelu, residual, out, norm, append, streamed: bool | None = N
     """``streamed`` forces one kernel (True: streamed, False: held); by default ``plan`` picks. ``rms``:
     the eps of an RMSNorm folded into w (the held kernel only); ``pdl`` False launches it plainly."""
     m, k = x.shape
-    chosen = plan(k, m) if streamed is None else forced(k, m, streamed)
+    n = w.shape[0]
+    chosen = launch_plan(k, m, n, x.device, streamed)
     if chosen is None:
         raise ValueError(f"skinny_pdl.cu takes no K = {k} at M = {m} (see plan)")
-    n = w.shape[0]
-    shared = 0 if streamed is not None or chosen.streamed else shared_pays(k, m, (n + 31) // 32, x.device)
-    if shared:
-        chosen = Plan(shared, False, True)
     if rms is not None and chosen.streamed:
         raise ValueError(f"skinny_pdl.cu's held kernel takes no K = {k} at M = {m}: a folded RMSNorm needs it")
     return _call(x, w, b, out, n, chosen.steps, chosen.streamed, residual=residual, norm=norm, append=append,
