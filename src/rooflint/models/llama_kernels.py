@@ -21,7 +21,8 @@ from rooflint.models.kernel_sets import ALL_SETS, CompileKernels, EagerKernels, 
 
 # ROOFLINT_NORM_IN_GEMM=attn, mlp or both folds those RMSNorms into the decode GEMMs after them in the
 # triton set's decode steps (attn_norm_in_qkv, mlp_norm_in_gate_up). Off by default: on H200s it took
-# Llama-3.2-1B's step (B=8) 2.6% faster and Llama-3.1-8B's (B=1) 1% slower (docs/perf-notes/models.md).
+# Llama-3.2-1B's step (B=8) faster and Llama-3.1-8B's (B=1) slower, the QKV GEMM there taking back the
+# norm's time (docs/perf-notes/models.md has the numbers).
 NORM_IN_GEMM = "ROOFLINT_NORM_IN_GEMM"
 NORM_FOLDS = {None: (), "0": (), "attn": ("attn",), "mlp": ("mlp",), "both": ("attn", "mlp")}
 PLAN_SLOTS = ("rms_norm", "rope", "prefill_attention", "kv_append", "decode_attention", "swiglu", "linear", "lm_head",
