@@ -646,8 +646,8 @@ cudaError_t launch_steps(const Params& p, int warps, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared, cudaStream_t stream) {
+  const int warps = static_cast<int>(p.k / (16 * steps));  // a held block's (a streamed one has kStreamWarps)
   if (shared) {
-    const int warps = static_cast<int>(p.k / (16 * steps));
     if (steps == 16) {
       return p.rms ? launch_shared<T, 16, true>(p, warps, stream) : launch_shared<T, 16, false>(p, warps, stream);
     }
@@ -657,7 +657,6 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared,
     return cudaErrorInvalidValue;
   }
   if (p.rms) {
-    const int warps = static_cast<int>(p.k / (16 * steps));
     if (streamed) return cudaErrorInvalidValue;
     if (steps == 16) return launch_rms<T, 16>(p, warps, stream);
     if (steps == 8) return launch_rms<T, 8>(p, warps, stream);
@@ -673,7 +672,6 @@ cudaError_t launch(const Params& p, long long steps, bool streamed, bool shared,
       default: return cudaErrorInvalidValue;
     }
   }
-  const int warps = static_cast<int>(p.k / (16 * steps));
   switch (steps) {
     case 4: return launch_steps<T, 4, false>(p, warps, stream);
     case 6: return launch_steps<T, 6, false>(p, warps, stream);
