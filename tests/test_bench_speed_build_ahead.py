@@ -79,7 +79,8 @@ def test_the_sources_are_those_the_selected_variants_declare():
     # ...a CUDA kernel behind a Triton variant (the skinny GEMM's decode path), and one source for two
     # variants that load it, built once.
     assert sources([("gelu_linear", "triton"), ("weight_only_gemm", "bf16_skinny")]) == [
-        KERNELS / "gelu_linear" / "skinny_pdl.cu"
+        KERNELS / "gelu_linear" / "skinny_pdl.cu",
+        KERNELS / "gelu_linear" / "skinny_ring.cu",
     ]
     hopper = sources([("attention", "cuda_hopper")])
     assert hopper == [KERNELS / "attention" / "attention_hopper.cu"]
@@ -135,10 +136,10 @@ def test_every_variant_declares_exactly_the_sources_its_code_loads():
 
 
 def test_the_oracle_follows_names_across_modules():
-    # What the declaration test relies on: a Triton variant reaches skinny_pdl.cu through
-    # skinny_linear's import on first use, and layernorm_gelu through another family's __file__.
+    # What the declaration test relies on: a Triton variant reaches skinny_pdl.cu and skinny_ring.cu
+    # through skinny_linear's imports on first use, and layernorm_gelu through another family's __file__.
     triton = get_family("gelu_linear").variants["triton"].build
-    assert sources_in_code(triton) == [KERNELS / "gelu_linear" / "skinny_pdl.cu"]
+    assert sources_in_code(triton) == [KERNELS / "gelu_linear" / name for name in ("skinny_pdl.cu", "skinny_ring.cu")]
     online = get_family("softmax").variants["cuda_online"].build
     assert [p.name for p in sources_in_code(online)] == ["softmax_online.cu", "softmax.cu"]
     assert sources_in_code(get_family("layernorm_gelu").variants["cuda"].build) == [

@@ -191,3 +191,23 @@ def test_a_folded_norm_outside_its_builds_is_refused_before_the_launch():
         skinny_pdl._call(x, w, None, out, 32, 12, rms=1e-5)  # GPT-2's 12 steps: no such build
     with pytest.raises(ValueError, match="not M = 9"):
         skinny_pdl._call(torch.zeros(9, 768, dtype=torch.bfloat16), w, None, out, 32, 8, rms=1e-5)
+
+
+@pytest.mark.parametrize("ring", [True, False])
+def test_the_mlp_fold_gives_way_to_the_ring_kernels_swiglu(ring, monkeypatch):
+    """Where skinny_ring.cu takes the gate/up projection (its SwiGLU epilogue, no folded-norm build), the
+    MLP's norm stays a kernel of its own; the attention's fold is unaffected. Where it does not, both fold."""
+    from rooflint.kernels.gelu_linear import skinny_ring
+
+    spec = llama.Llama({"tiny": TINY})
+    loaded = build(spec, "tiny", torch.bfloat16, torch.device("cpu"))
+    kernels = spec.kernel_set("triton", torch.bfloat16, torch.device("cpu"), 16, spec.norm_eps(loaded.hf.config))
+    kernels.prepare(loaded.weights)
+    monkeypatch.setenv(NORM_IN_GEMM, "both")
+    monkeypatch.setattr(skinny_ring, "pays", lambda m, k, n, device: ring)
+    monkeypatch.setattr(type(kernels), "_folds_norm", lambda self, rows: True)  # the held kernel's checks: a GPU's
+    monkeypatch.setattr(skinny_pdl, "why_not_swiglu", lambda m, w: "no GPU here")
+    monkeypatch.setattr(skinny_pdl, "takes_rms", lambda *args, **kwargs: True)  # at this tiny K it has none
+    assert kernels._swiglu_in_gemm(1) is ring
+    assert kernels._attn_norm_in_gemm(1)
+    assert kernels._mlp_norm_in_gemm(1) is not ring

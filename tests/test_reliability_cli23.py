@@ -25,6 +25,8 @@ import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script, run_in
 from result_factory import read_csv, run, write
 
+from rooflint.core.switches import SWITCHES
+
 pytestmark = needs_console_script
 
 
@@ -157,7 +159,7 @@ def test_a_local_fleet_measures_in_the_environment_a_plain_bench_does(tmp_path):
     assert notes[0] == notes[1], notes
 
 
-SWITCH_NAMES = ["ROOFLINT_PDL", "ROOFLINT_PERSISTENT", "ROOFLINT_AUTOTUNE_PICKS", "ROOFLINT_CPU_CEILINGS_CACHE"]
+SWITCH_NAMES = [name for name in SWITCHES if name != "ROOFLINT_DEBUG"]  # every one rooflint reads
 
 
 @pytest.mark.parametrize("name", [*SWITCH_NAMES, "ROOFLINT_DEBUG"])

@@ -37,7 +37,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv >>"$
 rooflint doctor >"$OUT/doctor.txt" 2>&1 || echo "(rooflint doctor: exit $?)" >>"$OUT/doctor.txt"
 tail -n 1 "$OUT/doctor.txt"
 
-# The decode GEMMs under PDL (bf16: gelu_linear/skinny_pdl.cu; int8 and fp8 weights:
+# The decode GEMMs under PDL (bf16: gelu_linear/skinny_pdl.cu and skinny_ring.cu; int8 and fp8 weights:
 # weight_only_gemm/cuda.cu) are built once before anything is timed (cuda_build caches the .so); the
 # Llama set loads no other CUDA source.
 python3 -c "
@@ -45,7 +45,8 @@ from pathlib import Path
 import rooflint
 from rooflint.engine import cuda_build
 kernels = Path(rooflint.__file__).parent / 'kernels'
-for source in (kernels / 'gelu_linear' / 'skinny_pdl.cu', kernels / 'weight_only_gemm' / 'cuda.cu'):
+for source in (kernels / 'gelu_linear' / 'skinny_pdl.cu', kernels / 'gelu_linear' / 'skinny_ring.cu',
+               kernels / 'weight_only_gemm' / 'cuda.cu'):
     cuda_build.load(source)" >"$OUT/build-decode-gemms.log" 2>&1
 
 if [ "${GPU_TESTS:-0}" = 1 ]; then

@@ -20,6 +20,9 @@ def pdl_on(monkeypatch):
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("programmatic dependent launch needs sm_90")
     monkeypatch.setenv("ROOFLINT_PDL", "1")
+    # skinny_linear's largest decode GEMMs go to the ring kernel by default (its own tier:
+    # test_gpu_skinny_ring.py); these tests hold skinny_pdl.cu's kernels to every shape.
+    monkeypatch.setenv("ROOFLINT_RING", "0")
 
 
 def ran_cuda(monkeypatch, kernel: str = "plan") -> list:

@@ -15,6 +15,7 @@ from rooflint.core.errors import UserError
 # name -> what 1 and 0 do (the refusal names the valid values; the docs say the rest)
 SWITCHES = {
     "ROOFLINT_PDL": "1: PDL on every kernel that supports it; 0: on none; unset: in a model's decode step",
+    "ROOFLINT_RING": "1: decode GEMMs on the bulk-copy ring kernel wherever it fits; 0: nowhere; unset: the large ones",
     "ROOFLINT_PERSISTENT": "1: a decode step's layers as one persistent kernel; 0 or unset: a kernel per op",
     "ROOFLINT_AUTOTUNE_PICKS": "1 or unset: Triton autotune picks kept on disk; 0: every process times them",
     "ROOFLINT_CPU_CEILINGS_CACHE": "1 or unset: a CPU run reuses this host's ceilings of the last 10 min; 0: measures",

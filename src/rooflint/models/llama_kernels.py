@@ -303,7 +303,7 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
     def _mlp_norm_in_gemm(self, rows) -> bool:
         """The MLP's RMSNorm folded into the gate/up GEMM (its SwiGLU epilogue, or the plain held kernel)."""
-        if "mlp" not in norm_folds() or not self._folds_norm(rows):
+        if "mlp" not in norm_folds() or not self._folds_norm(rows) or self._ring_swiglu(rows):
             return False
         from rooflint.kernels.gelu_linear import skinny_pdl
 
@@ -364,7 +364,17 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             return False
         from rooflint.kernels.gelu_linear import skinny_pdl
 
-        return skinny_pdl.why_not_swiglu(rows, self.gate_up_w) is None
+        return self._ring_swiglu(rows) or skinny_pdl.why_not_swiglu(rows, self.gate_up_w) is None
+
+    def _ring_swiglu(self, rows) -> bool:
+        """The gate/up projection with its SwiGLU epilogue on skinny_ring.cu, where that kernel pays for a
+        decode step's 16-bit weight."""
+        w = self.gate_up_w
+        if self.quantized or w is None or not self._streams(rows) or w.dtype not in (torch.float16, torch.bfloat16):
+            return False
+        from rooflint.kernels.gelu_linear import skinny_ring
+
+        return skinny_ring.pays(rows, w.shape[1], w.shape[0], w.device)
 
     def _swiglu_in_prefill_gemm(self, rows) -> bool:
         """swiglu/triton_gemm.py's GEMM with the SwiGLU epilogue, above the decode GEMMs' rows, where the
@@ -385,6 +395,11 @@ class LlamaTriton(LlamaSlots, TritonKernels):
         from rooflint.kernels.common.pdl import pdl_enabled
         from rooflint.kernels.gelu_linear import skinny_pdl
 
+        if self._ring_swiglu(h.shape[0]):  # folds no norm (_mlp_norm_in_gemm): gamma normalizes h first
+            from rooflint.kernels.gelu_linear import skinny_ring
+
+            h = h if gamma is None else self.rms_norm(h, gamma)[0]
+            return skinny_ring.swiglu(h, w, b, pdl=pdl_enabled(h.device))
         w, rms = self._rms_folded(w, gamma)
         return skinny_pdl.swiglu(h, w, b, pdl=pdl_enabled(h.device), rms=rms)
 

@@ -341,8 +341,11 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.T
     out = torch.empty((m, n), dtype=x.dtype, device=x.device) if out is None else out
     pdl = pdl_enabled(x.device)
     if tile is None and splits in (None, 1) and pdl:
-        from rooflint.kernels.gelu_linear import skinny_pdl
+        from rooflint.kernels.gelu_linear import skinny_pdl, skinny_ring
 
+        plain = norm is None and append is None and not gelu
+        if plain and skinny_ring.pays(m, k, n, x.device) and skinny_ring.why_not(x, w, residual, out) is None:
+            return skinny_ring.linear(x, w, b, residual, out, pdl=True)
         if skinny_pdl.fits(x, w, residual, out):
             return skinny_pdl.launch(x, w, b, gelu, residual, out, norm, append)
     sms = sm_count(x.device, INTERPRETER_SMS)

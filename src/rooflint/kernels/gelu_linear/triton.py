@@ -18,6 +18,7 @@ from rooflint.kernels.common.tile_order import (
 )
 from rooflint.kernels.gelu_linear import FAMILY, FLOAT_DTYPES, skinny
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
+from rooflint.kernels.gelu_linear.skinny_ring import SKINNY_RING_CU
 from rooflint.kernels.gelu_linear.tiles import INTERPRETER_SMS, dot_wt, gelu_store, load_bias
 
 
@@ -102,7 +103,7 @@ def triton_gelu_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, out: t
     "triton",
     needs=(NEEDS_CUDA, NEEDS_TRITON),
     dtypes=FLOAT_DTYPES,
-    sources=(SKINNY_PDL_CU,),
+    sources=(SKINNY_PDL_CU, SKINNY_RING_CU),
 )
 def triton_variant(case):
     """TMA GEMM over a flattened tile loop, bias + GELU epilogue by TMA, autotuned; <= 16 rows: weight streaming"""

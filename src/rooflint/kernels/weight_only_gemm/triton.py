@@ -40,6 +40,7 @@ from rooflint.kernels.common.pdl import decode_chain
 from rooflint.kernels.gelu_linear import skinny_pdl
 from rooflint.kernels.gelu_linear.skinny import skinny_linear
 from rooflint.kernels.gelu_linear.skinny_pdl import SKINNY_PDL_CU
+from rooflint.kernels.gelu_linear.skinny_ring import SKINNY_RING_CU
 from rooflint.kernels.weight_only_gemm import FAMILY, MAX_ROWS, bf16_weight_bytes
 
 INTERPRETER_SMS = 3
@@ -283,7 +284,7 @@ CUDA_KERNELS = {1: False, 2: True}  # CUDA=... -> skinny_pdl.launch's streamed
     kind="triton",
     needs=(NEEDS_CUDA, NEEDS_TRITON),
     modeled_bytes=bf16_weight_bytes,
-    sources=(SKINNY_PDL_CU,),
+    sources=(SKINNY_PDL_CU, SKINNY_RING_CU),
 )
 def bf16_skinny(case, config=BF16_SKINNY_CONFIG):
     """gelu_linear's bf16 skinny decode GEMM on the bf16 weight: what the 1-byte weights must beat"""

@@ -55,7 +55,8 @@ class TritonKernels(EagerKernels):
         why = dtype_gap(gelu_linear.FAMILY, name)
         self.plan["linear"] = (
             "triton for decode (<= 16 rows, on sm_90 with PDL skinny_pdl.cu's CUDA kernel where K splits over "
-            "whole warps), cuBLAS above" if why is None else f"eager ({why})"
+            "whole warps, skinny_ring.cu's where each SM streams over 448 KB of W at <= 8 rows), cuBLAS above"
+            if why is None else f"eager ({why})"
         )  # fmt: skip
         self.plan["lm_head"] = f"cuBLAS, vocab padded to a multiple of {LM_HEAD_PAD}"
         self.plan["sample"] = "triton (argmax in one kernel)"

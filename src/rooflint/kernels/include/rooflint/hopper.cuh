@@ -17,7 +17,9 @@
 #define ROOFLINT_SM90A 1
 #endif
 
-#ifdef ROOFLINT_SM90A
+// mbarriers, 1-D bulk copies and named barriers are sm_90's own (the plain target has them too), so a
+// kernel built for sm_90 without wgmma can stream through them.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 namespace rooflint_hopper {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -49,6 +51,28 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
 }
+
+// ---- 1-D bulk copy (sm_90): `bytes` (a multiple of 16, both addresses 16-byte aligned) of global
+// memory into shared memory by the copy engine, counted toward bar's transaction bytes.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// ---- named barriers (id 0 is __syncthreads): `sync` waits, `arrive` only counts.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace rooflint_hopper
+#endif  // sm_90
+
+#ifdef ROOFLINT_SM90A
+namespace rooflint_hopper {
 
 // ---- TMA: one thread copies a whole [rows x cols] box of a 3-D tensor map into shared memory,
 // swizzled as the map says; rows past the tensor's end arrive as zeros. The bytes count toward bar.
@@ -96,14 +120,6 @@ __device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtens
       " [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(x), "r"(y), "r"(z), "h"(cta_mask)
       : "memory");
-}
-
-// ---- named barriers (id 0 is __syncthreads): `sync` waits, `arrive` only counts.
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- register reallocation: a producer warpgroup that only issues TMA gives registers to the
