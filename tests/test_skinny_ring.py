@@ -99,6 +99,11 @@ def test_refusals_name_what_is_wrong():
     assert "multiple of 512" in why(x[:, :1000], w[:, :1000])
     assert "[2 x 32, K] weight and no residual" in why(x, w, torch.zeros(1, 32, dtype=torch.bfloat16), ffn=32)
     assert "needs a CUDA GPU of sm_90" in why(x, w)  # this machine has none
+    strided = torch.zeros(1, 128, dtype=torch.bfloat16)[:, ::2]  # [1, 64], every other column
+    assert "output's rows contiguous" in why(x, w, out=strided)
+    assert "output's rows contiguous" in why(x, w, residual=strided)
+    assert "16-byte aligned x rows" in why(torch.zeros(1, 4097, dtype=torch.bfloat16)[:, 1:], w)
+    assert "contiguous, 16-byte aligned weight" in why(x, torch.zeros(4096, 64, dtype=torch.bfloat16).T)
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         skinny_ring.linear(x, w)
     with pytest.raises(ValueError, match="even rows"):

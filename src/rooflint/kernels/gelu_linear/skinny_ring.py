@@ -122,14 +122,14 @@ def why_not(x: torch.Tensor, w: torch.Tensor, residual=None, out=None, ffn: int 
         return f"skinny_ring.cu takes K a multiple of {CHUNK}, not {k}"
     if ffn and (w.shape[0] != 2 * ffn or residual is not None):
         return f"skinny_ring.cu's SwiGLU takes a [2 x {ffn}, K] weight and no residual"
+    if not w.is_contiguous() or w.data_ptr() % 16 or x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16:
+        return "skinny_ring.cu needs a contiguous, 16-byte aligned weight and 16-byte aligned x rows"
+    if any(t is not None and t.stride(1) != 1 for t in (residual, out)):
+        return "skinny_ring.cu needs the residual's and the output's rows contiguous"
     if not x.is_cuda or torch.cuda.get_device_capability(x.device) < (9, 0):
         return "skinny_ring.cu needs a CUDA GPU of sm_90 or newer (bulk copies, mbarriers)"
     if not plan(m, k, device_shared(x.device))[0]:
         return f"skinny_ring.cu keeps X in shared memory beside 64 KB of stages: M = {m} x K = {k} does not fit"
-    if not w.is_contiguous() or w.data_ptr() % 16 or x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16:
-        return "skinny_ring.cu needs a contiguous, 16-byte aligned weight and 16-byte aligned x rows"
-    if residual is not None and residual.stride(1) != 1:
-        return "skinny_ring.cu needs the residual's rows contiguous"
     if cuda_build.nvcc_path() is None:
         return "skinny_ring.cu is built on first use, and nvcc is not on PATH"
     return None
