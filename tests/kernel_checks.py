@@ -80,3 +80,31 @@ def assert_appended(got, k_pool, v_pool, slots, heads: int, width: int, d: int):
     untouched = torch.ones(k_pool.shape[0], dtype=torch.bool, device=k_pool.device)
     untouched[slots] = False
     assert torch.isnan(k_pool[untouched]).all() and torch.isnan(v_pool[untouched]).all()
+
+
+def assert_swiglu_matches_float64(swiglu, m: int, k: int, ffn: int, dtype, tol: float, runs) -> None:
+    """A fused gate/up projection ``swiglu(x, w, bias, pdl)`` -> silu(gate) * up [M, ffn] against float64,
+    for each (with bias, pdl) of ``runs``: gate and up rounded to the dtype first, as the unfused GEMM's
+    output is; the error within ``tol`` of the result's scale."""
+    gen = torch.Generator(device="cuda").manual_seed(m * 31 + k + ffn)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(2 * ffn, device="cuda", generator=gen).to(dtype)
+    for with_bias, pdl in runs:
+        bias = b if with_bias else None
+        got = swiglu(x, w, bias, pdl)
+        y = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
+        gate, up = y[:, :ffn].to(dtype).double(), y[:, ffn:].to(dtype).double()
+        want = torch.nn.functional.silu(gate) * up
+        err = (got.double() - want).abs().max().item()
+        assert got.shape == (m, ffn) and err <= tol * (1 + want.abs().max().item()), (with_bias, pdl, err)
+
+
+def projection_inputs(m: int, k: int, n: int, dtype) -> tuple[torch.Tensor, ...]:
+    """x [M, K], w [N, K] scaled by K^-1/2, a bias [N] and a residual [M, N] on the GPU, seeded by the shape."""
+    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + k + n)
+    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    r = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+    return x, w, b, r

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from kernel_checks import assert_appended, rope_tables
+from kernel_checks import assert_appended, assert_swiglu_matches_float64, projection_inputs, rope_tables
 
 from rooflint.kernels.gelu_linear import skinny, skinny_pdl
 
@@ -90,11 +90,7 @@ def test_linear_bias_gelu_residual_match_float64(m, k, n, dtype, kernel, monkeyp
     if not takes(kernel, m, k):
         pytest.skip(f"the {kernel} kernel takes no K = {k} at M = {m} (plan picks the other)")
     calls = ran_cuda(monkeypatch, kernel)
-    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + k + n)
-    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
-    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
-    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
-    r = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+    x, w, b, r = projection_inputs(m, k, n, dtype)
     for gelu, bias, residual in ((False, b, None), (True, b, None), (False, b, r), (False, None, None)):
         got = skinny.skinny_linear(x, w, bias, gelu=gelu, residual=residual)
         want = F.linear(x.double(), w.double(), None if bias is None else bias.double())
@@ -171,17 +167,9 @@ def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype, shared, monkeypatch):
     if shared and not skinny_pdl.shared_steps(k, m):
         pytest.skip(f"the shared tile takes no K = {k} at M = {m}")
     flags = take_shared(monkeypatch) if shared else []
-    gen = torch.Generator(device="cuda").manual_seed(m * 31 + k + ffn)
-    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
-    w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
-    b = torch.randn(2 * ffn, device="cuda", generator=gen).to(dtype)
-    for bias, pdl in ((None, False), (b, False), (b, True)):
-        got = skinny_pdl.swiglu(x, w, bias, pdl=pdl)
-        y = F.linear(x.double(), w.double(), None if bias is None else bias.double())
-        gate, up = y[:, :ffn].to(dtype).double(), y[:, ffn:].to(dtype).double()
-        want = F.silu(gate) * up
-        err = (got.double() - want).abs().max().item()
-        assert got.shape == (m, ffn) and err <= TOL[dtype] * (1 + want.abs().max().item()), (bias is not None, err)
+    runs = ((False, False), (True, False), (True, True))  # (with bias, pdl)
+    assert_swiglu_matches_float64(lambda x, w, bias, pdl: skinny_pdl.swiglu(x, w, bias, pdl=pdl), m, k, ffn, dtype,
+                                  TOL[dtype], runs)  # fmt: skip
     assert flags == ([True] * 3 if shared else [])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_checks import assert_swiglu_matches_float64, projection_inputs
 
 from rooflint.kernels.gelu_linear import skinny, skinny_ring
 
@@ -41,11 +42,7 @@ SHAPES = [(1, 14336, 4096), (1, 4096, 4096), (8, 8192, 2048), (8, 2048, 16384), 
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_linear_bias_residual_match_float64(m, k, n, dtype):
-    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + k + n)
-    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
-    w = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
-    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
-    r = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+    x, w, b, r = projection_inputs(m, k, n, dtype)
     for bias, residual, pdl in ((None, None, False), (b, None, True), (b, r, True), (None, r, False)):
         for _ in range(2):  # again: the shared tiles' counts came back to zero
             got = skinny_ring.linear(x, w, bias, residual, pdl=pdl)
@@ -74,17 +71,9 @@ SWIGLU_SHAPES = [(1, 4096, 14336), (8, 2048, 8192), (3, 1024, 1000), (5, 4096, 2
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_swiglu_epilogue_matches_float64(m, k, ffn, dtype):
     """silu(gate) * up, gate and up rounded to the dtype first, as the unfused GEMM's output is."""
-    gen = torch.Generator(device="cuda").manual_seed(m * 31 + k + ffn)
-    x = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
-    w = (torch.randn(2 * ffn, k, device="cuda", generator=gen) * k**-0.5).to(dtype)
-    b = torch.randn(2 * ffn, device="cuda", generator=gen).to(dtype)
-    for bias, pdl in ((None, False), (b, True), (b, False)):
-        got = skinny_ring.swiglu(x, w, bias, pdl=pdl)
-        y = F.linear(x.double(), w.double(), None if bias is None else bias.double())
-        gate, up = y[:, :ffn].to(dtype).double(), y[:, ffn:].to(dtype).double()
-        want = F.silu(gate) * up
-        err = (got.double() - want).abs().max().item()
-        assert got.shape == (m, ffn) and err <= TOL[dtype] * (1 + want.abs().max().item()), (bias is not None, err)
+    runs = ((False, False), (True, True), (True, False))  # (with bias, pdl)
+    assert_swiglu_matches_float64(lambda x, w, bias, pdl: skinny_ring.swiglu(x, w, bias, pdl=pdl), m, k, ffn, dtype,
+                                  TOL[dtype], runs)  # fmt: skip
 
 
 def test_results_do_not_depend_on_timing():
