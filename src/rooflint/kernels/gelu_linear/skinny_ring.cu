@@ -28,7 +28,7 @@
 namespace {
 
 constexpr int kRows = 16;         // W rows a tile: the MMA's M
-constexpr int kConsumers = 8;     // warps reading the stages, 64 columns each
+constexpr int kConsumers = 8;     // warps reading the stages, an eighth of a stage's columns each
 constexpr int kThreads = (kConsumers + 1) * 32;
 constexpr int kMaxStages = 12;
 // A stage's row stride: 64 bytes past its CHUNK columns, so that the 8 threads of a quarter warp (two
@@ -71,7 +71,6 @@ __device__ __forceinline__ long long w_row(const RingParams& p, long long tile, 
   valid = row < p.n;
   return row;
 }
-
 
 // The producer warp: lane r < 16 copies its stage row r, each stage once the consumers have read its
 // last contents. The loop keeps its tile, chunk, stage and phase as counters: a single warp issues
