@@ -137,13 +137,20 @@ def _load(name: str, module: str, origin: str) -> Family:
     return _import_family(FamilySource(name, module, origin))
 
 
-def get_family(name: str) -> Family:
+def family_source(name: str) -> FamilySource:
+    """Where the family ``name`` comes from, importing no family module (but the environment
+    variable's): one line where no source names it, or two claim it."""
     known = sources()
     if name not in known:
         raise UserError(f"unknown family {name!r}; valid: {', '.join(known)}")
     source = known[name]
     if source.clash:
         raise UserError(source.clash)
+    return source
+
+
+def get_family(name: str) -> Family:
+    source = family_source(name)
     return _load(source.name, source.module, source.origin)
 
 

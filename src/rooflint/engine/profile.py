@@ -29,6 +29,7 @@ from rooflint.core.registry import get_family
 from rooflint.core.selection import check_variant_names, in_asked_order, select_variants
 from rooflint.engine.correctness import check
 from rooflint.engine.kineto_log import without_usdt_lines
+from rooflint.engine.profile_flags import NO_NCU, check_flags
 from rooflint.engine.timing import nvtx_range
 from rooflint.outputs.results import ERROR, FAILED, FAILING_STATUSES, OK, SKIPPED, read_typed_csv, write_typed_csv
 
@@ -38,7 +39,6 @@ PROFILED_CALLS = 5  # calls under torch.profiler: enough to average, few enough 
 # dozens of times, so the large size costs minutes per variant).
 DEFAULT_SIZE = "small"
 DEFAULT_OUT = Path("rooflint-out/profile")
-NO_NCU = "--ncu needs Nsight Compute's `ncu` on PATH (it ships with the CUDA toolkit); drop --ncu to list kernels only"
 
 
 @dataclass
@@ -374,7 +374,7 @@ def run_profile(
     each variant's counters beside its analytic model (ncu.csv, roofline_ncu.*). Everything is
     checked before anything runs; ``on_note`` hears about slow steps and skipped variants."""
     from rooflint.core.paths import output_dir, writable_file
-    from rooflint.core.specs import check_gpu_flag, current_gpu_spec, load_spec_file
+    from rooflint.core.specs import current_gpu_spec
     from rooflint.engine import timing
     from rooflint.engine.bench import check_shapes_fit
     from rooflint.engine.device import resolve_device
@@ -386,17 +386,7 @@ def run_profile(
     dtype = fam.default_dtypes[0] if dtype is None else dtype
     size, out = DEFAULT_SIZE if size is None else size, Path(out or DEFAULT_OUT)
     device = resolve_device(device)
-    if sass and not ncu:
-        raise UserError("--sass reads Nsight Compute's source page: add --ncu")
-    if ncu and device != "cuda":
-        raise UserError("--ncu needs a CUDA GPU; drop --ncu to list kernels on the CPU")
-    if ncu and ncu_tools.ncu_path() is None:
-        # Found only when the first variant went under ncu: after every variant was built, checked,
-        # profiled and timed, and with the kernel table they gave never printed.
-        raise UserError(NO_NCU)
-    if spec_file:
-        load_spec_file(spec_file)  # missing, binary or not TOML: refused, not ignored without --ncu
-    check_gpu_flag(gpu, spec_file, on_cpu=device != "cuda")  # with or without --ncu
+    check_flags(device, ncu, sass, spec_file, gpu)
     if dtype not in fam.dtypes:
         raise UserError(f"{fam.name} has no dtype {dtype!r}; valid: {', '.join(fam.dtypes)}")
     check_shapes_fit(fam, dtype, fam.cases(size)[:1], device)  # an unknown or oversized size: before anything runs

@@ -65,6 +65,14 @@ def profile_command(
       rooflint profile attention -V cuda_hopper,flash_attn_4 --size B=4,H=32,N=4096,D=128,causal=0 --ncu --sass
     """
     names = split_named(variants, "--variants")  # a `-V ,` is refused before torch's import (seconds)
+    from rooflint.core.registry import family_source
+    from rooflint.engine.device import resolve_device
+    from rooflint.engine.profile_flags import check_flags
+
+    # What run_profile judges first, in its order, where the family module and torch are not needed:
+    # an unknown family, device, --sass without --ncu, a spec file or --gpu refused at once.
+    family_source(family)
+    check_flags(None if device is None else resolve_device(device), ncu, sass, spec_file, gpu)
     from rooflint.engine.profile import run_profile
 
     outcome = run_profile(
