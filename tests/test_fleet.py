@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 
 pytest.importorskip("distributed", reason="the fleet tests need the rooflint[dask] extra")
@@ -47,6 +48,7 @@ def fleet_env(tmp_path_factory):
         patch.setenv("ROOFLINT_TEST_KILL_ALWAYS_N", "2048")
         # The duration table (none: the cost model cuts and orders) and the compilers' caches.
         patch.setenv("ROOFLINT_CACHE", str(marker.parent / "cache"))
+        cpu_ceilings.seed(marker.parent / "cache")  # the CPU's, measured once per test process, not by the first run
         patch.syspath_prepend(FIXTURES)
         yield marker
 

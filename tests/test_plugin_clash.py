@@ -12,6 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, needs_console_script
 
@@ -43,6 +44,7 @@ def plugin_env(tmp_path_factory) -> dict[str, str]:
     install(site, "greedy_plugin", "all", "all_family", GREEDY)
     env = dict(os.environ, COLUMNS="250", PYTHONPATH=str(site) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env["ROOFLINT_CACHE"] = str(site / "cache")
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])  # measured once per test process, not again by the first bench
     env.pop("ROOFLINT_DEBUG", None)
     env.pop("ROOFLINT_FAMILY_MODULES", None)
     return env

@@ -11,6 +11,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import cpu_ceilings
 import pytest
 from console_script import ROOFLINT, assert_refused, needs_console_script
 
@@ -19,9 +20,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = [needs_console_script, pytest.mark.xdist_group("cli_profile")]
 
 
-def _rooflint(*arguments: str, modules: str = "toy_family", path: Path | None = None) -> subprocess.CompletedProcess:
+def _rooflint(
+    *arguments: str, modules: str = "toy_family", path: Path | None = None, cache: Path | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROOFLINT_FAMILY_MODULES": modules, "COLUMNS": "200"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path or ""), str(FIXTURES), os.environ.get("PYTHONPATH")]))
+    if cache is not None:  # a bench's own cache, holding the CPU's ceilings measured once per test process
+        env["ROOFLINT_CACHE"] = str(cache)
+        cpu_ceilings.seed(cache)
     return subprocess.run([ROOFLINT, *arguments], capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -96,7 +102,7 @@ def test_junit_parses_when_a_message_holds_control_characters(tmp_path):
     junit = tmp_path / "junit.xml"
     arguments = ("bench", "controls", "--device", "cpu", "--size", "small", "--no-plots")
     done = _rooflint(*arguments, "--out", str(tmp_path / "out"), "--junit", str(junit),
-                     modules="controls_family", path=tmp_path)  # fmt: skip
+                     modules="controls_family", path=tmp_path, cache=tmp_path / "cache")  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
     assert set(cases) == {"eager[fp32,n=256]", 'odd<&"name[fp32,n=256]'}
