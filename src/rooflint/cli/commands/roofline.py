@@ -61,7 +61,6 @@ def roofline_command(
     from rooflint.core.roofs import measured_overlay
     from rooflint.core.specs import get_spec, load_spec_file
     from rooflint.outputs.merge import dedupe, dropped_note
-    from rooflint.outputs.plot import plot_roofline, roofline_base
     from rooflint.outputs.points import points_from_results
     from rooflint.outputs.results import read_results
 
@@ -100,6 +99,9 @@ def roofline_command(
         ]
         if not plots:
             raise UserError(f"{results}: no row was timed, so there is no GPU to draw; pass --gpu to predict points")
+    # matplotlib (0.4 s of imports) once every input has passed: a refused one is answered without it
+    from rooflint.outputs.plot import plot_roofline, roofline_base
+
     output_dir(out)
     written = []
     for spec, points, title in plots:
