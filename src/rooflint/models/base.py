@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import torch
 
 from rooflint.core.errors import UserError
 from rooflint.core.family import Cost
+from rooflint.models import checkpoint_files
 from rooflint.models.flag_checks import check_weights_flags
 
 # The bracket is escaped for rich, which prints every user error and would read [models] as a style.
@@ -220,12 +220,6 @@ def build(
     return LoadedModel(spec, config_name, spec.dims(hf.config), hf, spec.extract_weights(hf), dtype, device)
 
 
-# safetensors dtypes a checkpoint's tensors may hold: any float is cast to the run's --dtype; an
-# integer or fp8 tensor is a quantized checkpoint (its scales elsewhere), which a cast would garble.
-FLOAT_CHECKPOINT_DTYPES = ("F16", "BF16", "F32", "F64")
-WEIGHT_FILES = ("*.safetensors", "*.bin")  # what from_pretrained loads (single files, shards beside their index)
-
-
 def _load_checkpoint(spec: ModelSpec, weights_dir: Path) -> Any:
     """A save_pretrained checkpoint whose every tensor is a float of the model's shape, or one line.
 
@@ -264,21 +258,16 @@ def _load_checkpoint(spec: ModelSpec, weights_dir: Path) -> Any:
 def check_checkpoint(spec: ModelSpec, weights_dir: Path) -> None:
     """What a checkpoint's files say without loading them (its architecture, its tensors' dtypes),
     judged before anything is built or printed."""
-    # from_pretrained's own refusal came after the "building" line (two lines for one bad flag)
-    if not any(any(Path(weights_dir).glob(pattern)) for pattern in WEIGHT_FILES):
-        raise UserError(
-            f"--weights {weights_dir} holds no weight file; valid: a save_pretrained checkpoint directory "
-            f"({', '.join(WEIGHT_FILES)})"
-        )
-    _check_checkpoint_dtypes(weights_dir)
+    checkpoint_files.check_weight_files(weights_dir)
     if spec.checkpoint_model_type is not None:  # named by the spec: its class (seconds of imports) is not needed
-        _check_model_type(weights_dir, spec.checkpoint_model_type)
+        checkpoint_files.check_model_type(weights_dir, spec.checkpoint_model_type)
         return
     loader = spec.hf_class()
     if hasattr(loader, "check_config"):  # a loader that picks the class from the config checks it itself
         loader.check_config(weights_dir)
     else:
-        _check_model_type(weights_dir, getattr(getattr(loader, "config_class", None), "model_type", None))
+        config_class = getattr(loader, "config_class", None)
+        checkpoint_files.check_model_type(weights_dir, getattr(config_class, "model_type", None))
 
 
 def _key_text(key: Any) -> str:
@@ -287,35 +276,6 @@ def _key_text(key: Any) -> str:
         name, stored, wanted = key
         return f"{name}: {list(stored)} in the file, {list(wanted)} in the model"
     return str(key)
-
-
-def _check_model_type(weights_dir: Path, expected: str | None) -> None:
-    """A checkpoint of another architecture refused by name, not loaded with its config's fields
-    unread (each then takes the class's default) and every tensor missing or unexpected."""
-    try:
-        found = json.loads((weights_dir / "config.json").read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return  # no readable config.json: from_pretrained says so in its own words
-    if expected and found != expected:
-        raise UserError(f"--weights {weights_dir} holds a model_type={found!r} checkpoint; valid: {expected!r}")
-
-
-def _check_checkpoint_dtypes(weights_dir: Path) -> None:
-    """Every tensor of the directory's safetensors files a float (read from their headers only)."""
-    from safetensors import SafetensorError, safe_open
-
-    for path in sorted(weights_dir.glob("*.safetensors")):
-        try:
-            with safe_open(str(path), "pt") as handle:
-                for key in handle.keys():
-                    dtype = handle.get_slice(key).get_dtype()
-                    if dtype not in FLOAT_CHECKPOINT_DTYPES:
-                        raise UserError(
-                            f"--weights {path}: tensor {key} is {dtype}; valid: a float checkpoint "
-                            f"({', '.join(FLOAT_CHECKPOINT_DTYPES)}), not a quantized one"
-                        )
-        except SafetensorError as error:
-            raise UserError(f"--weights {path} is not a readable safetensors file: {error}") from None
 
 
 def config_with_layers(hf_config: Any, layers: int) -> Any:

@@ -27,6 +27,10 @@ BUILTINS = {
     "mistral-7b": ("rooflint.models.llama", "mistral-7b"),
 }
 MODELS = {"gpt2": "rooflint.models.gpt2", "llama": "rooflint.models.llama"}  # spec names: --config picks a preset
+# module -> the model_type its spec's --weights checkpoints hold (ModelSpec.checkpoint_model_type), for
+# the specs that name it: known here, a checkpoint of another architecture is refused before the
+# heavy imports. A spec whose loader reads the checkpoint's config.json itself (llama's) is not here.
+CHECKPOINT_MODEL_TYPES = {"rooflint.models.gpt2": "gpt2"}
 
 
 def _is_path(name: str) -> bool:
@@ -47,6 +51,13 @@ def get_model(name: str) -> ModelSpec:
 
         return from_config_file(Path(name))
     raise UserError(f"unknown model {name!r}; {valid}")
+
+
+def checkpoint_model_type(name: str) -> str | None:
+    """The model_type a --weights checkpoint of the built-in or spec name ``name`` must hold, where
+    its spec names one (None: judged by the spec's loader, once its module is imported)."""
+    module = BUILTINS[name][0] if name in BUILTINS else MODELS.get(name)
+    return CHECKPOINT_MODEL_TYPES.get(module)
 
 
 def resolve(name: str, config: str | None) -> tuple[ModelSpec, str]:

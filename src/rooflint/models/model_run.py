@@ -22,7 +22,7 @@ from rooflint.core.paths import output_dir
 from rooflint.core.specs import GpuSpec
 from rooflint.engine import environment
 from rooflint.engine.bench import keep_previous
-from rooflint.models import architectures, memory, peers, sweep
+from rooflint.models import checkpoint_files, memory, peers, sweep
 from rooflint.models.base import check_checkpoint, require_transformers
 from rooflint.models.baseline import run_baselines
 from rooflint.models.catalog import get_model
@@ -206,14 +206,7 @@ def checkpoint_config(weights_dir: Path) -> Any:
     """A --weights checkpoint's config.json as its load reads it (the config class of its
     model_type), or one line saying why it cannot be read."""
     path = weights_dir / "config.json"
-    architectures.read_json_config(
-        path,
-        f"--weights {path}",
-        lambda why: (
-            f"--weights {weights_dir} holds no readable config.json ({why}); valid: a save_pretrained "
-            "checkpoint directory"
-        ),
-    )
+    checkpoint_files.read_config(weights_dir)
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 

@@ -123,8 +123,9 @@ def model_command(
             architectures.read_config_file(Path(model))
         else:
             catalog.get_model(model)
-    if model in catalog.BUILTINS and config is None and weights_dtype is None:
+    if (model in catalog.BUILTINS or model in catalog.MODELS) and config is None and weights_dtype is None:
         _check_before_imports(
+            model,
             batch,
             context,
             kernels,
@@ -182,16 +183,31 @@ def model_command(
         raise typer.Exit(outcome.exit_code)
 
 
-def _check_before_imports(batch: str, context: str | None, kernels: list[str] | None, **fields) -> None:
+def _check_before_imports(model: str, batch: str, context: str | None, kernels: list[str] | None, **fields) -> None:
     """The checks below, in their order, made before torch and transformers load (seconds) where
-    nothing they need is in the model's module: a built-in name without --config or --weights-dtype
-    (its preset is its own, and no weight format is judged against the spec). Each refusal is the
-    same line run_model's validate would give once the heavy imports had been made."""
+    nothing they need is in the model's module: a built-in or spec name without --config or
+    --weights-dtype (its preset is its own or the spec's first, and no weight format is judged
+    against the spec). Each refusal is the same line run_model's validate, and then its checks of a
+    --weights checkpoint, would give once the heavy imports had been made."""
+    import importlib.util
     from types import SimpleNamespace
 
+    from rooflint.models import catalog, checkpoint_files
     from rooflint.models.flag_checks import parse_sizes, validate
 
     batches = parse_sizes(batch, "--batch")
     parse_sizes(context, "--context")
     sets = split_named(kernels, "--kernels", "kernel set: eager, compile, triton, cuda")
     validate(SimpleNamespace(batch=batches[0], kernels=sets or None, **fields))  # the fields ModelRequest reads
+    weights = fields["weights"]
+    if weights is None or importlib.util.find_spec("transformers") is None:
+        return  # without transformers, run_model's first refusal says how to install it
+    # run_model's check_checkpoint and then preflight's reading of its config.json, as far as the spec
+    # is known without its module: its files and dtypes, and, where the spec names the model_type its
+    # checkpoints hold, the architecture and the config as JSON (a loader that reads the config itself
+    # judges it first, after the imports).
+    checkpoint_files.check_weight_files(weights)
+    expected = catalog.checkpoint_model_type(model)
+    if expected is not None:
+        checkpoint_files.check_model_type(weights, expected)
+        checkpoint_files.read_config(weights)
