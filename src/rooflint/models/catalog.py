@@ -27,10 +27,6 @@ BUILTINS = {
     "mistral-7b": ("rooflint.models.llama", "mistral-7b"),
 }
 MODELS = {"gpt2": "rooflint.models.gpt2", "llama": "rooflint.models.llama"}  # spec names: --config picks a preset
-# module -> the model_type its spec's --weights checkpoints hold (ModelSpec.checkpoint_model_type), for
-# the specs that name it: known here, a checkpoint of another architecture is refused before the
-# heavy imports. A spec whose loader reads the checkpoint's config.json itself (llama's) is not here.
-CHECKPOINT_MODEL_TYPES = {"rooflint.models.gpt2": "gpt2"}
 
 
 def _is_path(name: str) -> bool:
@@ -56,6 +52,8 @@ def get_model(name: str) -> ModelSpec:
 def checkpoint_model_type(name: str) -> str | None:
     """The model_type a --weights checkpoint of the built-in or spec name ``name`` must hold, where
     its spec names one (None: judged by the spec's loader, once its module is imported)."""
+    from rooflint.models.checkpoint_files import CHECKPOINT_MODEL_TYPES
+
     module = BUILTINS[name][0] if name in BUILTINS else MODELS.get(name)
     return CHECKPOINT_MODEL_TYPES.get(module)
 

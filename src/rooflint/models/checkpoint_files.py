@@ -20,6 +20,11 @@ from rooflint.models import architectures
 # integer or fp8 tensor is a quantized checkpoint (its scales elsewhere), which a cast would garble.
 FLOAT_CHECKPOINT_DTYPES = ("F16", "BF16", "F32", "F64")
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # what from_pretrained loads (single files, shards beside their index)
+# spec module -> the model_type its --weights checkpoints hold (ModelSpec.checkpoint_model_type), for
+# the specs that name it: known here, without the module, a checkpoint of another architecture is
+# refused before the heavy imports. A spec whose loader reads the checkpoint's config.json itself
+# (llama's) is not here.
+CHECKPOINT_MODEL_TYPES = {"rooflint.models.gpt2": "gpt2"}
 
 
 def check_weight_files(weights_dir: Path) -> None:

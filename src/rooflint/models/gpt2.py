@@ -15,7 +15,7 @@ import torch
 from rooflint.core.family import Cost, element_size
 from rooflint.kernels import attention, decode_attention, gelu_linear, layernorm
 from rooflint.models.base import Dims, ModelSpec, Phase, require_transformers
-from rooflint.models.catalog import CHECKPOINT_MODEL_TYPES
+from rooflint.models.checkpoint_files import CHECKPOINT_MODEL_TYPES
 
 VOCAB = 50257
 MAX_POSITIONS = 1024
@@ -64,7 +64,7 @@ def elementwise_cost(elements: int, reads: int, dtype: str, flops_per_element: i
 
 class GPT2(ModelSpec):
     name = "gpt2"
-    # GPT2LMHeadModel's config's, named in the catalog (importing the class takes seconds)
+    # GPT2LMHeadModel's config's, named where `rooflint model` reads it before importing this module
     checkpoint_model_type = CHECKPOINT_MODEL_TYPES[__name__]
     vocab = VOCAB
     max_positions = MAX_POSITIONS
