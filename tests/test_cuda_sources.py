@@ -7,6 +7,7 @@ sm_90a is the target rooflint builds on an H100 (it enables wgmma); sm_90 must a
 
 from pathlib import Path
 
+import nvcc_checks
 import pytest
 from nvcc_checks import archs, check, sources
 
@@ -43,8 +44,6 @@ def test_every_cuda_source_is_found_inside_its_family_package():
 def test_a_recorded_pass_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch):
     # The record CI fills while pip installs: a pass is keyed by the source and its headers' bytes,
     # so an edited header compiles again, and a failure is never recorded.
-    import nvcc_checks
-
     from rooflint.core.errors import VariantSkipped
 
     compiled = []
@@ -73,18 +72,54 @@ def test_a_recorded_pass_is_reused_only_for_the_same_inputs(tmp_path, monkeypatc
     assert compiled.count("toy.cu") == 4  # a failure is reported each time, never remembered as a pass
 
 
+def test_a_recorded_ptxas_report_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch):
+    # As a pass: the report of a build is keyed by its command and the source's and headers' bytes,
+    # and a failed build is never recorded. The "nvcc" here notes each build it makes in a log and
+    # prints the source as its report.
+    import sys
+
+    log = tmp_path / "builds.log"
+    script = (
+        "import sys; open(sys.argv[2], 'a').write('built\\n'); text = open(sys.argv[1]).read(); "
+        "print(text, file=sys.stderr); sys.exit('broken' in text)"
+    )
+
+    def fake_command(source, output, arch, **options):
+        return [sys.executable, "-c", script, str(source), str(log), f"--arch={arch}", "-o", str(output)]
+
+    def builds() -> int:
+        return len(log.read_text().splitlines())
+
+    monkeypatch.setattr(nvcc_checks, "compile_command", fake_command)
+    monkeypatch.setattr(nvcc_checks, "_nvcc_version", lambda: "nvcc 13.0")
+    monkeypatch.setenv(nvcc_checks.CACHE_ENV, str(tmp_path / "passed"))
+    (tmp_path / "helper.cuh").write_text("// v1\n")
+    source = tmp_path / "toy.cu"
+    source.write_text('#include "helper.cuh"\n// registers 40\n')
+    first = nvcc_checks.ptxas_report(source, "sm_90a", tmp_path / "a")
+    again = nvcc_checks.ptxas_report(source, "sm_90a", tmp_path / "b")  # another output path, the same build
+    assert builds() == 1 and first.returncode == again.returncode == 0  # the second read the first's record
+    assert "registers 40" in again.stderr and (again.stdout, again.stderr) == (first.stdout, first.stderr)
+    nvcc_checks.ptxas_report(source, "sm_80", tmp_path)
+    assert builds() == 2  # another target: built again
+    (tmp_path / "helper.cuh").write_text("// v2\n")
+    nvcc_checks.ptxas_report(source, "sm_90a", tmp_path)
+    assert builds() == 3  # a header changed: built again
+    source.write_text('#include "helper.cuh"\nbroken\n')
+    for _ in range(2):
+        assert nvcc_checks.ptxas_report(source, "sm_90a", tmp_path).returncode == 1
+    assert builds() == 5  # a failure is reported each time, never recorded
+
+
 @pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed on this machine")
 def test_the_hopper_attention_builds_for_sm_90a_without_spills_or_serialized_wgmma(tmp_path):
     # At -O3 ptxas reports each kernel's spills and any wgmma it had to serialize (C7510 and kin),
     # which the warnings-as-errors check above does not catch: the D=128 consumer must fit 232
-    # registers, D=64's 160 and D=256's 240 (O 128, S 40) with its producer at 24.
-    import subprocess
-
-    from rooflint.engine.cuda_build import compile_command
-
+    # registers, D=64's 160 and D=256's 240 (O 128, S 40) with its producer at 24. The build's report
+    # is the one recorded for these exact inputs where there is one (CI builds it while pip installs).
     source = Path(rooflint.kernels.__file__).parent / "attention" / "attention_hopper.cu"
-    command = compile_command(source, tmp_path / "attention_hopper.o", "sm_90a", shared=False)
-    done = subprocess.run([*command, "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
+    assert (source.name, "sm_90a") in nvcc_checks.REPORTED  # what CI builds ahead is this build
+    done = nvcc_checks.ptxas_report(source, "sm_90a", tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     report = done.stderr + done.stdout
     for d in (64, 128, 256):  # each head dim's four kernels (two dtypes, both masks) were built
