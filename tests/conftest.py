@@ -9,6 +9,11 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # then waits for whichever of its threads is descheduled: a [2, 8, 64] layer norm took 8 ms
 # instead of 8 us. The tests check results, never a speed-up from threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Inductor compiles in the process that asked, not in a pool of compile workers it would start in
+# each process that compiles (the two xdist workers, and every bench, model or pytest process they
+# start): each worker is a Python importing torch, seconds of a core the runner's other processes are
+# waiting for, and what it compiles is the same either way. Read when torch._inductor is imported.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 def pytest_configure(config):
