@@ -120,8 +120,9 @@ def test_skinny_linear_takes_it_where_the_switch_asks(monkeypatch):
     """ROOFLINT_RING=1 sends a decode GEMM it fits (plain, PDL on) to the ring kernel; a folded norm or a
     GELU stays on the held kernel."""
     calls = []
-    ring = skinny_ring.linear
-    monkeypatch.setattr(skinny_ring, "linear", lambda *a, **kw: calls.append(a[0].shape) or ring(*a, **kw))
+    ring = skinny_ring.linear_where_it_fits
+    spy = lambda *a, **kw: calls.append(a[0].shape) or ring(*a, **kw)  # noqa: E731
+    monkeypatch.setattr(skinny_ring, "linear_where_it_fits", spy)
     monkeypatch.setenv("ROOFLINT_RING", "1")
     monkeypatch.setenv("ROOFLINT_PDL", "1")
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)

@@ -343,9 +343,10 @@ def _launch(x, w, b, gelu, residual, out, tile, norm, append, splits) -> torch.T
     if tile is None and splits in (None, 1) and pdl:
         from rooflint.kernels.gelu_linear import skinny_pdl, skinny_ring
 
-        plain = norm is None and append is None and not gelu
-        if plain and skinny_ring.pays(m, k, n, x.device) and skinny_ring.why_not(x, w, residual, out) is None:
-            return skinny_ring.linear(x, w, b, residual, out, pdl=True)
+        if norm is None and append is None and not gelu and skinny_ring.pays(m, k, n, x.device):
+            ring = skinny_ring.linear_where_it_fits(x, w, b, residual, out, pdl=True)
+            if ring is not None:
+                return ring
         if skinny_pdl.fits(x, w, residual, out):
             return skinny_pdl.launch(x, w, b, gelu, residual, out, norm, append)
     sms = sm_count(x.device, INTERPRETER_SMS)

@@ -168,10 +168,17 @@ def _workspace(device, grid: int, tiles: int) -> tuple[torch.Tensor, torch.Tenso
 
 def linear(x, w, b=None, residual=None, out=None, pdl: bool = False) -> torch.Tensor:
     """x @ w^T + b (+ residual) for x [M <= 8, K], w [N, K]: out [M, N]; ``pdl`` launches it with
-    programmatic dependent launch."""
-    why = why_not(x, w, residual, out)
-    if why:
-        raise ValueError(why)
+    programmatic dependent launch. ValueError (why_not's words) where the kernel cannot take it."""
+    got = linear_where_it_fits(x, w, b, residual, out, pdl)
+    if got is None:
+        raise ValueError(why_not(x, w, residual, out))
+    return got
+
+
+def linear_where_it_fits(x, w, b=None, residual=None, out=None, pdl: bool = False) -> torch.Tensor | None:
+    """``linear``, or None where why_not refuses the call (its caller then runs another kernel)."""
+    if why_not(x, w, residual, out) is not None:
+        return None
     out = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device) if out is None else out
     return _call(x, w, b, residual, out, 0, pdl)
 
