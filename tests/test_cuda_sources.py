@@ -41,6 +41,17 @@ def test_every_cuda_source_is_found_inside_its_family_package():
     assert all(source.parent.name != "kernels" for source in SOURCES)  # none left loose in kernels/
 
 
+def toy_source(tmp_path, monkeypatch, line: str):
+    """toy.cu (including helper.cuh, "// v1") and then ``line``, with nvcc's version fixed and the record
+    of passes under tmp_path: what the record's tests edit to see a check made again or not."""
+    monkeypatch.setattr(nvcc_checks, "_nvcc_version", lambda: "nvcc 13.0")
+    monkeypatch.setenv(nvcc_checks.CACHE_ENV, str(tmp_path / "passed"))
+    (tmp_path / "helper.cuh").write_text("// v1\n")
+    source = tmp_path / "toy.cu"
+    source.write_text(f'#include "helper.cuh"\n{line}\n')
+    return source
+
+
 def test_a_recorded_pass_is_reused_only_for_the_same_inputs(tmp_path, monkeypatch):
     # The record CI fills while pip installs: a pass is keyed by the source and its headers' bytes,
     # so an edited header compiles again, and a failure is never recorded.
@@ -54,11 +65,7 @@ def test_a_recorded_pass_is_reused_only_for_the_same_inputs(tmp_path, monkeypatc
             raise VariantSkipped(f"nvcc failed for {source.name} ({arch}): error: broken")
 
     monkeypatch.setattr(nvcc_checks, "compile_source", fake_compile)
-    monkeypatch.setattr(nvcc_checks, "_nvcc_version", lambda: "nvcc 13.0")
-    monkeypatch.setenv(nvcc_checks.CACHE_ENV, str(tmp_path / "passed"))
-    (tmp_path / "helper.cuh").write_text("// v1\n")
-    source = tmp_path / "toy.cu"
-    source.write_text('#include "helper.cuh"\n__global__ void k() {}\n')
+    source = toy_source(tmp_path, monkeypatch, "__global__ void k() {}")
     nvcc_checks.check(source, tmp_path)
     nvcc_checks.check(source, tmp_path)
     assert compiled == ["toy.cu"]  # the second check found the first one's pass
@@ -91,11 +98,7 @@ def test_a_recorded_ptxas_report_is_reused_only_for_the_same_inputs(tmp_path, mo
         return len(log.read_text().splitlines())
 
     monkeypatch.setattr(nvcc_checks, "compile_command", fake_command)
-    monkeypatch.setattr(nvcc_checks, "_nvcc_version", lambda: "nvcc 13.0")
-    monkeypatch.setenv(nvcc_checks.CACHE_ENV, str(tmp_path / "passed"))
-    (tmp_path / "helper.cuh").write_text("// v1\n")
-    source = tmp_path / "toy.cu"
-    source.write_text('#include "helper.cuh"\n// registers 40\n')
+    source = toy_source(tmp_path, monkeypatch, "// registers 40")
     first = nvcc_checks.ptxas_report(source, "sm_90a", tmp_path / "a")
     again = nvcc_checks.ptxas_report(source, "sm_90a", tmp_path / "b")  # another output path, the same build
     assert builds() == 1 and first.returncode == again.returncode == 0  # the second read the first's record
