@@ -16,7 +16,14 @@ from rooflint.kernels.decode_attention.plans import (
     split_plan,
     wave_plan,
 )
-from rooflint.kernels.decode_attention.triton import PAGE, paged_copy, preload_tiles, triton_decode, triton_paged_decode
+from rooflint.kernels.decode_attention.triton import (
+    PAGE,
+    paged_copy,
+    preload_plan,
+    preload_tiles,
+    triton_decode,
+    triton_paged_decode,
+)
 
 # (b, h, h_kv, c, d): a one-token cache; GQA with G=2 over 3 splits (300 tokens, 128 per split);
 # G=8 (one kv head) over 5 splits; G=3 (padded to 16 query rows) with a 77-token single split;
@@ -266,6 +273,44 @@ def test_decode_with_its_chunk_loaded_before_the_wait_matches_reference(shape, d
     family = get_family("decode_attention")
     dense = triton_decode(q, k, v, ws, block_n=block_n, preload=True).clone()
     paged = triton_paged_decode(q, k_pool, v_pool, table, h_kv, c, ws, block_n=block_n, preload=True)
+    for got in (dense, paged):
+        verdict = check(family, dtype, got, want)
+        assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(
+    "b, h_kv, c, d, plan, tiles",
+    [
+        (1, 8, 576, 128, (9, 64), 1),  # the 8B's step: 9 splits of 64 keys, each loaded before the wait
+        (8, 8, 576, 128, (9, 64), 1),
+        (1, 8, 576, 64, (5, 128), 2),  # D = 64: 128 keys already fit, split_plan's plan (GPT-2's, the 1B's)
+        (1, 8, 32768, 128, (64, 512), 0),  # a long cache: 512-key chunks, as split_plan gives
+        (1, 8, 576, 256, (5, 128), 0),  # no whole key block fits at D = 256: split_plan's plan
+    ],
+)
+def test_preload_plan_shortens_chunks_only_to_what_the_registers_hold(b, h_kv, c, d, plan, tiles):
+    got = preload_plan(b, h_kv, c, d, sms=132)
+    assert got == plan
+    assert preload_tiles(got[1], 64, d) == tiles
+    if d != 128 or c > 4096:
+        assert got == split_plan(b, h_kv, c, 132)
+    splits, chunk = got
+    assert (splits - 1) * chunk < c <= splits * chunk  # every split holds keys
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_decode_at_d128_with_one_preloaded_tile_a_chunk_matches_reference(dtype):
+    """D = 128 on preload_plan's 64-key chunks (the Llama 8B's plan): one tile a program in registers
+    before the wait, the newest row read after it, dense and paged; 203 keys end in a partial chunk."""
+    b, h, h_kv, c, d = 1, 8, 2, 203, 128
+    inputs, want = decode_case(b, h, h_kv, c, d, {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    ws = DecodeWorkspace(q, h_kv, c, plan=preload_plan(b, h_kv, c, d, sms=132))
+    assert (ws.splits, ws.chunk, preload_tiles(ws.chunk, 64, d)) == (4, 64, 1)
+    k_pool, v_pool, table = paged_copy(k, v, torch.Generator().manual_seed(3))
+    family = get_family("decode_attention")
+    dense = triton_decode(q, k, v, ws, preload=True).clone()
+    paged = triton_paged_decode(q, k_pool, v_pool, table, h_kv, c, ws, preload=True)
     for got in (dense, paged):
         verdict = check(family, dtype, got, want)
         assert verdict.passed, verdict.message

@@ -260,3 +260,21 @@ def test_the_models_cuda_set_decodes_with_the_benchs_cuda_plan():
     ws = triton_set._workspace(q, h_kv, length)
     assert (ws.splits, ws.chunk) == split_plan(b, h_kv, length, 132)
     assert split_plan(b, h_kv, length, 132) != wave_plan(b, h_kv, length, 3 * 132)
+
+
+def test_the_triton_set_plans_chunks_its_registers_hold_only_under_pdl(monkeypatch):
+    # In a decode step under PDL each program loads its chunk before its wait where the chunk fits
+    # its registers: at D = 128 and a short cache the set plans 64-key chunks (preload_plan), where
+    # the bench's default (split_plan) would give 128; without PDL it keeps the default.
+    from rooflint.kernels.common import pdl
+    from rooflint.models.kernel_sets import TritonKernels
+
+    b, h, h_kv, length, d = 1, 32, 8, 576, 128
+    q = torch.zeros(b, h, 1, d, dtype=torch.bfloat16)
+    for enabled, plan in ((False, split_plan(b, h_kv, length, 132)), (True, (9, 64))):
+        monkeypatch.setattr(pdl, "pdl_enabled", lambda device, enabled=enabled: enabled)
+        triton_set = object.__new__(TritonKernels)
+        triton_set._workspaces = {}
+        ws = triton_set._workspace(q, h_kv, length)
+        assert (ws.splits, ws.chunk) == plan
+    assert split_plan(b, h_kv, length, 132) == (5, 128)

@@ -10,9 +10,11 @@ from rooflint.kernels import sm_count
 MIN_SPLIT_TOKENS = 128  # below this a program's fixed cost (q load, partial write) stops paying
 
 
-def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tuple[int, int]:
+def split_plan(
+    batch: int, h_kv: int, c: int, sms: int, block: int = 64, min_tokens: int = MIN_SPLIT_TOKENS
+) -> tuple[int, int]:
     """(splits, chunk tokens): enough programs for 4 per SM and at least 2 splits, none shorter than
-    MIN_SPLIT_TOKENS.
+    ``min_tokens`` (MIN_SPLIT_TOKENS, or a chunk that fits registers: preload_plan).
 
     At least 2, even where the heads alone fill the GPU: the large MHA shape (32 x 32 heads, 8,192
     keys) in one split is 1,024 programs of 4 MB, 2.59 waves of the 396 that fit at once (3 an SM),
@@ -20,7 +22,7 @@ def split_plan(batch: int, h_kv: int, c: int, sms: int, block: int = 64) -> tupl
     programs, so the last wave's tail is half as long (docs/perf-notes compares 2, 3 and 4).
     """
     want = max(2, triton.cdiv(4 * sms, batch * h_kv))
-    return _chunked(c, max(1, min(want, triton.cdiv(c, MIN_SPLIT_TOKENS))), block)
+    return _chunked(c, max(1, min(want, triton.cdiv(c, min_tokens))), block)
 
 
 def wave_plan(batch: int, h_kv: int, c: int, slots: int, block: int = 64) -> tuple[int, int]:

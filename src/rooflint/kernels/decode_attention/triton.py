@@ -10,7 +10,13 @@ from rooflint.core.family import NEEDS_CUDA, NEEDS_TRITON
 from rooflint.core.triton_compat import gdc_wait, interpreting, tl, triton
 from rooflint.kernels.common.pdl import launch_next, pdl_enabled, pdl_launch, prefetch_l2, wait
 from rooflint.kernels.decode_attention import FAMILY, LOG2E
-from rooflint.kernels.decode_attention.plans import DecodeWorkspace, cache_layout, q_layout
+from rooflint.kernels.decode_attention.plans import (
+    MIN_SPLIT_TOKENS,
+    DecodeWorkspace,
+    cache_layout,
+    q_layout,
+    split_plan,
+)
 from rooflint.kernels.kv_cache import BLOCK_SIZE
 
 
@@ -275,6 +281,16 @@ def preload_tiles(chunk: int, block_n: int, d: int) -> int:
     """Key tiles a program of ``chunk`` keys holds in registers; 0 where they do not fit."""
     tiles = chunk // block_n
     return tiles if chunk % block_n == 0 and tiles * block_n * d <= MAX_PRELOAD_ELEMENTS else 0
+
+
+def preload_plan(batch: int, h_kv: int, c: int, d: int, sms: int, block: int = 64) -> tuple[int, int]:
+    """split_plan with chunks as short as the keys a program holds in registers (MAX_PRELOAD_ELEMENTS),
+    where that is below MIN_SPLIT_TOKENS: at D = 128 a 64-key chunk loads before the PDL wait, a
+    128-key one streams only after it. Only a short cache changes (fewer keys than 4 programs an SM
+    of MIN_SPLIT_TOKENS would take): the 8B's decode at a 576-token context gets 9 splits of 64 keys,
+    not 5 of 128, its K and V in flight while QKV still runs (docs/perf-notes/models.md)."""
+    fits = MAX_PRELOAD_ELEMENTS // d // block * block
+    return split_plan(batch, h_kv, c, sms, block, min(MIN_SPLIT_TOKENS, fits) if fits else MIN_SPLIT_TOKENS)
 
 
 def _decode(q, q_stride, k, v, table, page, rows, h_kv, c, ws, block_n, num_stages, num_warps, preload=None):

@@ -215,5 +215,13 @@ class TritonKernels(EagerKernels):
         return self._workspaces[key]
 
     def _decode_plan(self, q, kv_heads: int, length: int) -> tuple[int, int] | None:
-        """The decode kernel's (splits, chunk) for this shape; None: DecodeWorkspace's default plan."""
-        return None
+        """The decode kernel's (splits, chunk) for this shape; None: DecodeWorkspace's default plan.
+        Under PDL a program loads its chunk before its wait where the chunk fits its registers, so
+        the chunks are made to fit (preload_plan); without PDL nothing loads early."""
+        from rooflint.kernels import sm_count
+        from rooflint.kernels.common.pdl import pdl_enabled
+        from rooflint.kernels.decode_attention.triton import preload_plan
+
+        if not pdl_enabled(q.device):
+            return None
+        return preload_plan(q.shape[0], kv_heads, length, q.shape[3], sm_count(q.device, on_cpu=132))
