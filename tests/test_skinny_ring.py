@@ -89,6 +89,26 @@ def test_it_never_runs_where_it_does_not_fit(monkeypatch):
     assert not skinny_ring.pays(1, 4096, 28672, torch.device("cpu"))
 
 
+def test_fits_says_yes_exactly_where_the_shape_and_the_gpu_allow(monkeypatch):
+    # A stand-in sm_90 GPU with nvcc: fits is why_not's verdict on M and K alone (pays asks it per GEMM).
+    from rooflint.engine import cuda_build
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(skinny_ring, "device_shared", lambda device: skinny_ring.ON_CPU_SHARED)
+    gpu = torch.device("cuda", 0)
+    assert skinny_ring.fits(8, 4096, gpu) and skinny_ring.fits(1, 14336, gpu) and skinny_ring.fits(1, 512, gpu)
+    assert not skinny_ring.fits(9, 4096, gpu)  # rows past one n8 tile
+    assert not skinny_ring.fits(0, 4096, gpu)
+    assert not skinny_ring.fits(1, 1000, gpu)  # K not a multiple of 512
+    assert not skinny_ring.fits(8, 65536, gpu)  # X's rows (1 MB) leave no room for stages
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: None)
+    assert not skinny_ring.fits(8, 4096, gpu)
+    monkeypatch.setattr(cuda_build, "nvcc_path", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert not skinny_ring.fits(8, 4096, gpu)
+
+
 def test_refusals_name_what_is_wrong():
     x = torch.zeros(1, 4096, dtype=torch.bfloat16)
     w = torch.zeros(64, 4096, dtype=torch.bfloat16)

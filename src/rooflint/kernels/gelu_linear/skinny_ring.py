@@ -116,30 +116,41 @@ def why_not(x: torch.Tensor, w: torch.Tensor, residual=None, out=None, ffn: int 
         return "skinny_ring.cu's output and residual take x's dtype"
     if w.shape[1] != k:
         return f"x {list(x.shape)} does not match the weight {list(w.shape)}"
-    if not 1 <= m <= MAX_ROWS:
-        return f"skinny_ring.cu takes 1 to {MAX_ROWS} rows of x, not {m}"
-    if k % CHUNK:
-        return f"skinny_ring.cu takes K a multiple of {CHUNK}, not {k}"
+    why = _shape_gap(m, k)
+    if why:
+        return why
     if ffn and (w.shape[0] != 2 * ffn or residual is not None):
         return f"skinny_ring.cu's SwiGLU takes a [2 x {ffn}, K] weight and no residual"
     if not w.is_contiguous() or w.data_ptr() % 16 or x.stride(1) != 1 or x.stride(0) % 8 or x.data_ptr() % 16:
         return "skinny_ring.cu needs a contiguous, 16-byte aligned weight and 16-byte aligned x rows"
     if any(t is not None and t.stride(1) != 1 for t in (residual, out)):
         return "skinny_ring.cu needs the residual's and the output's rows contiguous"
-    if not x.is_cuda or torch.cuda.get_device_capability(x.device) < (9, 0):
+    # the GPU last: the layout refusals above are reached (and tested) on a machine without one
+    return _device_gap(m, k, x.device)
+
+
+def fits(m: int, k: int, device) -> bool:
+    """Whether the ring kernel takes M rows of K on ``device`` (sm_90, nvcc, the shared memory): why_not's
+    verdict on the shape alone, for tensors that pass its dtype and layout checks."""
+    return _shape_gap(m, k) is None and _device_gap(m, k, device) is None
+
+
+def _shape_gap(m: int, k: int) -> str | None:
+    if not 1 <= m <= MAX_ROWS:
+        return f"skinny_ring.cu takes 1 to {MAX_ROWS} rows of x, not {m}"
+    if k % CHUNK:
+        return f"skinny_ring.cu takes K a multiple of {CHUNK}, not {k}"
+    return None
+
+
+def _device_gap(m: int, k: int, device) -> str | None:
+    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (9, 0):
         return "skinny_ring.cu needs a CUDA GPU of sm_90 or newer (bulk copies, mbarriers)"
-    if not plan(m, k, device_shared(x.device))[0]:
+    if not plan(m, k, device_shared(device))[0]:
         return f"skinny_ring.cu keeps X in shared memory beside 64 KB of stages: M = {m} x K = {k} does not fit"
     if cuda_build.nvcc_path() is None:
         return "skinny_ring.cu is built on first use, and nvcc is not on PATH"
     return None
-
-
-def fits(m: int, k: int, device) -> bool:
-    """Whether the ring kernel takes M rows of K on ``device`` (sm_90, nvcc, the shared memory)."""
-    if device.type != "cuda" or m > MAX_ROWS or k % CHUNK or cuda_build.nvcc_path() is None:
-        return False
-    return torch.cuda.get_device_capability(device) >= (9, 0) and bool(plan(m, k, device_shared(device))[0])
 
 
 def pays(m: int, k: int, n: int, device) -> bool:
