@@ -109,6 +109,24 @@ def test_fold_rms_norm_is_gamma_in_ws_columns_rounded_once():
     assert torch.equal(folded, (w.double() * gamma.double()).to(torch.bfloat16))
 
 
+def test_the_triton_set_folds_each_weight_and_gamma_once():
+    # Its __init__ needs a GPU; the folding needs only the weights. A graph replays the folded copy made
+    # on the first (uncaptured) step, so a second call must hand back that very tensor.
+    from rooflint.models.llama_kernels import LlamaTriton
+
+    kernels = object.__new__(LlamaTriton)
+    kernels._folds, kernels.eps = {}, 1e-5
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(24, 40, generator=gen).to(torch.bfloat16)
+    gamma, other = ((torch.rand(40, generator=gen) + 0.5).to(torch.bfloat16) for _ in range(2))
+    folded, eps = kernels._rms_folded(w, gamma)
+    assert eps == 1e-5 and torch.equal(folded, skinny_pdl.fold_rms_norm(gamma, w))
+    assert kernels._rms_folded(w, gamma)[0] is folded
+    assert not torch.equal(kernels._rms_folded(w, other)[0], folded)  # another norm, another copy
+    assert kernels._rms_folded(w, None) == (w, None)  # no norm fused: the weight as it is
+    assert len(kernels._folds) == 2
+
+
 @pytest.mark.parametrize(
     "row_blocks,sms,pairs",
     [(384, 132, 132), (256, 132, 128), (1792, 132, 896), (5, 132, 3), (265, 132, 132), (264, 132, 132),

@@ -230,7 +230,6 @@ class LlamaTriton(LlamaSlots, TritonKernels):
 
     def __init__(self, dtype, device, head_dim, eps) -> None:
         super().__init__(dtype, device, head_dim, eps)  # raises VariantSkipped without Triton or a GPU
-        self._rms_folds: dict = {}  # (weight, gamma) -> W diag(gamma): _rms_folded
         linear = self.plan["linear"]
         self._llama_plan()
         from rooflint.kernels import attention, decode_attention, rmsnorm, swiglu
@@ -318,10 +317,8 @@ class LlamaTriton(LlamaSlots, TritonKernels):
             return w, None
         from rooflint.kernels.gelu_linear import skinny_pdl
 
-        key = (w.data_ptr(), gamma.data_ptr())
-        if key not in self._rms_folds:
-            self._rms_folds[key] = skinny_pdl.fold_rms_norm(gamma, w)
-        return self._rms_folds[key], self.eps
+        key = ("rms_norm", w.data_ptr(), gamma.data_ptr())
+        return self.folded_once(key, lambda: skinny_pdl.fold_rms_norm(gamma, w)), self.eps
 
     def rms_linear(self, x, gamma, w, b):
         if not self._folds_norm(x.shape[0]):

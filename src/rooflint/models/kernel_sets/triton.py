@@ -37,7 +37,7 @@ class TritonKernels(EagerKernels):
         from rooflint.kernels import attention, decode_attention, gelu_linear
 
         self._workspaces: dict[tuple, object] = {}
-        self._folded: dict[int, object] = {}  # weight pointer -> skinny.FoldedNorm
+        self._folds: dict[tuple, object] = {}  # (norm, weight pointers) -> a weight with its norm folded in
         self._head = PaddedHead()
         name = dtype_name(dtype)
         power_of_two = head_dim >= 16 and head_dim & (head_dim - 1) == 0
@@ -145,9 +145,7 @@ class TritonKernels(EagerKernels):
             return super().norm_linear(x, ln_w, ln_b, w, b, gelu, append)
         from rooflint.kernels.gelu_linear import skinny
 
-        key = w.data_ptr()
-        if key not in self._folded:  # once per weight, on the first (uncaptured) step
-            self._folded[key] = skinny.fold_layer_norm(ln_w, ln_b, w, b)
+        folded = self.folded_once(("layer_norm", w.data_ptr()), lambda: skinny.fold_layer_norm(ln_w, ln_b, w, b))
         into = None
         if append is not None:
             cache, layer, position = append
@@ -155,7 +153,14 @@ class TritonKernels(EagerKernels):
             start, _ = kv_span(w.shape[0], cache)
             into = skinny.KVAppend(k_rows, v_rows, cache.slots(position, 1), start, cache.kv_heads,
                                          cache.head_dim)  # fmt: skip
-        return skinny.skinny_norm_linear(x, self._folded[key], self.eps, gelu=gelu, append=into)
+        return skinny.skinny_norm_linear(x, folded, self.eps, gelu=gelu, append=into)
+
+    def folded_once(self, key: tuple, fold):
+        """fold() the first time ``key`` is asked, else what it made then: a weight with a norm folded in is
+        made once, on the first (uncaptured) step, and read in place by every graph replay after."""
+        if key not in self._folds:
+            self._folds[key] = fold()
+        return self._folds[key]
 
     def layer_norm(self, x, w, b):
         if self.plan["layer_norm"] != "triton":
