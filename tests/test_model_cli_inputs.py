@@ -111,6 +111,7 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, P
     root = tmp_path_factory.mktemp("model_cli_inputs")
     _checkpoints(root)
     env = dict(os.environ, ROOFLINT_CACHE=str(root / "cache"), COLUMNS="200")
+    cpu_ceilings.seed(env["ROOFLINT_CACHE"])  # the runs that load a checkpoint would measure the CPU's ceilings
     env.pop("ROOFLINT_DEBUG", None)
 
     def one(case) -> tuple[subprocess.CompletedProcess, Path]:
