@@ -54,14 +54,38 @@ def assert_repeatable(run, calls: int = 20) -> None:
         assert torch.equal(run(), first)
 
 
-def compile_gluon_for_sm90(kernel: str, cache_dir: Path) -> list[dict]:
-    """What tests/fixtures/compile_gluon.py reports for `kernel` ("attention" or "gemm"), one dict per
-    compiled case; it runs in a subprocess, as it replaces Triton's driver, with a fresh cache."""
-    script = Path(__file__).parent / "fixtures" / "compile_gluon.py"
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(cache_dir)}  # a real compile each run
-    done = subprocess.run([sys.executable, str(script), kernel], capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+GLUON_KERNELS = ("attention", "gemm", "scaled_gemm")
+_gluon_compiled: tuple[dict[str, list[dict]], set[str], str] | None = None  # rows, kernels done, stderr
+
+
+def compile_gluon_for_sm90(kernel: str, tmp_path_factory) -> list[dict]:
+    """What tests/fixtures/compile_gluon.py reports for `kernel` (one of GLUON_KERNELS), one dict per
+    compiled case. It runs in a subprocess, as it replaces Triton's driver, with a fresh cache: once
+    per test process for all three kernels (the three tests share an xdist_group), since each start
+    imports torch and Triton again (2 s), and each kernel is compiled in full either way."""
+    global _gluon_compiled
+    if _gluon_compiled is None:
+        script = Path(__file__).parent / "fixtures" / "compile_gluon.py"
+        cache_dir = tmp_path_factory.mktemp("gluon-triton-cache")
+        env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(cache_dir)}  # a real compile
+        done = subprocess.run(
+            [sys.executable, str(script), *GLUON_KERNELS], capture_output=True, text=True, timeout=600, env=env
+        )
+        rows: dict[str, list[dict]] = {}
+        finished: set[str] = set()
+        current = None
+        for line in done.stdout.splitlines():
+            if line.startswith("# kernel "):
+                current = line.removeprefix("# kernel ")
+                rows[current] = []
+            elif line.startswith("# done "):
+                finished.add(line.removeprefix("# done "))
+            elif line.startswith("{"):
+                rows[current].append(json.loads(line))
+        _gluon_compiled = (rows, finished, f"exit {done.returncode}: {done.stderr[-4000:]}")
+    rows, finished, stderr = _gluon_compiled
+    assert kernel in finished, stderr  # its compile raised, or the process died before it ended
+    return rows[kernel]
 
 
 def rope_tables(positions: int, head_dim: int, dtype):

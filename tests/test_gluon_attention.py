@@ -17,8 +17,9 @@ needs_gluon = pytest.mark.skipif(not ag.HAS_GLUON, reason="this Triton has no Gl
 
 
 @needs_gluon
-def test_gluon_attention_compiles_to_its_schedule_for_sm90a(tmp_path):
-    rows = compile_gluon_for_sm90("attention", tmp_path)
+@pytest.mark.xdist_group("gluon_sm90a")  # one compile process for the three kernels
+def test_gluon_attention_compiles_to_its_schedule_for_sm90a(tmp_path_factory):
+    rows = compile_gluon_for_sm90("attention", tmp_path_factory)
     assert len(rows) == 2 * len(ag.TILES), rows  # each head dim with and without the causal mask
     assert {row["head_dim"] for row in rows} == {64, 128, 256}
     assert {(row["causal"], row["dtype"]) for row in rows} == {(False, "torch.bfloat16"), (True, "torch.float16")}

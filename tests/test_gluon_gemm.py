@@ -18,8 +18,9 @@ needs_gluon = pytest.mark.skipif(not gg.HAS_GLUON, reason="this Triton has no Gl
 
 
 @needs_gluon
-def test_gluon_gemm_compiles_to_its_schedule_for_sm90a(tmp_path):
-    rows = compile_gluon_for_sm90("gemm", tmp_path)
+@pytest.mark.xdist_group("gluon_sm90a")  # one compile process for the three kernels
+def test_gluon_gemm_compiles_to_its_schedule_for_sm90a(tmp_path_factory):
+    rows = compile_gluon_for_sm90("gemm", tmp_path_factory)
     # bf16 untraced (the bench's launch) and fp16 traced (the device scripts'): every dtype and launch
     assert [(row["dtype"], row["trace"]) for row in rows] == [("torch.bfloat16", False), ("torch.float16", True)]
     for row in rows:

@@ -21,8 +21,9 @@ E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
 
 @needs_gluon
-def test_gluon_block_scaled_gemm_compiles_to_its_schedule_for_sm90a(tmp_path):
-    rows = compile_gluon_for_sm90("scaled_gemm", tmp_path)
+@pytest.mark.xdist_group("gluon_sm90a")  # one compile process for the three kernels
+def test_gluon_block_scaled_gemm_compiles_to_its_schedule_for_sm90a(tmp_path_factory):
+    rows = compile_gluon_for_sm90("scaled_gemm", tmp_path_factory)
     assert [(row["a_dtype"], row["b_dtype"]) for row in rows] == [
         (str(E4M3), str(E4M3)),
         (str(E5M2), str(E4M3)),
