@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import cpu_ceilings
 import pytest
 from typer.testing import CliRunner
 
@@ -54,10 +55,15 @@ def test_generated_family_benches_on_cpu_without_editing_rooflint(generated, tmp
     from rooflint.engine import ceilings
 
     # The CPU's ceilings are not under test here, and their default 1024^3 bf16 GEMM costs ~25 s on a
-    # 2-core runner: reuse this process's, or measure with a small matmul (put back after the test).
+    # 2-core runner: reuse this process's, or read those this test process measured for the runs it
+    # starts (tests/cpu_ceilings.py) from a cache of the test's own, or else measure with a small
+    # matmul (put back after the test).
     monkeypatch.setattr(ceilings, "_CPU_SPEC", ceilings._CPU_SPEC)
     if ceilings._CPU_SPEC is None:
-        ceilings.measure_cpu_ceilings(matmul_n=128)
+        monkeypatch.setenv("ROOFLINT_CACHE", str(tmp_path / "cache"))
+        cpu_ceilings.seed(tmp_path / "cache")
+        if not (tmp_path / "cache" / "ceilings").is_dir():
+            ceilings.measure_cpu_ceilings(matmul_n=128)
     monkeypatch.setenv(registry.PLUGIN_VARIABLE, NAME)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(generated), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(generated))
