@@ -29,7 +29,7 @@ from rooflint.engine.request import BenchPlan, BenchRequest
 from rooflint.engine.run_clock import RunTally, now_iso, run_record
 from rooflint.engine.worker import Task
 from rooflint.outputs.folder_lock import FolderLock
-from rooflint.outputs.results import COLUMNS, FAILING_STATUSES, OK, ResultRow, ResultWriter, write_json
+from rooflint.outputs.results import COLUMNS, FAILING_STATUSES, OK, ResultRow, ResultWriter, record_of, write_json
 from rooflint.outputs.run_files import WORKER_LOG, gpu_worker_log, roofline_file
 
 # What a bench measures when the user says nothing: each family's default dtypes (bf16, or a
@@ -279,7 +279,7 @@ def write_plots(
                 spec = spec_from_rows(gpu, own, spec_file)
                 if spec is None:
                     raise
-        frame = pd.DataFrame([dataclasses.asdict(r) for r in own])
+        frame = pd.DataFrame([record_of(r) for r in own])
         base = roofline_base(out, gpu, several=len(gpus) > 1)
         title = f"rooflint roofline: {spec.name}"
         written += plot_roofline(points_from_results(frame), spec, base, title, measured_overlay(spec))

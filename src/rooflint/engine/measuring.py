@@ -28,7 +28,7 @@ from rooflint.engine.parent_watch import PARENT_PID_VARIABLE
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import RunTally
 from rooflint.engine.tasks import Task, base_row
-from rooflint.outputs.results import CRASHED, ERROR, ResultRow, row_from_record
+from rooflint.outputs.results import CRASHED, ERROR, ResultRow, record_of, row_from_record
 
 # The measuring process, started so that Ctrl-C ends it the way the default action of SIGINT does:
 # at once and silently. A terminal's Ctrl-C reaches the whole process group, and Python's own
@@ -225,7 +225,7 @@ def host_row(task: Task, status: str, message: str, where: dict[str, Any]) -> Re
     """A row the parent writes for a task its worker never finished, stamped with where it ran."""
     from rooflint.engine.environment import timestamp
 
-    record = {**dataclasses.asdict(base_row(task, task.kind, status, message)), **where}
+    record = {**record_of(base_row(task, task.kind, status, message)), **where}
     row = row_from_record({name: value for name, value in record.items() if value is not None})
     row.timestamp = timestamp()
     return row

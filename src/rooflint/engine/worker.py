@@ -8,7 +8,6 @@ only itself: the parent records it as crashed and starts a fresh worker for the 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import gc
 import json
@@ -37,7 +36,17 @@ from rooflint.engine.run_clock import PhaseClock
 from rooflint.engine.settings import MeasureSettings
 from rooflint.engine.tasks import Task, base_row
 from rooflint.engine.timer import measure
-from rooflint.outputs.results import ERROR, FAILED, OK, OOM, SHARED_GPU_NOTE, SKIPPED, ResultRow, json_safe
+from rooflint.outputs.results import (
+    ERROR,
+    FAILED,
+    OK,
+    OOM,
+    SHARED_GPU_NOTE,
+    SKIPPED,
+    ResultRow,
+    json_safe,
+    record_of,
+)
 
 # Variant kinds (core/family.VARIANT_KINDS) that compile and build nothing: their first calls read
 # none of the compile caches (nvcc's, Triton's, Inductor's).
@@ -379,7 +388,7 @@ def main() -> None:
             worker, settings = _worker_for(job), key
         # Where this worker measures, before any task: a row the parent writes for a task that
         # killed this process carries the same GPU, device and host as the rows measured here.
-        emit({"event": "where", "row": json_safe(dataclasses.asdict(worker._stamp(ResultRow(*[""] * 7))))})
+        emit({"event": "where", "row": json_safe(record_of(worker._stamp(ResultRow(*[""] * 7))))})
         # What the compile caches held before this job's first compile: the run's cold or warm start.
         emit({"event": "clock", "clock": {**worker.clock.take(), "cache_entries": compile_caches.census()}})
         for raw in tasks:
@@ -391,7 +400,7 @@ def main() -> None:
                 {
                     "event": "row",
                     "task": task.key,
-                    "row": json_safe(dataclasses.asdict(row)),
+                    "row": json_safe(record_of(row)),
                     "clock": worker.clock.take(),
                 }
             )

@@ -18,7 +18,7 @@ from rooflint.engine.host import HOST_VARIABLE, host_name
 from rooflint.engine.request import BenchRequest
 from rooflint.engine.run_clock import HeldReports
 from rooflint.engine.tasks import Task
-from rooflint.outputs.results import ResultRow, json_safe
+from rooflint.outputs.results import ResultRow, json_safe, record_of
 
 if TYPE_CHECKING:
     from rooflint.engine.measuring import MeasuringProcess
@@ -71,7 +71,7 @@ def measure_group(
         nonlocal last
         now = time.monotonic()
         row.host = me["host"] if os.environ.get(HOST_VARIABLE) else row.host or me["host"]
-        record = json_safe(dataclasses.asdict(row))
+        record = json_safe(record_of(row))
         records.append(record)
         key = f"{row.family}/{row.variant}/{row.dtype}/{row.shape}"
         seconds[key], last = round(now - last, 3), now
