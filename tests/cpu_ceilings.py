@@ -54,17 +54,21 @@ def _measurement() -> str | None:
     return _measured[1]
 
 
-def seed(cache: Path | str) -> None:
+def seed(cache: Path | str) -> bool:
     """Put this host's CPU ceilings, measured in the last few minutes, into the rooflint cache ``cache``
-    (as $ROOFLINT_CACHE), unless it holds a measurement already."""
+    (as $ROOFLINT_CACHE), unless it holds a measurement already. Whether it holds one now: False where
+    the measurement could not be made (a run there then measures for itself)."""
     target = Path(cache, "ceilings", f"cpu-{socket.gethostname()}.json")
-    if target.exists() or Path(cache).is_file():  # a cache that is a file is some test's own case
-        return
+    if Path(cache).is_file():  # a cache that is a file is some test's own case
+        return False
+    if target.exists():
+        return True
     with _lock:
         text = _measurement()
         if text is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
+    return text is not None
 
 
 def written_besides_the_seed(folder: Path) -> list[str]:

@@ -111,8 +111,7 @@ def test_installed_plugin_is_listed_benched_and_builds_against_rooflints_header(
     # (tests/cpu_ceilings.py), or else measured with a small matmul: the default 1024^3 bf16 GEMM costs
     # ~25 s on a 2-core runner, and neither says anything about plugins.
     cache = tmp_path / "cache"
-    cpu_ceilings.seed(cache)
-    seeded = (cache / "ceilings").is_dir()
+    seeded = cpu_ceilings.seed(cache)
     bench = (
         "import sys\n"
         "from rooflint.engine.ceilings import measure_cpu_ceilings\n"
