@@ -1,4 +1,5 @@
 import os
+import signal
 import warnings
 
 import pytest
@@ -17,6 +18,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # start): each worker is a Python importing torch, seconds of a core the runner's other processes are
 # waiting for, and what it compiles is the same either way. Read when torch._inductor is imported.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+# A suite started as a background job of a shell without job control (`bash .ci/run &`, a script's
+# `cmd &`) inherits SIGINT ignored, and so does every console the Ctrl-C tests start: they then run on
+# through the signal and those tests fail. The tests run as a terminal's foreground job does.
+try:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+except ValueError:  # imported off the main thread: as it was
+    pass
 
 
 def pytest_configure(config):
